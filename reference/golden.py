@@ -1,0 +1,76 @@
+"""Golden documents: how an engine writes one case's tensors as JSON (twin: port_ts/src/golden.ts).
+
+Layout (docs/goldens.md): keys sorted, two-space indent, a list of scalars on one line, a
+trailing newline. float64 in the shortest round-trip form (Python's repr); NaN and +-Infinity
+as the strings "NaN", "Infinity", "-Infinity". Same input, same bytes.
+"""
+
+import json
+import math
+
+import numpy as np
+
+from .rng import GENERATOR
+
+SCHEMA_VERSION = 1
+ENGINE = {"name": "reference", "version": "0.1.0"}
+
+
+def tensor_doc(arr):
+    arr = np.asarray(arr)
+    if arr.dtype.kind in "iub":
+        return {"dtype": "int64", "shape": list(arr.shape), "data": [int(v) for v in arr.ravel()]}
+    arr = arr.astype(np.float64, copy=False)
+    return {"dtype": "float64", "shape": list(arr.shape), "data": [float(v) for v in arr.ravel()]}
+
+
+def case_document(case, inputs, outputs):
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "engine": dict(ENGINE),
+        "generator": GENERATOR,
+        "case": case,
+        "inputs": {k: tensor_doc(v) for k, v in inputs.items()},
+        "outputs": {k: tensor_doc(v) for k, v in outputs.items()},
+    }
+
+
+def _scalar(v):
+    if v is None:
+        return "null"
+    if v is True:
+        return "true"
+    if v is False:
+        return "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        if math.isnan(v):
+            return '"NaN"'
+        if math.isinf(v):
+            return '"Infinity"' if v > 0 else '"-Infinity"'
+        return repr(v)
+    if isinstance(v, str):
+        return json.dumps(v)
+    raise TypeError(f"cannot write {type(v).__name__} into a golden")
+
+
+def dumps(value, indent=0):
+    """The golden text of value (dicts, lists, numbers, strings)."""
+    pad = "  " * (indent + 1)
+    if isinstance(value, dict):
+        if not value:
+            return "{}"
+        items = [f"{pad}{json.dumps(str(k))}: {dumps(value[k], indent + 1)}" for k in sorted(value)]
+        return "{\n" + ",\n".join(items) + "\n" + "  " * indent + "}"
+    if isinstance(value, (list, tuple)):
+        if all(not isinstance(v, (dict, list, tuple)) for v in value):
+            return "[" + ", ".join(_scalar(v) for v in value) + "]"
+        items = [pad + dumps(v, indent + 1) for v in value]
+        return "[\n" + ",\n".join(items) + "\n" + "  " * indent + "]"
+    return _scalar(value)
+
+
+def write(path, doc):
+    with open(path, "w", encoding="utf-8", newline="\n") as fh:
+        fh.write(dumps(doc) + "\n")
