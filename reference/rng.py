@@ -56,9 +56,9 @@ class Generator:
     """A stream of draws from seed (0 <= seed < 2**53). State: the next counter."""
 
     def __init__(self, seed):
+        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2**53:
+            raise ValueError(f"seed must be an integer in [0, 2**53), got {seed!r}")
         seed = int(seed)
-        if not 0 <= seed < 2**53:
-            raise ValueError(f"seed must be an integer in [0, 2**53), got {seed}")
         self.seed = seed
         self.key0 = seed & _M32
         self.key1 = seed >> 32
