@@ -1,0 +1,77 @@
+// Additive (Bahdanau) attention, no biases (twin: reference/additive_attention.py).
+//
+//   a(q, k) = w_v^T tanh(W_q q + W_k k)
+//
+//   qp       = q W_q^T                        (B, Q, H)
+//   kp       = k W_k^T                        (B, K, H)
+//   features = qp[:, :, None] + kp[:, None]   (B, Q, K, H)   broadcast over queries and keys
+//   t        = tanh(features)                 (B, Q, K, H)
+//   scores   = t w_v^T                        (B, Q, K)
+//   weights  = maskedSoftmax(scores, lens)    (B, Q, K)
+//   out      = dropout(weights) v             (B, Q, V)
+//
+// Shape legend: B batch, Q queries, K keys, Dq query dim, Dk key dim, H hidden units of the
+// scoring MLP, V value dim. Params: W_q (H, Dq), W_k (H, Dk), w_v (1, H).
+
+import type { Generator } from "./rng.ts";
+import { type Tensor, type IntTensor, matmul, matmulNT, zeros } from "./ops.ts";
+import { type MaskedSoftmaxCache, maskedSoftmaxForward } from "./maskedSoftmax.ts";
+import { attentionDropout } from "./dotProductAttention.ts";
+
+export interface AdditiveAttentionCache {
+  q: Tensor; k: Tensor; v: Tensor;
+  params: Record<string, Tensor>;
+  qp: Tensor; // (B, Q, H)
+  kp: Tensor; // (B, K, H)
+  features: Tensor; // (B, Q, K, H)
+  tanh: Tensor; // (B, Q, K, H)
+  scores: Tensor; // (B, Q, K)
+  weights: Tensor; // (B, Q, K) before dropout
+  dropped: Tensor; // (B, Q, K)
+  mask: Tensor | null;
+  dropoutP: number;
+  softmax: MaskedSoftmaxCache;
+}
+
+function same(a: readonly number[], b: readonly number[]): boolean {
+  return a.length === b.length && a.every((s, i) => s === b[i]);
+}
+
+/** q (B, Q, Dq), k (B, K, Dk), v (B, K, V) -> out (B, Q, V). */
+export function additiveAttentionForward(
+  q: Tensor, k: Tensor, v: Tensor, params: Record<string, Tensor>,
+  validLens: IntTensor | null = null, dropoutP = 0, rng: Generator | null = null,
+): { out: Tensor; cache: AdditiveAttentionCache } {
+  const { W_q, W_k, w_v } = params;
+  const H = W_q.shape[0];
+  if (!same(W_q.shape, [H, q.shape[2]]) || !same(W_k.shape, [H, k.shape[2]]) || !same(w_v.shape, [1, H])) {
+    throw new RangeError(`additiveAttention: params W_q [${W_q.shape}], W_k [${W_k.shape}], w_v [${w_v.shape}] ` +
+      `do not fit q [${q.shape}], k [${k.shape}] (need (H, Dq), (H, Dk), (1, H))`);
+  }
+  const B = q.shape[0], Q = q.shape[1], K = k.shape[1];
+  const qp = matmulNT(q, W_q); // (B, Q, H)
+  const kp = matmulNT(k, W_k); // (B, K, H)
+  const features = zeros([B, Q, K, H]); // (B, Q, K, H)
+  const tanh = zeros([B, Q, K, H]); // (B, Q, K, H)
+  const F = features.data, T = tanh.data, QP = qp.data, KP = kp.data;
+  for (let b = 0; b < B; b++) {
+    for (let i = 0; i < Q; i++) {
+      for (let j = 0; j < K; j++) {
+        const o = ((b * Q + i) * K + j) * H, qo = (b * Q + i) * H, ko = (b * K + j) * H;
+        for (let h = 0; h < H; h++) {
+          F[o + h] = QP[qo + h] + KP[ko + h];
+          T[o + h] = Math.tanh(F[o + h]);
+        }
+      }
+    }
+  }
+  const s = matmulNT(tanh, w_v); // (B, Q, K, 1)
+  const scores: Tensor = { shape: [B, Q, K], data: s.data }; // (B, Q, K)
+  const { out: weights, cache: softmax } = maskedSoftmaxForward(scores, validLens); // (B, Q, K)
+  const { dropped, mask } = attentionDropout(weights, dropoutP, rng); // (B, Q, K)
+  const out = matmul(dropped, v); // (B, Q, V)
+  return {
+    out,
+    cache: { q, k, v, params, qp, kp, features, tanh, scores, weights, dropped, mask, dropoutP, softmax },
+  };
+}

@@ -1,0 +1,55 @@
+// Scaled dot-product attention (twin: reference/dot_product_attention.py).
+//
+//   scores  = q k^T / sqrt(D)                 (B, ..., Q, K)
+//   weights = maskedSoftmax(scores, lens)     (B, ..., Q, K)   rows sum to 1
+//   dropped = weights * keep / (1 - p)        (B, ..., Q, K)   inverted dropout; p == 0: weights
+//   out     = dropped v                       (B, ..., Q, V)
+//
+// Shape legend: B batch, ... further leading axes (heads in multi-head attention), Q queries,
+// K keys, D query/key dim, V value dim. The dot product sums over D in index order, and each
+// score is then divided by sqrt(D) (one rounded division, the same in both engines).
+
+import type { Generator } from "./rng.ts";
+import { type Tensor, type IntTensor, matmul, matmulNT, zeros } from "./ops.ts";
+import { type MaskedSoftmaxCache, maskedSoftmaxForward } from "./maskedSoftmax.ts";
+
+export interface DotProductAttentionCache {
+  q: Tensor; // (B, ..., Q, D)
+  k: Tensor; // (B, ..., K, D)
+  v: Tensor; // (B, ..., K, V)
+  weights: Tensor; // (B, ..., Q, K) before dropout
+  dropped: Tensor; // (B, ..., Q, K) after dropout (the same tensor as weights when p == 0)
+  mask: Tensor | null; // (B, ..., Q, K) keep mask of 0 / 1, null when p == 0
+  dropoutP: number;
+  softmax: MaskedSoftmaxCache;
+}
+
+/** Inverted dropout on attention weights. p == 0 draws nothing and returns the weights
+ * themselves; otherwise the keep mask of the weights' shape is drawn now, in one go. */
+export function attentionDropout(weights: Tensor, dropoutP: number, rng: Generator | null): { dropped: Tensor; mask: Tensor | null } {
+  if (dropoutP === 0) return { dropped: weights, mask: null };
+  if (rng === null) throw new RangeError(`dropoutP = ${dropoutP} needs a generator (rng), got null`);
+  const mask = rng.keepMask(weights.shape, dropoutP); // (B, ..., Q, K) of 0 / 1
+  const dropped = zeros(weights.shape);
+  const W = weights.data, M = mask.data, O = dropped.data;
+  for (let i = 0; i < O.length; i++) O[i] = W[i] * M[i] / (1 - dropoutP);
+  return { dropped, mask };
+}
+
+/** q (B, ..., Q, D), k (B, ..., K, D), v (B, ..., K, V) -> out (B, ..., Q, V). */
+export function dotProductAttentionForward(
+  q: Tensor, k: Tensor, v: Tensor, validLens: IntTensor | null = null, dropoutP = 0, rng: Generator | null = null,
+): { out: Tensor; cache: DotProductAttentionCache } {
+  const D = q.shape[q.shape.length - 1];
+  if (k.shape[k.shape.length - 1] !== D || k.shape[k.shape.length - 2] !== v.shape[v.shape.length - 2]) {
+    throw new RangeError(`dotProductAttention: q [${q.shape}], k [${k.shape}], v [${v.shape}] do not fit ` +
+      "(need q (..., Q, D), k (..., K, D), v (..., K, V))");
+  }
+  const scores = matmulNT(q, k); // (B, ..., Q, K)
+  const S = scores.data, scale = Math.sqrt(D);
+  for (let i = 0; i < S.length; i++) S[i] = S[i] / scale;
+  const { out: weights, cache: softmax } = maskedSoftmaxForward(scores, validLens); // (B, ..., Q, K)
+  const { dropped, mask } = attentionDropout(weights, dropoutP, rng); // (B, ..., Q, K)
+  const out = matmul(dropped, v); // (B, ..., Q, V)
+  return { out, cache: { q, k, v, weights, dropped, mask, dropoutP, softmax } };
+}

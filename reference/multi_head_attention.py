@@ -1,0 +1,56 @@
+"""Multi-head attention, no biases (twin: port_ts/src/multiHeadAttention.ts).
+
+    q = x_q W_q^T, k = x_kv W_k^T, v = x_kv W_v^T        (B, Q|K, d)
+    qh, kh, vh = split_heads(q), ...                      (B, H, Q|K, D)   head i: features [i*D, (i+1)*D)
+    heads = dot_product_attention(qh, kh, vh, lens)       (B, H, Q, D)     scale 1/sqrt(D), D = d / H
+    concat = merge_heads(heads)                           (B, Q, d)
+    out = concat W_o^T                                    (B, Q, d)
+
+Shape legend: B batch, Q queries, K keys, H heads, D head dim, d model dim (d = H * D),
+dq_in / dkv_in the input feature dims. Params: W_q (d, dq_in), W_k (d, dkv_in), W_v (d, dkv_in),
+W_o (d, d). valid_lens None | (B,) | (B, Q) applies to every head; the dropout keep mask is drawn
+once for the whole (B, H, Q, K) weights tensor.
+"""
+
+import numpy as np
+
+from .dot_product_attention import dot_product_attention_forward
+from .ops import matmul_nt
+
+
+def split_heads(x, num_heads):
+    """(B, T, d) -> (B, H, T, D): head i takes features [i*D, (i+1)*D)."""
+    B, T, d = x.shape
+    return np.ascontiguousarray(x.reshape(B, T, num_heads, d // num_heads).transpose(0, 2, 1, 3))
+
+
+def merge_heads(x):
+    """(B, H, T, D) -> (B, T, H*D), the inverse of split_heads."""
+    B, H, T, D = x.shape
+    return np.ascontiguousarray(x.transpose(0, 2, 1, 3)).reshape(B, T, H * D)
+
+
+def multi_head_attention_forward(x_q, x_kv, params, num_heads, valid_lens=None, dropout_p=0.0, rng=None):
+    """x_q (B, Q, dq_in), x_kv (B, K, dkv_in) -> (out (B, Q, d), cache)."""
+    x_q = np.asarray(x_q, dtype=np.float64)
+    x_kv = np.asarray(x_kv, dtype=np.float64)
+    W_q, W_k, W_v, W_o = params["W_q"], params["W_k"], params["W_v"], params["W_o"]
+    d = W_q.shape[0]
+    if num_heads < 1 or d % num_heads != 0:
+        raise ValueError(f"multi_head_attention: model dim d = {d} must be divisible by num_heads = "
+                         f"{num_heads}; choose h dividing d")
+    expected = {"W_q": (d, x_q.shape[-1]), "W_k": (d, x_kv.shape[-1]), "W_v": (d, x_kv.shape[-1]), "W_o": (d, d)}
+    for name, shape in expected.items():
+        if params[name].shape != shape:
+            raise ValueError(f"multi_head_attention: {name} must have shape {shape}, got {params[name].shape}")
+    q = matmul_nt(x_q, W_q)  # (B, Q, d)
+    k = matmul_nt(x_kv, W_k)  # (B, K, d)
+    v = matmul_nt(x_kv, W_v)  # (B, K, d)
+    qh, kh, vh = split_heads(q, num_heads), split_heads(k, num_heads), split_heads(v, num_heads)  # (B, H, T, D)
+    heads, attn = dot_product_attention_forward(qh, kh, vh, valid_lens, dropout_p, rng)  # (B, H, Q, D)
+    concat = merge_heads(heads)  # (B, Q, d)
+    out = matmul_nt(concat, W_o)  # (B, Q, d)
+    cache = {"x_q": x_q, "x_kv": x_kv, "params": params, "num_heads": num_heads,
+             "q": q, "k": k, "v": v, "qh": qh, "kh": kh, "vh": vh, "heads": heads,
+             "weights": attn["weights"], "attn": attn, "concat": concat}
+    return out, cache
