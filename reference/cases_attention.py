@@ -1,9 +1,16 @@
 """Forward cases of the attention primitives: inputs from the case's seed, then the outputs
-(twin: casesAttention.ts). Each builder draws in the order written and returns
-(inputs, outputs) as dicts of named arrays."""
+(twin: casesAttention.ts). Each builder draws in the order written in its comment and returns
+(inputs, outputs) as dicts of named arrays. Parameters are drawn as PyTorch's default Linear
+init, U(-1/sqrt(fan_in), 1/sqrt(fan_in)), after the inputs. The dropout keep mask, when
+dropout_p > 0, is the last draw, made inside the forward."""
+
+import math
 
 from . import case_config as cc
+from .additive_attention import additive_attention_forward
+from .dot_product_attention import dot_product_attention_forward
 from .masked_softmax import masked_softmax_forward
+from .multi_head_attention import multi_head_attention_forward
 
 
 def _valid_lens(config):
@@ -11,16 +18,99 @@ def _valid_lens(config):
     return None if value is None else cc.int_array(value, "valid_lens")
 
 
+def _with_lens(inputs, lens):
+    if lens is not None:
+        inputs["valid_lens"] = lens
+    return inputs
+
+
+def _size(config, key):
+    value = cc.get(config, key)
+    if not (isinstance(value, int) and value >= 1):
+        raise cc.CaseError(f"config {key!r} must be a positive integer, got {value!r}")
+    return value
+
+
+def _linear_weight(rng, out_dim, in_dim):
+    """(out, in) from U(-1/sqrt(in), 1/sqrt(in)), PyTorch's default Linear weight init."""
+    bound = 1.0 / math.sqrt(in_dim)
+    return rng.uniform((out_dim, in_dim), -bound, bound)
+
+
 def masked_softmax_case(config, rng):
-    # config: shape [B, Q, K]; mean, std of the scores; valid_lens null | (B,) | (B, Q)
-    shape = cc.shape(config, "shape", 3)
+    # config: shape [B, Q, K] or [B, H, Q, K]; mean, std of the scores; valid_lens null | (B,) | (B, Q)
+    # draws: x ~ N(mean, std^2) of shape
+    shape = cc.shape(config, "shape")
+    if len(shape) not in (3, 4):
+        raise cc.CaseError(f"config 'shape' must be [B, Q, K] or [B, H, Q, K], got {list(shape)}")
     x = rng.normal(shape, cc.get(config, "mean", 0.0), cc.get(config, "std", 1.0))
     lens = _valid_lens(config)
     out, _ = masked_softmax_forward(x, lens)
-    inputs = {"x": x} if lens is None else {"x": x, "valid_lens": lens}
-    return inputs, {"out": out}
+    return _with_lens({"x": x}, lens), {"out": out}
+
+
+def dot_product_attention_case(config, rng):
+    # config: either literal q, k, v (nested lists, no draws), or lead (e.g. [B] or [B, H]),
+    #   Q, K, D, V and std (default 1); valid_lens null | (B,) | (B, Q); dropout_p (default 0)
+    # draws: q ~ N(0, std^2) (lead, Q, D); k (lead, K, D); v (lead, K, V); then the keep mask
+    if "q" in config:
+        q, k, v = (cc.float_array(cc.get(config, n), n) for n in ("q", "k", "v"))
+    else:
+        lead = cc.shape(config, "lead")
+        Q, K, D, V = (_size(config, n) for n in ("Q", "K", "D", "V"))
+        std = cc.get(config, "std", 1.0)
+        q = rng.normal(lead + (Q, D), 0.0, std)
+        k = rng.normal(lead + (K, D), 0.0, std)
+        v = rng.normal(lead + (K, V), 0.0, std)
+    lens = _valid_lens(config)
+    out, cache = dot_product_attention_forward(q, k, v, lens, cc.get(config, "dropout_p", 0.0), rng)
+    return _with_lens({"q": q, "k": k, "v": v}, lens), {"out": out, "weights": cache["weights"]}
+
+
+def additive_attention_case(config, rng):
+    # config: B, Q, K, Dq, Dk, H, V; std of the inputs (default 1); valid_lens; dropout_p
+    # draws: q ~ N(0, std^2) (B, Q, Dq); k (B, K, Dk); v (B, K, V);
+    #   W_q U(+-1/sqrt(Dq)) (H, Dq); W_k U(+-1/sqrt(Dk)) (H, Dk); w_v U(+-1/sqrt(H)) (1, H); keep mask
+    B, Q, K, Dq, Dk, H, V = (_size(config, n) for n in ("B", "Q", "K", "Dq", "Dk", "H", "V"))
+    std = cc.get(config, "std", 1.0)
+    q = rng.normal((B, Q, Dq), 0.0, std)
+    k = rng.normal((B, K, Dk), 0.0, std)
+    v = rng.normal((B, K, V), 0.0, std)
+    params = {"W_q": _linear_weight(rng, H, Dq), "W_k": _linear_weight(rng, H, Dk),
+              "w_v": _linear_weight(rng, 1, H)}
+    lens = _valid_lens(config)
+    out, cache = additive_attention_forward(q, k, v, params, lens, cc.get(config, "dropout_p", 0.0), rng)
+    inputs = _with_lens({"q": q, "k": k, "v": v, **params}, lens)
+    return inputs, {"out": out, "weights": cache["weights"]}
+
+
+def multi_head_attention_case(config, rng):
+    # config: B, Tq, d, heads, dq_in; self (default true: x_kv = x_q); when not self: Tk, dkv_in;
+    #   valid_lens null | (B,) | (B, Tq); dropout_p (default 0)
+    # draws: x_q ~ N(0, 1) (B, Tq, dq_in); x_kv (B, Tk, dkv_in) unless self;
+    #   W_q U(+-1/sqrt(dq_in)) (d, dq_in); W_k, W_v U(+-1/sqrt(dkv_in)) (d, dkv_in);
+    #   W_o U(+-1/sqrt(d)) (d, d); then the keep mask of the weights (B, H, Tq, Tk)
+    B, Tq, d, heads, dq_in = (_size(config, n) for n in ("B", "Tq", "d", "heads", "dq_in"))
+    self_attention = cc.get(config, "self", True)
+    x_q = rng.normal((B, Tq, dq_in))
+    if self_attention:
+        x_kv, dkv_in = x_q, dq_in
+    else:
+        Tk, dkv_in = _size(config, "Tk"), _size(config, "dkv_in")
+        x_kv = rng.normal((B, Tk, dkv_in))
+    params = {"W_q": _linear_weight(rng, d, dq_in), "W_k": _linear_weight(rng, d, dkv_in),
+              "W_v": _linear_weight(rng, d, dkv_in), "W_o": _linear_weight(rng, d, d)}
+    lens = _valid_lens(config)
+    out, cache = multi_head_attention_forward(x_q, x_kv, params, heads, lens,
+                                              cc.get(config, "dropout_p", 0.0), rng)
+    inputs = {"x_q": x_q} if self_attention else {"x_q": x_q, "x_kv": x_kv}
+    inputs = _with_lens({**inputs, **params}, lens)
+    return inputs, {"out": out, "weights": cache["weights"]}
 
 
 BUILDERS = {
     "masked_softmax": masked_softmax_case,
+    "dot_product_attention": dot_product_attention_case,
+    "additive_attention": additive_attention_case,
+    "multi_head_attention": multi_head_attention_case,
 }
