@@ -2,7 +2,7 @@
 
     scores  = q k^T / sqrt(D)                 (B, ..., Q, K)
     weights = masked_softmax(scores, lens)    (B, ..., Q, K)   rows sum to 1
-    dropped = weights * keep / (1 - p)        (B, ..., Q, K)   inverted dropout; p == 0: weights
+    dropped = weights * (keep / (1 - p))      (B, ..., Q, K)   inverted dropout; p == 0: weights
     out     = dropped v                       (B, ..., Q, V)
 
 Shape legend: B batch, ... further leading axes (heads in multi-head attention), Q queries,
@@ -21,12 +21,15 @@ from .ops import matmul, matmul_nt
 def attention_dropout(weights, dropout_p, rng):
     """Inverted dropout on attention weights: (dropped, keep). p == 0 draws nothing and returns
     (weights, None); otherwise the keep mask of the weights' shape is drawn now, in one go."""
+    if not 0.0 <= dropout_p < 1.0:
+        raise ValueError(f"attention dropout: p must be a number in [0, 1), got {dropout_p!r}")
     if dropout_p == 0.0:
         return weights, None
     if rng is None:
         raise ValueError(f"dropout_p = {dropout_p} needs a generator (rng), got None")
     keep = rng.keep_mask(weights.shape, dropout_p)  # (B, ..., Q, K) of 0.0 / 1.0
-    return weights * keep / (1.0 - dropout_p), keep
+    # the scale is rounded once, then one product: as dropout.py and PyTorch's x * (mask / (1 - p))
+    return weights * (keep / (1.0 - dropout_p)), keep
 
 
 def dot_product_attention_forward(q, k, v, valid_lens=None, dropout_p=0.0, rng=None):

@@ -2,7 +2,7 @@
 //
 //   scores  = q k^T / sqrt(D)                 (B, ..., Q, K)
 //   weights = maskedSoftmax(scores, lens)     (B, ..., Q, K)   rows sum to 1
-//   dropped = weights * keep / (1 - p)        (B, ..., Q, K)   inverted dropout; p == 0: weights
+//   dropped = weights * (keep / (1 - p))      (B, ..., Q, K)   inverted dropout; p == 0: weights
 //   out     = dropped v                       (B, ..., Q, V)
 //
 // Shape legend: B batch, ... further leading axes (heads in multi-head attention), Q queries,
@@ -27,12 +27,14 @@ export interface DotProductAttentionCache {
 /** Inverted dropout on attention weights. p == 0 draws nothing and returns the weights
  * themselves; otherwise the keep mask of the weights' shape is drawn now, in one go. */
 export function attentionDropout(weights: Tensor, dropoutP: number, rng: Generator | null): { dropped: Tensor; mask: Tensor | null } {
+  if (!(dropoutP >= 0 && dropoutP < 1)) throw new RangeError(`attention dropout: p must be a number in [0, 1), got ${dropoutP}`);
   if (dropoutP === 0) return { dropped: weights, mask: null };
   if (rng === null) throw new RangeError(`dropoutP = ${dropoutP} needs a generator (rng), got null`);
   const mask = rng.keepMask(weights.shape, dropoutP); // (B, ..., Q, K) of 0 / 1
   const dropped = zeros(weights.shape);
   const W = weights.data, M = mask.data, O = dropped.data;
-  for (let i = 0; i < O.length; i++) O[i] = W[i] * M[i] / (1 - dropoutP);
+  // the scale is rounded once, then one product: as dropout.ts and PyTorch's x * (mask / (1 - p))
+  for (let i = 0; i < O.length; i++) O[i] = W[i] * (M[i] / (1 - dropoutP));
   return { dropped, mask };
 }
 
