@@ -1,0 +1,80 @@
+// Sinusoidal positional encoding (twin: reference/positional_encoding.py).
+//
+//   div_j      = 10000 ** ((2j) / d)              (d/2,)   one pow per frequency, j = 0..d/2-1
+//   angle      = i / div_j                        (L, d/2) position i times w_j = 1 / div_j
+//   P[i, 2j]   = sin(angle[i, j])                 (L, d)   even features: sine
+//   P[i, 2j+1] = cos(angle[i, j])                 (L, d)   odd features: cosine
+//   out        = dropout(x + P[:T])               (B, T, d)
+//   sim        = (P P^T)[i, j] / (|P_i| |P_j|)    (L, L)   cosine similarity of two positions
+//
+// Shape legend: B batch, T steps, L table length (positions), d model dim (even).
+// Written as in the reference: (2j) / d is one rounded division, div_j one Math.pow (may differ
+// from np.power in the last bit), the angle one division; float64 throughout. Rows do not depend
+// on the table's length, so x + P[:T] uses a table of exactly T rows. Dot products and norms are
+// in-order sums over the d features.
+
+import type { Generator } from "./rng.ts";
+import { type Tensor, zeros, matmulNT, sumLast } from "./ops.ts";
+import { dropoutForward } from "./dropout.ts";
+
+export const BASE = 10000;
+
+/** P (maxLen, d) in float64: sin on even features, cos on odd ones. */
+export function sinusoidalTable(maxLen: number, d: number): Tensor {
+  if (!Number.isInteger(d) || d % 2 !== 0 || d <= 0) {
+    throw new RangeError(`sinusoidalTable needs an even, positive model dim d (a sin and a cos per frequency), got d = ${d}`);
+  }
+  if (!Number.isInteger(maxLen) || maxLen < 0) {
+    throw new RangeError(`sinusoidalTable needs maxLen >= 0, got ${maxLen}`);
+  }
+  const half = d / 2;
+  const div = new Float64Array(half); // 10000 ** ((2j) / d) = 1 / w_j
+  for (let j = 0; j < half; j++) div[j] = Math.pow(BASE, (2 * j) / d);
+  const P = zeros([maxLen, d]);
+  for (let i = 0; i < maxLen; i++) {
+    for (let j = 0; j < half; j++) {
+      const angle = i / div[j];
+      P.data[i * d + 2 * j] = Math.sin(angle);
+      P.data[i * d + 2 * j + 1] = Math.cos(angle);
+    }
+  }
+  return P;
+}
+
+export interface PositionalEncodingCache {
+  dropout: ReturnType<typeof dropoutForward>["cache"];
+  mask: Tensor | null; // the dropout keep mask, null when p = 0
+}
+
+/** x (B, T, d) -> { out (B, T, d), cache }: rows 0..T-1 of the table added, then dropout. */
+export function positionalEncodingForward(
+  x: Tensor, dropoutP = 0, rng: Generator | null = null,
+): { out: Tensor; cache: PositionalEncodingCache } {
+  if (x.shape.length !== 3) {
+    throw new RangeError(`positionalEncodingForward needs x of shape (B, T, d), got [${x.shape}]`);
+  }
+  const [B, T, d] = x.shape;
+  const P = sinusoidalTable(T, d); // (T, d)
+  const summed = zeros(x.shape); // (B, T, d)
+  const rows = T * d;
+  for (let b = 0; b < B; b++) {
+    for (let r = 0; r < rows; r++) summed.data[b * rows + r] = x.data[b * rows + r] + P.data[r];
+  }
+  const { out, cache } = dropoutForward(summed, dropoutP, rng); // backward: d summed = d out via dropout
+  return { out, cache: { dropout: cache, mask: cache.mask } };
+}
+
+/** Cosine similarity of every pair of rows of P (L, d) -> (L, L). */
+export function positionSimilarity(P: Tensor): Tensor {
+  const L = P.shape[0];
+  const dots = matmulNT(P, P); // (L, L)  in-order over d
+  const sq = zeros(P.shape);
+  for (let i = 0; i < sq.data.length; i++) sq.data[i] = P.data[i] * P.data[i];
+  const norms = sumLast(sq); // (L,)    in-order over d, then the square root
+  for (let i = 0; i < L; i++) norms.data[i] = Math.sqrt(norms.data[i]);
+  const sim = zeros([L, L]);
+  for (let i = 0; i < L; i++) {
+    for (let j = 0; j < L; j++) sim.data[i * L + j] = dots.data[i * L + j] / (norms.data[i] * norms.data[j]);
+  }
+  return sim;
+}
