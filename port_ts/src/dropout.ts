@@ -1,0 +1,32 @@
+// Inverted dropout with a keep mask from the shared generator (twin: dropout.py).
+// Shapes: x (...) -> out (...), mask (...) of 0 / 1.
+//   p == 0      out = x (a copy, bit for bit, -0 included); no draw; mask null
+//   0 < p < 1   mask = rng.keepMask(x.shape, p)   (1 where u >= p: one draw per element, row-major)
+//               out  = x * (mask / (1 - p))       the scale is rounded once, then one product,
+//                                                 as PyTorch's x * (bernoulli(1 - p) / (1 - p))
+// A dropped element of a negative x gives -0.
+
+import type { Tensor } from "./ops.ts";
+import type { Generator } from "./rng.ts";
+
+export interface DropoutCache {
+  mask: Tensor | null; // (...) or null when p = 0
+  p: number;
+}
+
+export function checkP(p: number): void {
+  if (!(typeof p === "number" && p >= 0 && p < 1)) {
+    throw new RangeError(`dropout: p must be a number in [0, 1), got ${p}`);
+  }
+}
+
+export function dropoutForward(x: Tensor, p: number, rng: Generator | null = null): { out: Tensor; cache: DropoutCache } {
+  checkP(p);
+  if (p === 0) return { out: { shape: [...x.shape], data: x.data.slice() }, cache: { mask: null, p } };
+  if (rng === null) throw new RangeError(`dropout: p = ${p} needs a generator to draw its mask, got null`);
+  const mask = rng.keepMask(x.shape, p); // (...)
+  const out = { shape: [...x.shape], data: new Float64Array(x.data.length) }; // (...)
+  const M = mask.data, X = x.data, O = out.data;
+  for (let i = 0; i < X.length; i++) O[i] = X[i] * (M[i] / (1 - p));
+  return { out, cache: { mask, p } };
+}

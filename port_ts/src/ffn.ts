@@ -1,0 +1,36 @@
+// Position-wise feed-forward network, Linear -> ReLU -> Linear (twin: ffn.py).
+// Shapes: x (..., d); params W1 (F, d), b1 (F,), W2 (d, F), b2 (d,) -> out (..., d).
+//   hPre = x W1^T + b1          (..., F)
+//   h    = relu(hPre)           (..., F)  hPre where hPre > 0, else +0
+//   out  = h W2^T + b2          (..., d)
+// No dropout inside, as the book's PositionWiseFFN.
+
+import { type Tensor, zeros } from "./ops.ts";
+import { type LinearCache, linearForward } from "./linear.ts";
+
+export interface FfnCache {
+  lin1: LinearCache;
+  hPre: Tensor; // (..., F)
+  h: Tensor; // (..., F)
+  lin2: LinearCache;
+}
+
+/** x where x > 0, else +0 (so -0 gives +0): the same rule in both engines. */
+export function relu(x: Tensor): Tensor {
+  const out = zeros(x.shape);
+  for (let i = 0; i < x.data.length; i++) out.data[i] = x.data[i] > 0 ? x.data[i] : 0;
+  return out;
+}
+
+function param(params: Record<string, Tensor>, name: string): Tensor {
+  const t = params[name];
+  if (t === undefined) throw new RangeError(`ffn: params needs '${name}'; found [${Object.keys(params).sort().join(", ")}]`);
+  return t;
+}
+
+export function ffnForward(x: Tensor, params: Record<string, Tensor>): { out: Tensor; cache: FfnCache } {
+  const { out: hPre, cache: lin1 } = linearForward(x, param(params, "W1"), param(params, "b1")); // (..., F)
+  const h = relu(hPre); // (..., F)
+  const { out, cache: lin2 } = linearForward(h, param(params, "W2"), param(params, "b2")); // (..., d)
+  return { out, cache: { lin1, hPre, h, lin2 } };
+}

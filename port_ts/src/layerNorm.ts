@@ -1,0 +1,51 @@
+// Layer normalisation over the last axis, biased variance (twin: layer_norm.py).
+// Shapes: x (..., d); gamma (d,); beta (d,) -> out (..., d). Per row of d features:
+//   mean = (in-order sum of x) / d
+//   xc   = x - mean
+//   var  = (in-order sum of xc * xc) / d          biased, as nn.LayerNorm
+//   rstd = 1 / sqrt(var + eps)                     eps = 1e-5
+//   xhat = xc * rstd
+//   out  = xhat * gamma + beta                     i.e. ((x - mean) * rstd) * gamma + beta
+// A constant row has var 0 and gives xhat = 0, out = beta. d = 1 is such a row.
+
+import { type Tensor, zeros } from "./ops.ts";
+
+export const EPS = 1e-5;
+
+export interface LayerNormCache {
+  mean: Tensor; // (...)
+  rstd: Tensor; // (...)
+  xhat: Tensor; // (..., d)
+  gamma: Tensor; // (d,)
+}
+
+export function layerNormForward(x: Tensor, gamma: Tensor, beta: Tensor, eps = EPS): { out: Tensor; cache: LayerNormCache } {
+  const d = x.shape[x.shape.length - 1];
+  if (gamma.data.length !== d || beta.data.length !== d || gamma.shape.length !== 1 || beta.shape.length !== 1) {
+    throw new RangeError(`layer_norm: gamma and beta must have shape (${d},), got [${gamma.shape}] and [${beta.shape}]`);
+  }
+  const rows = x.data.length / d;
+  const mean = zeros(x.shape.slice(0, -1)), rstd = zeros(x.shape.slice(0, -1)); // (...)
+  const xhat = zeros(x.shape), out = zeros(x.shape); // (..., d)
+  const X = x.data, H = xhat.data, O = out.data, G = gamma.data, Bt = beta.data;
+  for (let r = 0; r < rows; r++) {
+    const o = r * d;
+    let sum = 0;
+    for (let k = 0; k < d; k++) sum += X[o + k];
+    const m = sum / d;
+    let sq = 0;
+    for (let k = 0; k < d; k++) {
+      const c = X[o + k] - m;
+      H[o + k] = c; // xc for now
+      sq += c * c;
+    }
+    const s = 1 / Math.sqrt(sq / d + eps);
+    for (let k = 0; k < d; k++) {
+      H[o + k] = H[o + k] * s; // xhat
+      O[o + k] = H[o + k] * G[k] + Bt[k];
+    }
+    mean.data[r] = m;
+    rstd.data[r] = s;
+  }
+  return { out, cache: { mean, rstd, xhat, gamma } };
+}

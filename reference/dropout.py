@@ -1,0 +1,29 @@
+"""Inverted dropout with a keep mask from the shared generator (twin: dropout.ts).
+
+Shapes: x (...) -> out (...), mask (...) of 0.0 / 1.0.
+  p == 0      out = x (a copy, bit for bit, -0.0 included); no draw; mask None
+  0 < p < 1   mask = rng.keep_mask(x.shape, p)   (1 where u >= p: one draw per element, row-major)
+              out  = x * (mask / (1 - p))       the scale is rounded once, then one product,
+                                                 as PyTorch's x * (bernoulli(1 - p) / (1 - p))
+A dropped element of a negative x gives -0.0.
+"""
+
+import numpy as np
+
+
+def check_p(p):
+    if not (isinstance(p, (int, float, np.floating)) and 0.0 <= p < 1.0):
+        raise ValueError(f"dropout: p must be a number in [0, 1), got {p!r}")
+
+
+def dropout_forward(x, p, rng=None):
+    """Returns (out, cache): cache["mask"] the keep mask (None when p = 0) and the scale."""
+    check_p(p)
+    x = np.asarray(x, dtype=np.float64)
+    if p == 0:
+        return x.copy(), {"mask": None, "p": p}
+    if rng is None:
+        raise ValueError(f"dropout: p = {p} needs a generator to draw its mask, got rng=None")
+    mask = rng.keep_mask(x.shape, p)  # (...)
+    out = x * (mask / (1.0 - p))  # (...)
+    return out, {"mask": mask, "p": p}
