@@ -1,0 +1,103 @@
+// Masked softmax: rows sum to 1, masked keys get ~0, a length-0 row is uniform, huge scores do
+// not overflow, and 1-D / 2-D lengths apply as the book's masked_softmax.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { Generator } from "../src/rng.ts";
+import { intTensor, tensor } from "../src/ops.ts";
+import { maskedSoftmaxForward, keepMask } from "../src/maskedSoftmax.ts";
+
+// Tolerances, each with its reason.
+const ROW_SUM = 1e-15; // a row of <= 6 terms summed in order: a few ulps of 1
+const NAIVE = 1e-15; // against exp(x) / sum exp(x) without the max shift, on small scores
+const MASKED = 1e-300; // exp(-1e6 - max) underflows to exactly 0 for these scores
+
+function rows(data: Float64Array, K: number): number[][] {
+  const out: number[][] = [];
+  for (let r = 0; r < data.length / K; r++) out.push(Array.from(data.subarray(r * K, (r + 1) * K)));
+  return out;
+}
+
+function sum(xs: number[]): number {
+  let s = 0;
+  for (const x of xs) s += x;
+  return s;
+}
+
+test("without a mask, rows sum to 1 and match the unshifted formula on small scores", () => {
+  const x = new Generator(1).normal([2, 3, 5]);
+  const { out } = maskedSoftmaxForward(x);
+  const xs = rows(x.data, 5);
+  rows(out.data, 5).forEach((row, r) => {
+    assert.ok(Math.abs(sum(row) - 1) <= ROW_SUM, `row ${r} sums to ${sum(row)}`);
+    const e = xs[r].map(Math.exp);
+    const z = sum(e);
+    row.forEach((w, k) => assert.ok(Math.abs(w - e[k] / z) <= NAIVE, `row ${r} key ${k}: ${w} vs ${e[k] / z}`));
+  });
+});
+
+test("1-D lengths: keys at or past the length get ~0, kept keys sum to 1, length 0 is uniform", () => {
+  const B = 3, Q = 2, K = 5;
+  const lens = [0, 2, 5];
+  const { out } = maskedSoftmaxForward(new Generator(2).normal([B, Q, K]), intTensor([B], lens));
+  rows(out.data, K).forEach((row, r) => {
+    const len = lens[Math.floor(r / Q)];
+    if (len === 0) {
+      row.forEach((w) => assert.equal(w, 1 / K));
+      return;
+    }
+    assert.ok(Math.abs(sum(row.slice(0, len)) - 1) <= ROW_SUM);
+    row.slice(len).forEach((w) => assert.ok(w <= MASKED, `masked weight ${w}`));
+    row.slice(0, len).forEach((w) => assert.ok(w > 0));
+  });
+});
+
+test("2-D lengths: each query row has its own length", () => {
+  const lens = [[0, 1, 4], [4, 0, 2]];
+  const { out } = maskedSoftmaxForward(new Generator(3).normal([2, 3, 4]), intTensor([2, 3], lens.flat()));
+  rows(out.data, 4).forEach((row, r) => {
+    const len = lens[Math.floor(r / 3)][r % 3];
+    if (len === 0) return row.forEach((w) => assert.equal(w, 0.25));
+    if (len === 1) assert.equal(row[0], 1);
+    row.slice(len).forEach((w) => assert.ok(w <= MASKED));
+    assert.ok(Math.abs(sum(row) - 1) <= ROW_SUM);
+  });
+});
+
+test("huge scores do not overflow: std 1000 and mean 800 give finite rows summing to 1", () => {
+  for (const [mean, std] of [[0, 1000], [800, 1], [-800, 1]]) {
+    const x = new Generator(4).normal([2, 3, 6], mean, std);
+    assert.ok(x.data.some((v) => Math.exp(v) === Infinity || Math.exp(v) === 0), "the naive formula must fail here");
+    const { out } = maskedSoftmaxForward(x, intTensor([2], [3, 6]));
+    assert.ok(out.data.every(Number.isFinite));
+    rows(out.data, 6).forEach((row) => assert.ok(Math.abs(sum(row) - 1) <= ROW_SUM));
+  }
+  // two huge, equal scores split the weight evenly
+  const { out } = maskedSoftmaxForward(tensor([1, 1, 3], [1e300, 1e300, -1e300]));
+  assert.deepEqual(Array.from(out.data), [0.5, 0.5, 0]);
+});
+
+test("K = 1: every row is [1], masked or not", () => {
+  const { out } = maskedSoftmaxForward(new Generator(5).normal([2, 3, 1]), intTensor([2], [0, 1]));
+  assert.deepEqual(Array.from(out.data), [1, 1, 1, 1, 1, 1]);
+});
+
+test("4-D (B, H, Q, K): lengths apply to every head", () => {
+  const B = 2, H = 3, Q = 2, K = 4;
+  const x = new Generator(6).normal([B, H, Q, K]);
+  const lens2 = [[1, 3], [4, 0]];
+  const { out } = maskedSoftmaxForward(x, intTensor([B, Q], lens2.flat()));
+  rows(out.data, K).forEach((row, r) => {
+    const b = Math.floor(r / (H * Q)), i = r % Q;
+    const len = lens2[b][i];
+    if (len === 0) return row.forEach((w) => assert.equal(w, 1 / K));
+    row.slice(len).forEach((w) => assert.ok(w <= MASKED));
+    assert.ok(Math.abs(sum(row) - 1) <= ROW_SUM);
+  });
+  const keep = keepMask([B, H, Q, K], intTensor([B], [2, 4]))!;
+  assert.deepEqual(Array.from(keep.subarray(0, K)), [1, 1, 0, 0]);
+  assert.deepEqual(Array.from(keep.subarray(H * Q * K, H * Q * K + K)), [1, 1, 1, 1]);
+});
+
+test("lengths of the wrong shape are refused with the expected shapes", () => {
+  assert.throws(() => maskedSoftmaxForward(new Generator(7).normal([2, 3, 4]), intTensor([3], [1, 2, 3])), /\(2,\) or \(2, 3\)/);
+});
