@@ -1,0 +1,76 @@
+"""Post-norm Transformer encoder block (twin: port_ts/src/encoderBlock.ts).
+
+    A = MHA(X, X, X, lens)                   (B, T, d)    attention-weight dropout p inside
+    Y = AddNorm1(X, A) = LN1(X + drop(A))    (B, T, d)
+    G = FFN(Y)                               (B, T, d)    Linear(d -> F) -> ReLU -> Linear(F -> d)
+    out = AddNorm2(Y, G) = LN2(Y + drop(G))  (B, T, d)
+
+Shape legend: B batch, T steps, d model dim, H heads, F FFN hidden. valid_lens None | (B,)
+masks padded keys (1-D: shared by every query of a row).
+
+Parameters arrive as a dict stripped of the block's prefix (take them out of a model's flat dict
+with sub_params(params, "enc.blk0.")):
+    attn.W_q, attn.W_k, attn.W_v, attn.W_o (d, d)   no biases
+    ln1.gamma, ln1.beta (d,)
+    ffn.W1 (F, d), ffn.b1 (F,), ffn.W2 (d, F), ffn.b2 (d,)
+    ln2.gamma, ln2.beta (d,)
+Generator draws when dropout_p > 0, in forward order: MHA's weight mask (B, H, T, T), AddNorm1's
+mask (B, T, d), AddNorm2's mask (B, T, d).
+"""
+
+import numpy as np
+
+from .dropout import dropout_forward
+from .ffn import ffn_forward
+from .init import layer_norm_params, linear_params
+from .layer_norm import layer_norm_forward
+from .multi_head_attention import multi_head_attention_forward
+
+
+def sub_params(params, prefix):
+    """The entries of params whose names start with prefix, with the prefix removed."""
+    return {name[len(prefix):]: value for name, value in params.items() if name.startswith(prefix)}
+
+
+def init_mha_params(rng, d, prefix=""):
+    """W_q, W_k, W_v, W_o (d, d) in that order, each U(+-1/sqrt(d)), no biases."""
+    return {f"{prefix}{name}": linear_params(rng, d, d, bias=False)[0] for name in ("W_q", "W_k", "W_v", "W_o")}
+
+
+def init_ffn_params(rng, d, ffn_hidden, prefix=""):
+    """W1 (F, d) then b1 (F,) from U(+-1/sqrt(d)); W2 (d, F) then b2 (d,) from U(+-1/sqrt(F))."""
+    W1, b1 = linear_params(rng, ffn_hidden, d)
+    W2, b2 = linear_params(rng, d, ffn_hidden)
+    return {f"{prefix}W1": W1, f"{prefix}b1": b1, f"{prefix}W2": W2, f"{prefix}b2": b2}
+
+
+def init_layer_norm_params(d, prefix=""):
+    """gamma = 1, beta = 0 (d,); draws nothing."""
+    gamma, beta = layer_norm_params(d)
+    return {f"{prefix}gamma": gamma, f"{prefix}beta": beta}
+
+
+def init_encoder_block_params(rng, d, ffn_hidden):
+    """Stripped names, drawn in this order: attn.W_q..W_o, (ln1), ffn.W1, b1, W2, b2, (ln2)."""
+    return {**init_mha_params(rng, d, "attn."), **init_layer_norm_params(d, "ln1."),
+            **init_ffn_params(rng, d, ffn_hidden, "ffn."), **init_layer_norm_params(d, "ln2.")}
+
+
+def add_norm_forward(x, y, gamma, beta, dropout_p=0.0, rng=None):
+    """LN(x + dropout(y)): x, y (..., d) -> (out (..., d), cache)."""
+    dropped, drop_cache = dropout_forward(y, dropout_p, rng)  # (..., d)
+    out, ln_cache = layer_norm_forward(x + dropped, gamma, beta)  # (..., d)
+    return out, {"dropout": drop_cache, "ln": ln_cache}
+
+
+def encoder_block_forward(x, valid_lens, params, num_heads, dropout_p=0.0, rng=None):
+    """x (B, T, d), valid_lens None | (B,) -> (out (B, T, d), cache)."""
+    x = np.asarray(x, dtype=np.float64)
+    a, attn = multi_head_attention_forward(x, x, sub_params(params, "attn."), num_heads,
+                                           valid_lens, dropout_p, rng)  # (B, T, d)
+    y, norm1 = add_norm_forward(x, a, params["ln1.gamma"], params["ln1.beta"], dropout_p, rng)  # (B, T, d)
+    g, ffn = ffn_forward(y, sub_params(params, "ffn."))  # (B, T, d)
+    out, norm2 = add_norm_forward(y, g, params["ln2.gamma"], params["ln2.beta"], dropout_p, rng)  # (B, T, d)
+    cache = {"x": x, "attn": attn, "norm1": norm1, "ffn": ffn, "norm2": norm2,
+             "weights": attn["weights"]}  # weights (B, H, T, T)
+    return out, cache
