@@ -21,12 +21,23 @@ import { type Tensor, zeros } from "./ops.ts";
 
 export type Kernel = (u: number) => number;
 
-export const KERNELS: Record<string, Kernel> = {
-  gaussian: (u) => Math.exp(-(u * u) / 2),
-  boxcar: (u) => (Math.abs(u) < 1 ? 1 : 0),
-  constant: () => 1,
-  epanechikov: (u) => Math.max(1 - Math.abs(u), 0),
-};
+export function gaussian(u: number): number {
+  return Math.exp(-(u * u) / 2);
+}
+
+export function boxcar(u: number): number {
+  return Math.abs(u) < 1 ? 1 : 0;
+}
+
+export function constant(_u: number): number {
+  return 1;
+}
+
+export function epanechikov(u: number): number {
+  return Math.max(1 - Math.abs(u), 0);
+}
+
+export const KERNELS: Record<string, Kernel> = { gaussian, boxcar, constant, epanechikov };
 
 /** f(x) = 2 sin(x) + x. */
 export function target(x: number): number {
