@@ -47,7 +47,7 @@ function layerNormCase(config: Config, rng: Generator) {
   const x = rng.normal(xShape, get(config, "offset", 0), get(config, "spread", 1));
   for (const r of get<number[]>(config, "constant_rows", [])) x.data.fill(x.data[r * d], r * d, (r + 1) * d);
   let gamma: Tensor, beta: Tensor;
-  if (get(config, "affine", "default") === "random") {
+  if (get<string>(config, "affine", "default") === "random") {
     gamma = rng.uniform([d], 0.5, 1.5);
     beta = rng.normal([d], 0, 1);
   } else {

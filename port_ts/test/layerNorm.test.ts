@@ -1,0 +1,64 @@
+// Layer norm: unit statistics with gamma = 1, beta = 0; constant rows and d = 1 give beta;
+// the cache's mean and rstd; a row offset by 1e4 normalises like the same row without it.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { tensor } from "../src/ops.ts";
+import { Generator } from "../src/rng.ts";
+import { layerNormForward, EPS } from "../src/layerNorm.ts";
+import { layerNormParams } from "../src/init.ts";
+
+// Tolerances, each with its reason.
+const MEAN0 = 1e-15; // mean of 16 normalised values of size ~1: a few ulps of 1
+const VAR = 1e-14; // the output variance against var / (var + eps), both from 16 in-order terms
+const OFFSET = 1e-8; // x - mean loses log2(1e4 / 1) ~ 13 bits when the row sits at 1e4
+
+function stats(row: ArrayLike<number>): { mean: number; v: number } {
+  let s = 0;
+  for (let i = 0; i < row.length; i++) s += row[i];
+  const mean = s / row.length;
+  let q = 0;
+  for (let i = 0; i < row.length; i++) q += (row[i] - mean) ** 2;
+  return { mean, v: q / row.length };
+}
+
+test("gamma = 1, beta = 0: every row has mean 0 and variance var / (var + eps) ~ 1", () => {
+  const x = new Generator(7).normal([5, 16], 3, 2);
+  const { gamma, beta } = layerNormParams(16);
+  const { out, cache } = layerNormForward(x, gamma, beta);
+  for (let r = 0; r < 5; r++) {
+    const before = stats(x.data.subarray(r * 16, r * 16 + 16));
+    const after = stats(out.data.subarray(r * 16, r * 16 + 16));
+    assert.ok(Math.abs(after.mean) <= MEAN0, `row ${r}: mean ${after.mean}`);
+    assert.ok(Math.abs(after.v - before.v / (before.v + EPS)) <= VAR, `row ${r}: variance ${after.v}`);
+    assert.ok(Math.abs(cache.mean.data[r] - before.mean) <= 1e-15 * Math.abs(before.mean) * 4);
+    assert.ok(Math.abs(cache.rstd.data[r] - 1 / Math.sqrt(before.v + EPS)) <= 1e-15);
+  }
+});
+
+test("gamma and beta apply per feature after normalising", () => {
+  const x = tensor([1, 2], [1, 3]); // mean 2, var 1: xhat = -+1 / sqrt(1 + eps)
+  const { out } = layerNormForward(x, tensor([2], [2, 3]), tensor([2], [10, -10]));
+  const s = 1 / Math.sqrt(1 + EPS);
+  assert.equal(out.data[0], -s * 2 + 10);
+  assert.equal(out.data[1], s * 3 - 10);
+});
+
+test("a constant row (variance 0) and d = 1 both give beta exactly", () => {
+  const beta = tensor([3], [0.5, -2, 7]);
+  const { out } = layerNormForward(tensor([2, 3], [4, 4, 4, -1e4, -1e4, -1e4]), tensor([3], [3, 3, 3]), beta);
+  assert.deepEqual(Array.from(out.data), [0.5, -2, 7, 0.5, -2, 7]);
+  const one = layerNormForward(tensor([3, 1], [5, -6, 0]), tensor([1], [9]), tensor([1], [0.25]));
+  assert.deepEqual(Array.from(one.out.data), [0.25, 0.25, 0.25]);
+});
+
+test("a row offset by 1e4 normalises like the row itself (shift invariance, to cancellation)", () => {
+  const base = new Generator(8).normal([1, 16]);
+  const shifted = tensor([1, 16], Array.from(base.data, (v) => v + 1e4));
+  const { gamma, beta } = layerNormParams(16);
+  const a = layerNormForward(base, gamma, beta).out.data, b = layerNormForward(shifted, gamma, beta).out.data;
+  for (let k = 0; k < 16; k++) assert.ok(Math.abs(a[k] - b[k]) <= OFFSET, `feature ${k}: ${a[k]} vs ${b[k]}`);
+});
+
+test("gamma or beta of the wrong length is an error", () => {
+  assert.throws(() => layerNormForward(tensor([1, 2], [1, 2]), tensor([3], [1, 1, 1]), tensor([2], [0, 0])), /shape \(2,\)/);
+});
