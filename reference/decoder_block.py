@@ -20,7 +20,7 @@ cross-attention weights (B, H, T, S), AddNorm2 (B, T, d), AddNorm3 (B, T, d).
 import numpy as np
 
 from .encoder_block import (add_norm_forward, init_ffn_params, init_layer_norm_params, init_mha_params,
-                            sub_params)
+                            param, sub_params)
 from .ffn import ffn_forward
 from .multi_head_attention import multi_head_attention_forward
 
@@ -45,12 +45,15 @@ def decoder_block_forward(x, enc_out, enc_valid_lens, params, num_heads, dropout
     B, T, _ = x.shape
     s, self_attn = multi_head_attention_forward(x, x, sub_params(params, "self_attn."), num_heads,
                                                 causal_valid_lens(B, T), dropout_p, rng)  # (B, T, d)
-    y, norm1 = add_norm_forward(x, s, params["ln1.gamma"], params["ln1.beta"], dropout_p, rng)  # (B, T, d)
+    y, norm1 = add_norm_forward(x, s, param(params, "ln1.gamma"), param(params, "ln1.beta"),
+                                dropout_p, rng)  # (B, T, d)
     c, cross_attn = multi_head_attention_forward(y, enc_out, sub_params(params, "cross_attn."), num_heads,
                                                  enc_valid_lens, dropout_p, rng)  # (B, T, d)
-    z, norm2 = add_norm_forward(y, c, params["ln2.gamma"], params["ln2.beta"], dropout_p, rng)  # (B, T, d)
+    z, norm2 = add_norm_forward(y, c, param(params, "ln2.gamma"), param(params, "ln2.beta"),
+                                dropout_p, rng)  # (B, T, d)
     g, ffn = ffn_forward(z, sub_params(params, "ffn."))  # (B, T, d)
-    out, norm3 = add_norm_forward(z, g, params["ln3.gamma"], params["ln3.beta"], dropout_p, rng)  # (B, T, d)
+    out, norm3 = add_norm_forward(z, g, param(params, "ln3.gamma"), param(params, "ln3.beta"),
+                                  dropout_p, rng)  # (B, T, d)
     cache = {"x": x, "enc_out": enc_out, "self_attn": self_attn, "norm1": norm1,
              "cross_attn": cross_attn, "norm2": norm2, "ffn": ffn, "norm3": norm3,
              "self_weights": self_attn["weights"],  # (B, H, T, T)

@@ -32,6 +32,13 @@ def sub_params(params, prefix):
     return {name[len(prefix):]: value for name, value in params.items() if name.startswith(prefix)}
 
 
+def param(params, name):
+    """A parameter by name, or an error that lists what is there."""
+    if name not in params:
+        raise KeyError(f"params needs {name!r}; found {sorted(params)}")
+    return params[name]
+
+
 def init_mha_params(rng, d, prefix=""):
     """W_q, W_k, W_v, W_o (d, d) in that order, each U(+-1/sqrt(d)), no biases."""
     return {f"{prefix}{name}": linear_params(rng, d, d, bias=False)[0] for name in ("W_q", "W_k", "W_v", "W_o")}
@@ -68,9 +75,11 @@ def encoder_block_forward(x, valid_lens, params, num_heads, dropout_p=0.0, rng=N
     x = np.asarray(x, dtype=np.float64)
     a, attn = multi_head_attention_forward(x, x, sub_params(params, "attn."), num_heads,
                                            valid_lens, dropout_p, rng)  # (B, T, d)
-    y, norm1 = add_norm_forward(x, a, params["ln1.gamma"], params["ln1.beta"], dropout_p, rng)  # (B, T, d)
+    y, norm1 = add_norm_forward(x, a, param(params, "ln1.gamma"), param(params, "ln1.beta"),
+                                dropout_p, rng)  # (B, T, d)
     g, ffn = ffn_forward(y, sub_params(params, "ffn."))  # (B, T, d)
-    out, norm2 = add_norm_forward(y, g, params["ln2.gamma"], params["ln2.beta"], dropout_p, rng)  # (B, T, d)
+    out, norm2 = add_norm_forward(y, g, param(params, "ln2.gamma"), param(params, "ln2.beta"),
+                                  dropout_p, rng)  # (B, T, d)
     cache = {"x": x, "attn": attn, "norm1": norm1, "ffn": ffn, "norm2": norm2,
              "weights": attn["weights"]}  # weights (B, H, T, T)
     return out, cache

@@ -25,7 +25,7 @@ import numpy as np
 
 from .decoder_block import decoder_block_forward, init_decoder_block_params
 from .embedding import embedding_forward
-from .encoder_block import encoder_block_forward, init_encoder_block_params, sub_params
+from .encoder_block import encoder_block_forward, init_encoder_block_params, param, sub_params
 from .init import embedding_params, linear_params
 from .linear import linear_forward
 from .positional_encoding import positional_encoding_forward
@@ -56,7 +56,7 @@ def embed_positions(tokens, E, dropout_p, rng):
 def transformer_encode(src, src_valid_lens, params, config, rng=None):
     """src int (B, S), src_valid_lens None | (B,) -> (enc_out (B, S, d), cache)."""
     p = config["dropout"]
-    x, emb = embed_positions(src, params["enc.embed"], p, rng)  # (B, S, d)
+    x, emb = embed_positions(src, param(params, "enc.embed"), p, rng)  # (B, S, d)
     blocks = []
     for i in range(config["enc_blocks"]):
         x, blk = encoder_block_forward(x, src_valid_lens, sub_params(params, f"enc.blk{i}."),
@@ -68,13 +68,13 @@ def transformer_encode(src, src_valid_lens, params, config, rng=None):
 def transformer_decode(tgt_in, enc_out, src_valid_lens, params, config, rng=None):
     """tgt_in int (B, T), enc_out (B, S, d) -> (logits (B, T, V_tgt), cache)."""
     p = config["dropout"]
-    y, emb = embed_positions(tgt_in, params["dec.embed"], p, rng)  # (B, T, d)
+    y, emb = embed_positions(tgt_in, param(params, "dec.embed"), p, rng)  # (B, T, d)
     blocks = []
     for j in range(config["dec_blocks"]):
         y, blk = decoder_block_forward(y, enc_out, src_valid_lens, sub_params(params, f"dec.blk{j}."),
                                        config["heads"], p, rng)  # (B, T, d)
         blocks.append(blk)
-    logits, out = linear_forward(y, params["dec.out.W"], params["dec.out.b"])  # (B, T, V_tgt)
+    logits, out = linear_forward(y, param(params, "dec.out.W"), param(params, "dec.out.b"))  # (B, T, V_tgt)
     return logits, {"embed": emb, "blocks": blocks, "out": out}
 
 

@@ -24,7 +24,7 @@ Dropout masks (p > 0) in forward order: embedding (B, N+1, d); per block: attent
 import numpy as np
 
 from .dropout import dropout_forward
-from .encoder_block import init_ffn_params, init_layer_norm_params, init_mha_params, sub_params
+from .encoder_block import init_ffn_params, init_layer_norm_params, init_mha_params, param, sub_params
 from .gelu import gelu_forward
 from .init import linear_params, patch_embedding_params
 from .layer_norm import layer_norm_forward
@@ -71,21 +71,21 @@ def patch_embedding_forward(images, W, b):
 
 def vit_mlp_forward(x, params, dropout_p=0.0, rng=None):
     """x (..., d) -> (out (..., d), cache): Linear -> GELU -> dropout -> Linear -> dropout."""
-    h, lin1 = linear_forward(x, params["W1"], params["b1"])  # (..., M)
+    h, lin1 = linear_forward(x, param(params, "W1"), param(params, "b1"))  # (..., M)
     g, gelu = gelu_forward(h)  # (..., M)
     g, drop1 = dropout_forward(g, dropout_p, rng)  # (..., M)
-    y, lin2 = linear_forward(g, params["W2"], params["b2"])  # (..., d)
+    y, lin2 = linear_forward(g, param(params, "W2"), param(params, "b2"))  # (..., d)
     out, drop2 = dropout_forward(y, dropout_p, rng)  # (..., d)
     return out, {"lin1": lin1, "gelu": gelu, "drop1": drop1, "lin2": lin2, "drop2": drop2}
 
 
 def vit_block_forward(x, params, num_heads, dropout_p=0.0, rng=None):
     """Pre-norm block, params stripped of blk{i}.: x (B, T, d) -> (out (B, T, d), cache)."""
-    n1, ln1 = layer_norm_forward(x, params["ln1.gamma"], params["ln1.beta"])  # (B, T, d)
+    n1, ln1 = layer_norm_forward(x, param(params, "ln1.gamma"), param(params, "ln1.beta"))  # (B, T, d)
     a, attn = multi_head_attention_forward(n1, n1, sub_params(params, "attn."), num_heads,
                                            None, dropout_p, rng)  # (B, T, d)
     x1 = x + a  # (B, T, d)
-    n2, ln2 = layer_norm_forward(x1, params["ln2.gamma"], params["ln2.beta"])  # (B, T, d)
+    n2, ln2 = layer_norm_forward(x1, param(params, "ln2.gamma"), param(params, "ln2.beta"))  # (B, T, d)
     m, mlp = vit_mlp_forward(n2, sub_params(params, "mlp."), dropout_p, rng)  # (B, T, d)
     out = x1 + m  # (B, T, d)
     return out, {"x": x, "ln1": ln1, "attn": attn, "ln2": ln2, "mlp": mlp, "weights": attn["weights"]}
@@ -95,17 +95,17 @@ def vit_forward(images, params, config, rng=None):
     """images (B, C, H, W) -> (logits (B, classes), cache); cache["weights"][i] (B, H, N+1, N+1)
     is block i's attention, row 0 the <cls> query."""
     p = config["dropout"]
-    e, patch = patch_embedding_forward(images, params["patch.W"], params["patch.b"])  # (B, N, d)
+    e, patch = patch_embedding_forward(images, param(params, "patch.W"), param(params, "patch.b"))  # (B, N, d)
     B, N, d = e.shape
-    cls = np.broadcast_to(params["cls"], (B, 1, d))  # (B, 1, d)
-    x = np.concatenate([cls, e], axis=1) + params["pos"]  # (B, N+1, d)
+    cls = np.broadcast_to(param(params, "cls"), (B, 1, d))  # (B, 1, d)
+    x = np.concatenate([cls, e], axis=1) + param(params, "pos")  # (B, N+1, d)
     x, drop = dropout_forward(x, p, rng)  # (B, N+1, d)
     blocks = []
     for i in range(config["blocks"]):
         x, blk = vit_block_forward(x, sub_params(params, f"blk{i}."), config["heads"], p, rng)  # (B, N+1, d)
         blocks.append(blk)
-    h, head_ln = layer_norm_forward(x[:, 0], params["head.ln.gamma"], params["head.ln.beta"])  # (B, d)
-    logits, head = linear_forward(h, params["head.W"], params["head.b"])  # (B, classes)
+    h, head_ln = layer_norm_forward(x[:, 0], param(params, "head.ln.gamma"), param(params, "head.ln.beta"))  # (B, d)
+    logits, head = linear_forward(h, param(params, "head.W"), param(params, "head.b"))  # (B, classes)
     cache = {"patch": patch, "dropout": drop, "blocks": blocks, "head_ln": head_ln, "head": head,
              "weights": [blk["weights"] for blk in blocks]}
     return logits, cache
