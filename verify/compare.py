@@ -1,0 +1,183 @@
+"""The comparison rule and the figures reported for every compared tensor.
+
+Rule (docs/runner.md): an element passes when |actual - expected| <= tol * (1 + |expected|), that
+is torch.testing.assert_close with atol = rtol = tol. Non-finite values are never "close" by
+arithmetic: an infinity matches only the same infinity, and NaN matches nothing, not even NaN (a
+NaN in both engines is reported as such and fails).
+
+"expected" is the reference engine (or the committed golden), "actual" the port (or the fresh
+output); the side labels say which, so messages can name the side that differs.
+"""
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+DEFAULT_TOL = 1e-6
+SAMPLES = 5  # expected/actual pairs shown for a failing tensor
+
+_SIGN = np.int64(0x7FFF_FFFF_FFFF_FFFF)
+
+
+@dataclass
+class Tensor:
+    """A decoded golden tensor: dtype as written ("float64" | "int64"), values as float64."""
+
+    dtype: str
+    values: np.ndarray  # float64, already reshaped to the tensor's shape
+
+    @property
+    def shape(self):
+        return tuple(self.values.shape)
+
+
+@dataclass
+class TensorResult:
+    """What one tensor's comparison found; to_dict() is its entry in the JSON report."""
+
+    name: str
+    role: str  # "input" | "output"
+    sides: tuple  # (expected label, actual label), e.g. ("reference", "port")
+    dtype: str = None
+    shape: tuple = None
+    passed: bool = False
+    mismatched: int = 0
+    total: int = 0
+    max_abs: float = None
+    max_abs_index: tuple = None
+    allowed_at_max_abs: float = None
+    max_rel: float = None
+    max_rel_index: tuple = None
+    max_ulp: int = None
+    nan: dict = field(default_factory=dict)
+    inf: dict = field(default_factory=dict)
+    samples: list = field(default_factory=list)  # [{"index", "expected", "actual"}]
+    message: str = None  # set when the tensors cannot be compared element by element
+
+    def to_dict(self):
+        return {
+            "name": self.name,
+            "role": self.role,
+            "sides": list(self.sides),
+            "dtype": self.dtype,
+            "shape": None if self.shape is None else list(self.shape),
+            "passed": self.passed,
+            "mismatched": self.mismatched,
+            "total": self.total,
+            "max_abs": self.max_abs,
+            "max_abs_index": _list(self.max_abs_index),
+            "allowed_at_max_abs": self.allowed_at_max_abs,
+            "max_rel": self.max_rel,
+            "max_rel_index": _list(self.max_rel_index),
+            "max_ulp": self.max_ulp,
+            "nan": dict(self.nan),
+            "inf": dict(self.inf),
+            "samples": [dict(s, index=list(s["index"])) for s in self.samples],
+            "message": self.message,
+        }
+
+
+def _list(index):
+    return None if index is None else list(index)
+
+
+def ordered(values):
+    """float64 bit patterns mapped to integers that sort as the floats do; +0.0 and -0.0 both 0,
+    adjacent doubles one apart (int64; only meaningful for non-NaN values)."""
+    bits = np.ascontiguousarray(values, dtype=np.float64).view(np.int64)
+    return np.where(bits < 0, -(bits & _SIGN), bits)
+
+
+def ulp_distance(a, b):
+    """How many doubles apart a and b are (uint64, elementwise; 0 for equal values)."""
+    oa, ob = ordered(a), ordered(b)
+    # |oa - ob| can exceed int64 when the signs differ: add the magnitudes in uint64 instead.
+    ua, ub = np.abs(oa).astype(np.uint64), np.abs(ob).astype(np.uint64)
+    same_sign = (oa >= 0) == (ob >= 0)
+    return np.where(same_sign, np.maximum(ua, ub) - np.minimum(ua, ub), ua + ub)
+
+
+def close(actual, expected, tol):
+    """Elementwise verdict of the rule; NaN is never close, an infinity only to itself."""
+    actual = np.asarray(actual, dtype=np.float64)
+    expected = np.asarray(expected, dtype=np.float64)
+    finite = np.isfinite(actual) & np.isfinite(expected)
+    ok = np.zeros(actual.shape, dtype=bool)
+    with np.errstate(over="ignore", invalid="ignore"):
+        ok[finite] = np.abs(actual[finite] - expected[finite]) <= tol * (1.0 + np.abs(expected[finite]))
+    ok |= np.isinf(actual) & np.isinf(expected) & (actual == expected)
+    return ok
+
+
+def _unravel(flat_index, shape):
+    return tuple(int(i) for i in np.unravel_index(int(flat_index), shape)) if shape else ()
+
+
+def compare_tensor(name, role, expected, actual, tol, sides=("reference", "port")):
+    """Compare two decoded tensors (either may be None: absent on that side)."""
+    exp_label, act_label = sides
+    result = TensorResult(name=name, role=role, sides=sides)
+    if expected is None or actual is None:
+        present, missing = (act_label, exp_label) if expected is None else (exp_label, act_label)
+        tensor = actual if expected is None else expected
+        result.dtype, result.shape = tensor.dtype, tensor.shape
+        result.total = result.mismatched = int(tensor.values.size)
+        result.message = f"{role} '{name}' is written by {present} only, not by {missing}"
+        return result
+    result.dtype, result.shape = expected.dtype, expected.shape
+    result.total = int(expected.values.size)
+    if expected.dtype != actual.dtype:
+        result.mismatched = result.total
+        result.message = f"dtype differs: {exp_label} {expected.dtype}, {act_label} {actual.dtype}"
+        return result
+    if expected.shape != actual.shape:
+        result.mismatched = result.total
+        result.message = f"shape differs: {exp_label} {expected.shape}, {act_label} {actual.shape}"
+        return result
+
+    e, a = expected.values.astype(np.float64), actual.values.astype(np.float64)
+    ok = close(a, e, tol)
+    result.mismatched = int(ok.size - np.count_nonzero(ok))
+    result.passed = result.mismatched == 0
+    result.nan = {exp_label: int(np.isnan(e).sum()), act_label: int(np.isnan(a).sum())}
+    result.inf = {exp_label: int(np.isinf(e).sum()), act_label: int(np.isinf(a).sum())}
+    _fill_figures(result, e, a, tol)
+    both_nan = np.isnan(e) & np.isnan(a)
+    if both_nan.any():
+        first = _unravel(np.flatnonzero(both_nan)[0], e.shape)
+        result.message = f"NaN in both engines at {int(both_nan.sum())} element(s), first at index {first}"
+    if not result.passed:
+        for flat in np.flatnonzero(~ok)[:SAMPLES]:
+            index = _unravel(flat, e.shape)
+            result.samples.append({"index": index, "expected": float(e.flat[flat]), "actual": float(a.flat[flat])})
+    return result
+
+
+def _fill_figures(result, e, a, tol):
+    """Greatest absolute / relative / ULP differences over the elements where neither side is
+    NaN (NaNs are counted apart). An equal pair, infinities included, differs by 0."""
+    comparable = ~(np.isnan(e) | np.isnan(a))
+    if not comparable.any():
+        return
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        equal = a == e
+        abs_diff = np.where(equal, 0.0, np.abs(a - e))
+        rel_diff = np.where(equal, 0.0, abs_diff / np.abs(e))
+    rel_diff = np.where(np.isnan(rel_diff), np.inf, rel_diff)  # inf / inf: against an infinity
+    abs_diff = np.where(comparable, abs_diff, -1.0)
+    rel_diff = np.where(comparable, rel_diff, -1.0)
+    i = int(np.argmax(abs_diff))
+    result.max_abs = float(abs_diff.flat[i])
+    result.max_abs_index = _unravel(i, e.shape)
+    result.allowed_at_max_abs = float(tol * (1.0 + abs(e.flat[i])))
+    j = int(np.argmax(rel_diff))
+    result.max_rel = float(rel_diff.flat[j])
+    result.max_rel_index = _unravel(j, e.shape)
+    ulps = ulp_distance(a[comparable], e[comparable])
+    result.max_ulp = int(ulps.max())
+
+
+def compare_named(role, expected, actual, tol, sides=("reference", "port")):
+    """Compare two {name: Tensor} maps; tensors present on one side only fail."""
+    names = sorted(set(expected) | set(actual))
+    return [compare_tensor(n, role, expected.get(n), actual.get(n), tol, sides) for n in names]

@@ -1,0 +1,135 @@
+"""Reading JSON documents strictly, validating them against the schemas in golden/schemas/, and
+decoding golden tensors (docs/goldens.md)."""
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import best_match
+from referencing import Registry, Resource
+
+from .compare import Tensor
+
+NON_FINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+
+
+class DocumentError(ValueError):
+    """A document that cannot be read or does not have the expected form; the message says where."""
+
+
+def _no_bare_constant(token):
+    raise ValueError(f"bare {token} is not JSON; write it as the string \"{token}\"")
+
+
+def parse(text):
+    """JSON text to Python values; bare NaN / Infinity (which Python's json accepts) are refused."""
+    try:
+        return json.loads(text, parse_constant=_no_bare_constant)
+    except json.JSONDecodeError as exc:
+        raise DocumentError(f"not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})") from None
+    except ValueError as exc:
+        raise DocumentError(str(exc)) from None
+
+
+def read(path):
+    """Parse the JSON file at path; DocumentError when unreadable or invalid."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DocumentError(f"cannot read it ({exc})") from None
+    return parse(text)
+
+
+class Schemas:
+    """The suite's JSON Schemas (Draft 2020-12), loaded once; golden.schema.json refers to the
+    case definition in catalogue.schema.json."""
+
+    NAMES = ("catalogue", "golden", "report")
+
+    def __init__(self, schema_dir):
+        self.dir = Path(schema_dir)
+        self._raw = {}
+        for name in self.NAMES:
+            path = self.dir / f"{name}.schema.json"
+            try:
+                self._raw[name] = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, ValueError) as exc:
+                raise DocumentError(f"cannot load the schema {path} ({exc})") from None
+        registry = Registry().with_resources(
+            (doc["$id"], Resource.from_contents(doc)) for doc in self._raw.values()
+        )
+        self._validators = {n: Draft202012Validator(doc, registry=registry) for n, doc in self._raw.items()}
+
+    def check(self, name, document):
+        """Raise DocumentError naming the first place where document breaks schema `name`."""
+        validator = self._validators[name]
+        if validator.is_valid(document):
+            return
+        error = best_match(validator.iter_errors(document))
+        where = json_path(error.absolute_path) or "the top level"
+        raise DocumentError(f"at {where}: {_short(error.message)} (schema {name}.schema.json)")
+
+
+def json_path(parts):
+    text = ""
+    for part in parts:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text
+
+
+def _short(message, limit=160):
+    return message if len(message) <= limit else message[: limit - 3] + "..."
+
+
+def decode_tensor(doc, where):
+    """One schema-valid tensor document to a Tensor; checks len(data) == product(shape)."""
+    shape = tuple(doc["shape"])
+    data = doc["data"]
+    expected = math.prod(shape)
+    if len(data) != expected:
+        raise DocumentError(f"at {where}: shape {list(shape)} needs {expected} values, data has {len(data)}")
+    if doc["dtype"] == "float64":
+        values = np.array([NON_FINITE[v] if isinstance(v, str) else v for v in data], dtype=np.float64)
+    else:
+        values = np.array(data, dtype=np.int64).astype(np.float64)
+    return Tensor(dtype=doc["dtype"], values=values.reshape(shape))
+
+
+def decode_tensors(document):
+    """{"inputs": {name: Tensor}, "outputs": {name: Tensor}} of a schema-valid golden document."""
+    return {
+        part: {name: decode_tensor(t, f"{part}.{name}") for name, t in document[part].items()}
+        for part in ("inputs", "outputs")
+    }
+
+
+def case_difference(catalogue_case, echoed, where="case"):
+    """None when the echoed case equals the catalogue's (numbers by value: 2 == 2.0, but a
+    boolean is not a number); otherwise where and how they differ."""
+    a, b = catalogue_case, echoed
+    if isinstance(a, dict) and isinstance(b, dict):
+        for key in sorted(set(a) | set(b)):
+            if key not in b:
+                return f"{where}.{key} is missing"
+            if key not in a:
+                return f"{where}.{key} is not in the catalogue"
+            found = case_difference(a[key], b[key], f"{where}.{key}")
+            if found:
+                return found
+        return None
+    if isinstance(a, list) and isinstance(b, list):
+        if len(a) != len(b):
+            return f"{where} has {len(b)} items, the catalogue {len(a)}"
+        for i, (x, y) in enumerate(zip(a, b)):
+            found = case_difference(x, y, f"{where}[{i}]")
+            if found:
+                return found
+        return None
+    numbers = (int, float)
+    if isinstance(a, numbers) and isinstance(b, numbers) and not isinstance(a, bool) and not isinstance(b, bool):
+        return None if a == b else f"{where} is {b!r}, the catalogue says {a!r}"
+    if type(a) is type(b) and a == b:
+        return None
+    return f"{where} is {json.dumps(b)}, the catalogue says {json.dumps(a)}"

