@@ -1,7 +1,7 @@
 """The `verify` command line (docs/runner.md).
 
   verify attention [--case PATTERN ...] [--tol T] [--report FILE] [--port-cmd CMD] [--timeout S] [--list]
-  verify regen attention [--case PATTERN ...] [--force]
+  verify regen attention [--case PATTERN ...] [--force] [--port-cmd CMD]
   verify show REPORT [--case PATTERN ...]
 
 Exit codes: 0 everything passed, 1 a mismatch (or a refused regen), 2 a usage or input error.
@@ -89,6 +89,9 @@ def build_parser():
     r.add_argument("suite", choices=SUITES, help="the suite to regenerate")
     _common(r)
     r.add_argument("--force", action="store_true", help="write even where reference and port disagree")
+    r.add_argument("--port-cmd", metavar="CMD",
+                   help="take the port's goldens from CMD instead of node port_ts/src/cli.ts run (for testing "
+                        "another implementation; the committed port goldens come from port_ts)")
     s = sub.add_parser("show", help="re-render a saved JSON report in the terminal",
                        description="Print a report written with --report as `verify <suite>` would have. "
                                    "Exit 0 when the shown cases passed, 1 otherwise.")
@@ -149,7 +152,7 @@ def cmd_regen(args, out):
     project = Project(args, args.suite)
     every, selected = project.cases(args.case)
     ctx = project.context(args.timeout)
-    engine_list = [engines.reference_engine(project.root), engines.port_engine(project.root)]
+    engine_list = [engines.reference_engine(project.root), engines.port_engine(project.root, args.port_cmd)]
     with tempfile.TemporaryDirectory(prefix="verify-regen-") as work:
         runs = engines.run_all(engine_list, [c.spec for c in selected], work, args.timeout)
         problems, disagree, fresh_files = [], [], {e.name: {} for e in engine_list}

@@ -14,6 +14,7 @@ from .errors import InputError
 
 METADATA = ("schema_version", "engine", "generator", "case")
 STATUSES = ("fresh", "drift", "stale", "missing", "not run")
+LAST_BIT_ULP = 16  # a drift up to this many ULP is called "last-bit"; beyond, "drift within the tolerance"
 
 
 @dataclass
@@ -30,7 +31,8 @@ class GoldenCheck:
     @property
     def label(self):
         if self.status == "drift":
-            return f"fresh, last-bit drift (max {self.max_ulp} ULP)"
+            size = "last-bit drift" if self.max_ulp <= LAST_BIT_ULP else "drift within the tolerance"
+            return f"fresh, {size} (max {self.max_ulp} ULP)"
         return self.status
 
     def to_dict(self):

@@ -36,7 +36,9 @@ def _num(x, fmt=".2e"):
     if isinstance(x, int):
         return str(x)
     if math.isnan(x) or math.isinf(x):
-        return str(x)
+        return "NaN" if math.isnan(x) else ("Infinity" if x > 0 else "-Infinity")  # as in the JSON
+    if fmt == "r":
+        return repr(x)
     return "0" if x == 0 else format(x, fmt)
 
 
@@ -59,9 +61,11 @@ def case_line(case, style):
     worst_abs = _worst([t["max_abs"] for t in tensors])
     worst_ulp = _worst([t["max_ulp"] for t in tensors])
     golden = ", ".join(f"{name} {d['label']}" for name, d in case["golden_details"].items())
+    if isinstance(worst_ulp, int) and worst_ulp > 99999:
+        worst_ulp = float(worst_ulp)  # shown as 4.6e+18, not 19 digits
     return (
         f"{verdict} {case['kind']:<8} {case['id']:<44} max|diff| {_num(worst_abs):>8}  "
-        f"max ULP {_num(worst_ulp):>4}  goldens: {golden}"
+        f"max ULP {_num(worst_ulp, '.1e'):>4}  goldens: {golden}"
     )
 
 

