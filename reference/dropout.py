@@ -6,6 +6,8 @@ Shapes: x (...) -> out (...), mask (...) of 0.0 / 1.0.
               out  = x * (mask / (1 - p))       the scale is rounded once, then one product,
                                                  as PyTorch's x * (bernoulli(1 - p) / (1 - p))
 A dropped element of a negative x gives -0.0.
+Backward: the same mask and the same scale expression, dx = dout * (mask / (1 - p));
+p == 0 gives a copy of dout.
 """
 
 import numpy as np
@@ -27,3 +29,14 @@ def dropout_forward(x, p, rng=None):
     mask = rng.keep_mask(x.shape, p)  # (...)
     out = x * (mask / (1.0 - p))  # (...)
     return out, {"mask": mask, "p": p}
+
+
+def dropout_backward(dout, cache):
+    """Returns dx (...): dout through the forward's keep mask, scaled as the forward."""
+    mask, p = cache["mask"], cache["p"]
+    dout = np.asarray(dout, dtype=np.float64)
+    if mask is None:  # inverts: out = x (p = 0)
+        return dout.copy()
+    if dout.shape != mask.shape:
+        raise ValueError(f"dropout_backward: dout must have the mask's shape {mask.shape}, got {dout.shape}")
+    return dout * (mask / (1.0 - p))  # inverts: out = x * (mask / (1 - p))

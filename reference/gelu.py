@@ -15,11 +15,19 @@ NaN gives NaN.
 
 GELU (exact, as torch.nn.GELU()): out = (x * 0.5) * (1 + erf(x * SQRT1_2)), left to right,
 SQRT1_2 the double nearest 1/sqrt(2). Shapes: x (...) -> out (...).
+
+Backward: d/dx x Phi(x) = Phi(x) + x phi(x), with Phi(x) = 0.5 * (1 + erf(x / sqrt 2)) from the
+forward's erf term and phi(x) = exp(-x^2 / 2) / sqrt(2 pi). One expression, left to right:
+  cdf = 0.5 * (1 + erf)
+  pdf = exp((x * x) * -0.5) * INV_SQRT_2PI        INV_SQRT_2PI the double nearest 1/sqrt(2 pi)
+  dx  = dout * (cdf + x * pdf)
+(PyTorch's CPU GeluBackward computes the same terms; exp may differ in the last bit.)
 """
 
 import numpy as np
 
 SQRT1_2 = 0.7071067811865476
+INV_SQRT_2PI = 0.3989422804014327
 ERX = 8.45062911510467529297e-01
 EFX = 1.28379167095512586316e-01
 EFX8 = 1.02703333676410069053e00
@@ -100,3 +108,15 @@ def gelu_forward(x):
     e = erf(x * SQRT1_2)  # (...)
     out = (x * 0.5) * (1.0 + e)  # (...)
     return out, {"x": x, "erf": e}
+
+
+def gelu_backward(dout, cache):
+    """Returns dx (...) = dout * (Phi(x) + x * phi(x))."""
+    x, e = cache["x"], cache["erf"]
+    dout = np.asarray(dout, dtype=np.float64)
+    if dout.shape != x.shape:
+        raise ValueError(f"gelu_backward: dout must have the forward's shape {x.shape}, got {dout.shape}")
+    # inverts: out = (x * 0.5) * (1 + erf(x * SQRT1_2))
+    cdf = 0.5 * (1.0 + e)  # (...)
+    pdf = np.exp((x * x) * -0.5) * INV_SQRT_2PI  # (...)
+    return dout * (cdf + x * pdf)

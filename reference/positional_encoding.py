@@ -13,11 +13,12 @@ rounded division, div_j one pow (np.power / Math.pow, which may differ in the la
 angle one division, as in the book's code (but in float64, not float32). Rows of the table do
 not depend on its length, so x + P[:T] uses a table of exactly T rows. Dot products and norms in
 position_similarity are in-order sums over the d features.
+Backward: the table is a constant, so dx = d summed = dropout_backward(dout) (a copy at p = 0).
 """
 
 import numpy as np
 
-from .dropout import dropout_forward
+from .dropout import dropout_backward, dropout_forward
 from .ops import matmul_nt, sum_last
 
 BASE = 10000.0
@@ -49,6 +50,14 @@ def positional_encoding_forward(x, dropout_p=0.0, rng=None):
     summed = x + P[None, :, :]  # (B, T, d)
     out, dropout_cache = dropout_forward(summed, dropout_p, rng)  # backward: d summed = d out via dropout
     return out, {"dropout": dropout_cache, "mask": dropout_cache["mask"]}
+
+
+def positional_encoding_backward(dout, cache):
+    """Returns dx (B, T, d): the gradient passes the addition unchanged, through the dropout."""
+    dout = np.asarray(dout, dtype=np.float64)
+    if dout.ndim != 3:
+        raise ValueError(f"positional_encoding_backward needs dout of shape (B, T, d), got {dout.shape}")
+    return dropout_backward(dout, cache["dropout"])  # inverts: out = dropout(x + P[:T])
 
 
 def position_similarity(P):

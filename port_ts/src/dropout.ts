@@ -5,6 +5,8 @@
 //               out  = x * (mask / (1 - p))       the scale is rounded once, then one product,
 //                                                 as PyTorch's x * (bernoulli(1 - p) / (1 - p))
 // A dropped element of a negative x gives -0.
+// Backward: the same mask and the same scale expression, dx = dout * (mask / (1 - p));
+// p == 0 gives a copy of dout.
 
 import type { Tensor } from "./ops.ts";
 import type { Generator } from "./rng.ts";
@@ -29,4 +31,17 @@ export function dropoutForward(x: Tensor, p: number, rng: Generator | null = nul
   const M = mask.data, X = x.data, O = out.data;
   for (let i = 0; i < X.length; i++) O[i] = X[i] * (M[i] / (1 - p));
   return { out, cache: { mask, p } };
+}
+
+/** Returns dx (...): dout through the forward's keep mask, scaled as the forward. */
+export function dropoutBackward(dout: Tensor, cache: DropoutCache): Tensor {
+  const { mask, p } = cache;
+  if (mask === null) return { shape: [...dout.shape], data: dout.data.slice() }; // inverts: out = x (p = 0)
+  if (dout.data.length !== mask.data.length || dout.shape.length !== mask.shape.length) {
+    throw new RangeError(`dropoutBackward: dout must have the mask's shape [${mask.shape}], got [${dout.shape}]`);
+  }
+  const dx = { shape: [...dout.shape], data: new Float64Array(dout.data.length) }; // (...)
+  const M = mask.data, D = dout.data, DX = dx.data;
+  for (let i = 0; i < D.length; i++) DX[i] = D[i] * (M[i] / (1 - p)); // inverts: out = x * (mask / (1 - p))
+  return dx;
 }

@@ -1,6 +1,8 @@
 // Token embedding: a lookup of rows of the table E (twin: embedding.py).
 // Shapes: tokens int (...) with ids in [0, V); E (V, d) -> out (..., d), out[..., :] = E[id, :].
 // No arithmetic, so both engines agree bit for bit. An id outside [0, V) is an error.
+// Backward: dE (V, d) starts at +0 and row id of dE gets dout[n, :] added for every token n in
+// row-major order of tokens, so a repeated id accumulates its rows in token order.
 
 import { type Tensor, type IntTensor, zeros } from "./ops.ts";
 
@@ -24,4 +26,22 @@ export function embeddingForward(tokens: IntTensor, E: Tensor): { out: Tensor; c
     out.data.set(E.data.subarray(id * d, (id + 1) * d), n * d);
   }
   return { out, cache: { tokens, V } };
+}
+
+/** Returns dE (V, d): dout's rows scattered back to their ids, accumulated in token order. */
+export function embeddingBackward(dout: Tensor, cache: EmbeddingCache): Tensor {
+  const { tokens, V } = cache;
+  const n = tokens.shape.length;
+  if (dout.shape.length !== n + 1 || tokens.shape.some((s, k) => s !== dout.shape[k])) {
+    throw new RangeError(`embeddingBackward: dout must have shape [${tokens.shape},d], got [${dout.shape}]`);
+  }
+  const d = dout.shape[n];
+  const dE = zeros([V, d]); // (V, d)
+  const D = dout.data, G = dE.data;
+  // inverts: out = E[tokens]
+  for (let t = 0; t < tokens.data.length; t++) {
+    const row = tokens.data[t] * d;
+    for (let k = 0; k < d; k++) G[row + k] += D[t * d + k]; // in row-major token order
+  }
+  return dE;
 }

@@ -4,9 +4,12 @@
 //   h    = relu(hPre)           (..., F)  hPre where hPre > 0, else +0
 //   out  = h W2^T + b2          (..., d)
 // No dropout inside, as the book's PositionWiseFFN.
+// Backward walks it in reverse: linearBackward through W2, b2; the ReLU passes dh where
+// hPre > 0 and +0 elsewhere (hPre == 0 gets 0, as PyTorch's threshold_backward); then
+// linearBackward through W1, b1.
 
 import { type Tensor, zeros } from "./ops.ts";
-import { type LinearCache, linearForward } from "./linear.ts";
+import { type LinearCache, linearBackward, linearForward } from "./linear.ts";
 
 export interface FfnCache {
   lin1: LinearCache;
@@ -22,6 +25,13 @@ export function relu(x: Tensor): Tensor {
   return out;
 }
 
+/** dout where the forward's input x > 0, else +0. */
+export function reluBackward(dout: Tensor, x: Tensor): Tensor {
+  const out = zeros(x.shape);
+  for (let i = 0; i < x.data.length; i++) out.data[i] = x.data[i] > 0 ? dout.data[i] : 0;
+  return out;
+}
+
 function param(params: Record<string, Tensor>, name: string): Tensor {
   const t = params[name];
   if (t === undefined) throw new RangeError(`ffn: params needs '${name}'; found [${Object.keys(params).sort().join(", ")}]`);
@@ -33,4 +43,12 @@ export function ffnForward(x: Tensor, params: Record<string, Tensor>): { out: Te
   const h = relu(hPre); // (..., F)
   const { out, cache: lin2 } = linearForward(h, param(params, "W2"), param(params, "b2")); // (..., d)
   return { out, cache: { lin1, hPre, h, lin2 } };
+}
+
+/** Returns dx (..., d) and the parameter gradients under W1, b1, W2, b2. */
+export function ffnBackward(dout: Tensor, cache: FfnCache): { dx: Tensor; grads: Record<string, Tensor> } {
+  const { dx: dh, dW: dW2, db: db2 } = linearBackward(dout, cache.lin2); // inverts: out = h W2^T + b2
+  const dhPre = reluBackward(dh, cache.hPre); // inverts: h = relu(hPre)
+  const { dx, dW: dW1, db: db1 } = linearBackward(dhPre, cache.lin1); // inverts: hPre = x W1^T + b1
+  return { dx, grads: { W1: dW1, b1: db1!, W2: dW2, b2: db2! } };
 }

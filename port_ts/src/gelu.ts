@@ -14,10 +14,18 @@
 //
 // GELU (exact, as torch.nn.GELU()): out = (x * 0.5) * (1 + erf(x * SQRT1_2)), left to right,
 // SQRT1_2 the double nearest 1/sqrt(2). Shapes: x (...) -> out (...).
+//
+// Backward: d/dx x Phi(x) = Phi(x) + x phi(x), with Phi(x) = 0.5 * (1 + erf(x / sqrt 2)) from the
+// forward's erf term and phi(x) = exp(-x^2 / 2) / sqrt(2 pi). One expression, left to right:
+//   cdf = 0.5 * (1 + erf)
+//   pdf = exp((x * x) * -0.5) * INV_SQRT_2PI        INV_SQRT_2PI the double nearest 1/sqrt(2 pi)
+//   dx  = dout * (cdf + x * pdf)
+// (PyTorch's CPU GeluBackward computes the same terms; exp may differ in the last bit.)
 
 import { type Tensor, zeros } from "./ops.ts";
 
 export const SQRT1_2 = 0.7071067811865476;
+export const INV_SQRT_2PI = 0.3989422804014327;
 const ERX = 8.45062911510467529297e-1;
 const EFX = 1.28379167095512586316e-1;
 const EFX8 = 1.02703333676410069053e0;
@@ -104,4 +112,21 @@ export function geluForward(x: Tensor): { out: Tensor; cache: GeluCache } {
     O[i] = (X[i] * 0.5) * (1 + E[i]);
   }
   return { out, cache: { x, erf: e } };
+}
+
+/** Returns dx (...) = dout * (Phi(x) + x * phi(x)). */
+export function geluBackward(dout: Tensor, cache: GeluCache): Tensor {
+  const { x, erf: e } = cache;
+  if (dout.data.length !== x.data.length || dout.shape.length !== x.shape.length) {
+    throw new RangeError(`geluBackward: dout must have the forward's shape [${x.shape}], got [${dout.shape}]`);
+  }
+  const dx = zeros(x.shape); // (...)
+  const X = x.data, E = e.data, D = dout.data, DX = dx.data;
+  // inverts: out = (x * 0.5) * (1 + erf(x * SQRT1_2))
+  for (let i = 0; i < X.length; i++) {
+    const cdf = 0.5 * (1 + E[i]);
+    const pdf = Math.exp((X[i] * X[i]) * -0.5) * INV_SQRT_2PI;
+    DX[i] = D[i] * (cdf + X[i] * pdf);
+  }
+  return dx;
 }

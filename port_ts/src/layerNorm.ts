@@ -7,6 +7,13 @@
 //   xhat = xc * rstd
 //   out  = xhat * gamma + beta                     i.e. ((x - mean) * rstd) * gamma + beta
 // A constant row has var 0 and gives xhat = 0, out = beta. d = 1 is such a row.
+// Backward (dout (..., d)), rows r over the flattened leading axes, sums in index order from +0:
+//   dbeta[k]  = sum over r of dout[r, k]
+//   dgamma[k] = sum over r of dout[r, k] * xhat[r, k]
+//   dxhat     = dout * gamma
+//   dx        = ((dxhat - mean(dxhat)) - xhat * mean(dxhat * xhat)) * rstd
+// where mean() is the in-order sum over the row's d features divided by d (see layer_norm.py
+// for the derivation). Exact for constant rows too (xhat = 0 there).
 
 import { type Tensor, zeros } from "./ops.ts";
 
@@ -48,4 +55,35 @@ export function layerNormForward(x: Tensor, gamma: Tensor, beta: Tensor, eps = E
     rstd.data[r] = s;
   }
   return { out, cache: { mean, rstd, xhat, gamma } };
+}
+
+/** Returns dx (..., d), dgamma (d,), dbeta (d,). */
+export function layerNormBackward(dout: Tensor, cache: LayerNormCache): { dx: Tensor; dgamma: Tensor; dbeta: Tensor } {
+  const { xhat, rstd, gamma } = cache;
+  if (dout.shape.length !== xhat.shape.length || dout.shape.some((s, k) => s !== xhat.shape[k])) {
+    throw new RangeError(`layerNormBackward: dout must have the forward's shape [${xhat.shape}], got [${dout.shape}]`);
+  }
+  const d = xhat.shape[xhat.shape.length - 1];
+  const rows = xhat.data.length / d;
+  const dx = zeros(xhat.shape), dgamma = zeros([d]), dbeta = zeros([d]);
+  const D = dout.data, H = xhat.data, G = gamma.data, DX = dx.data, DG = dgamma.data, DB = dbeta.data;
+  for (let r = 0; r < rows; r++) {
+    const o = r * d;
+    // inverts: out = xhat * gamma + beta
+    let sum1 = 0, sum2 = 0;
+    for (let k = 0; k < d; k++) {
+      DB[k] += D[o + k]; // in-order over rows
+      DG[k] += D[o + k] * H[o + k]; // in-order over rows
+      const dxhat = D[o + k] * G[k];
+      sum1 += dxhat;
+      sum2 += dxhat * H[o + k];
+    }
+    // inverts: xhat = xc * rstd, rstd = 1 / sqrt(var + eps), xc = x - mean
+    const dxhatMean = sum1 / d, dxhatXhatMean = sum2 / d, s = rstd.data[r];
+    for (let k = 0; k < d; k++) {
+      const dxhat = D[o + k] * G[k];
+      DX[o + k] = ((dxhat - dxhatMean) - H[o + k] * dxhatXhatMean) * s;
+    }
+  }
+  return { dx, dgamma, dbeta };
 }

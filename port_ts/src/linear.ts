@@ -3,8 +3,12 @@
 // The leading axes are flattened to M = prod(...) rows, so the product is one (M, I) x (I, O).
 // Order: each y[m, o] is the in-order sum over i = 0..I-1 of x[m, i] * W[o, i] from +0
 // (ops.matmulNT); the bias is added after that sum, one rounded add.
+// Backward (dout (..., O)), every sum in index order from +0:
+//   dx[m, i] = sum over o of dout[m, o] * W[o, i]        ops.matmul(dout, W)
+//   dW[o, i] = sum over rows m of dout[m, o] * x[m, i]   a loop over m, as ops.matmul(dout^T, x)
+//   db[o]    = sum over rows m of dout[m, o]             a loop over m, as ops.sumLast(dout^T)
 
-import { type Tensor, matmulNT } from "./ops.ts";
+import { type Tensor, matmul, matmulNT, zeros } from "./ops.ts";
 
 export interface LinearCache {
   x: Tensor; // (..., I)
@@ -31,4 +35,36 @@ export function linearForward(x: Tensor, W: Tensor, b: Tensor | null = null): { 
   }
   const out = { shape: [...x.shape.slice(0, -1), O], data: y.data }; // (..., O)
   return { out, cache: { x, W, hasBias: b !== null } };
+}
+
+/** Returns dx (..., I), dW (O, I), db (O,) or null when the forward had no bias. */
+export function linearBackward(dout: Tensor, cache: LinearCache): { dx: Tensor; dW: Tensor; db: Tensor | null } {
+  const { x, W } = cache;
+  const O = W.shape[0], I = W.shape[1];
+  const want = [...x.shape.slice(0, -1), O];
+  if (dout.shape.length !== want.length || dout.shape.some((s, k) => s !== want[k])) {
+    throw new RangeError(`linearBackward: dout must have the forward's output shape [${want}], got [${dout.shape}]`);
+  }
+  const M = x.data.length / I;
+  const D = dout.data, X = x.data;
+  // inverts: y = x W^T + b
+  let db: Tensor | null = null;
+  if (cache.hasBias) {
+    db = zeros([O]); // (O,)  bias: one add per row
+    for (let o = 0; o < O; o++) {
+      let acc = 0;
+      for (let m = 0; m < M; m++) acc += D[m * O + o];
+      db.data[o] = acc;
+    }
+  }
+  const dW = zeros([O, I]); // (O, I)  in-order over rows m
+  for (let o = 0; o < O; o++) {
+    for (let i = 0; i < I; i++) {
+      let acc = 0;
+      for (let m = 0; m < M; m++) acc += D[m * O + o] * X[m * I + i];
+      dW.data[o * I + i] = acc;
+    }
+  }
+  const dx2 = matmul({ shape: [M, O], data: D }, W); // (M, I)  in-order over o
+  return { dx: { shape: [...x.shape], data: dx2.data }, dW, db };
 }

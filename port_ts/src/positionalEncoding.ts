@@ -12,10 +12,11 @@
 // from np.power in the last bit), the angle one division; float64 throughout. Rows do not depend
 // on the table's length, so x + P[:T] uses a table of exactly T rows. Dot products and norms are
 // in-order sums over the d features.
+// Backward: the table is a constant, so dx = d summed = dropoutBackward(dout) (a copy at p = 0).
 
 import type { Generator } from "./rng.ts";
 import { type Tensor, zeros, matmulNT, sumLast } from "./ops.ts";
-import { dropoutForward } from "./dropout.ts";
+import { dropoutBackward, dropoutForward } from "./dropout.ts";
 
 export const BASE = 10000;
 
@@ -62,6 +63,14 @@ export function positionalEncodingForward(
   }
   const { out, cache } = dropoutForward(summed, dropoutP, rng); // backward: d summed = d out via dropout
   return { out, cache: { dropout: cache, mask: cache.mask } };
+}
+
+/** Returns dx (B, T, d): the gradient passes the addition unchanged, through the dropout. */
+export function positionalEncodingBackward(dout: Tensor, cache: PositionalEncodingCache): Tensor {
+  if (dout.shape.length !== 3) {
+    throw new RangeError(`positionalEncodingBackward needs dout of shape (B, T, d), got [${dout.shape}]`);
+  }
+  return dropoutBackward(dout, cache.dropout); // inverts: out = dropout(x + P[:T])
 }
 
 /** Cosine similarity of every pair of rows of P (L, d) -> (L, L). */
