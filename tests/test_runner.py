@@ -103,7 +103,14 @@ FAKE_PORT = textwrap.dedent('''
     os.makedirs(request["out_dir"], exist_ok=True)
     if mode == "garbage":
         print("hello, I am not a status line")
+    if mode == "stranger":
+        print(json.dumps({"id": "nobody.asked", "ok": True, "seconds": 0}))
     for case in request["cases"]:
+        if mode == "silent":
+            continue
+        if mode == "nofile":
+            print(json.dumps({"id": case["id"], "ok": True, "seconds": 0}))
+            continue
         if mode == "fail":
             print(json.dumps({"id": case["id"], "ok": False, "error": "fake port: no such kernel", "seconds": 0}))
             continue
@@ -248,6 +255,8 @@ def test_nan_from_the_port_is_a_mismatch_and_the_report_has_no_bare_nan(verify_r
     ("seed", "port: echoed a different case: case.seed"),
     ("schema", "port: wrote an invalid golden document"),
     ("fail", "port: fake port: no such kernel"),
+    ("silent", "port: gave no status line for this case"),
+    ("nofile", "port: reported ok but wrote no"),
 ])
 def test_a_port_that_writes_the_wrong_thing_fails_the_case(verify_run, fake_port, mode, fragment, schemas):
     proc, report = verify_run("--port-cmd", fake_port(mode))
@@ -260,6 +269,7 @@ def test_a_port_that_writes_the_wrong_thing_fails_the_case(verify_run, fake_port
 @pytest.mark.parametrize("mode,fragment", [
     ("garbage", "not a status line"),
     ("crash", "exited with code 3"),
+    ("stranger", "reported case 'nobody.asked', which it was not sent"),
 ])
 def test_a_broken_engine_is_an_input_error(verify_run, fake_port, mode, fragment):
     proc, _ = verify_run("--port-cmd", fake_port(mode))
