@@ -38,3 +38,19 @@ def masked_softmax_forward(x, valid_lens=None):
     e = np.exp(shifted)
     out = e / sum_last(e)[..., None]
     return out, {"out": out, "keep": keep}
+
+
+def masked_softmax_backward(dout, cache):
+    """dout (B, ..., Q, K) -> dx of x's shape. Per row, with y = out:
+    dx = y * (dout - sum_k dout_k y_k), the sum in key order; 0 where the forward masked x."""
+    out, keep = cache["out"], cache["keep"]
+    dout = np.asarray(dout, dtype=np.float64)
+    if dout.shape != out.shape:
+        raise ValueError(f"masked_softmax_backward: dout must have the output's shape {out.shape}, got {dout.shape}")
+    # out = e / sum_last(e)[..., None], e = exp(shifted): the shift by the row max cancels
+    dot = sum_last(dout * out)  # (B, ..., Q)
+    dx = out * (dout - dot[..., None])  # (B, ..., Q, K)
+    if keep is not None:
+        # x = np.where(keep, x, MASK_VALUE): a masked score is replaced by a constant
+        dx = np.where(keep, dx, 0.0)
+    return dx

@@ -10,12 +10,23 @@ Shape legend: B batch, Q queries, K keys, H heads, D head dim, d model dim (d = 
 dq_in / dkv_in the input feature dims. Params: W_q (d, dq_in), W_k (d, dkv_in), W_v (d, dkv_in),
 W_o (d, d). valid_lens None | (B,) | (B, Q) applies to every head; the dropout keep mask is drawn
 once for the whole (B, H, Q, K) weights tensor.
+
+The backward walks these lines from the bottom up: through W_o, the merge (undone by a split),
+each head's attention, the split (undone by a merge) and the three projections. It returns
+dx_q and dx_kv apart; for self-attention (x_q is x_kv) the caller adds them. Parameter gradients
+sum over every (batch, step) row in row-major order.
 """
 
 import numpy as np
 
-from .dot_product_attention import dot_product_attention_forward
-from .ops import matmul_nt
+from .dot_product_attention import dot_product_attention_backward, dot_product_attention_forward, transpose_last
+from .ops import matmul, matmul_nt
+
+
+def _weight_grad(dy, x):
+    """dW of y = x W^T: dy (B, T, out), x (B, T, in) -> (out, in), summed over the B*T rows in
+    row-major order."""
+    return matmul(transpose_last(dy.reshape(-1, dy.shape[-1])), x.reshape(-1, x.shape[-1]))
 
 
 def split_heads(x, num_heads):
@@ -54,3 +65,31 @@ def multi_head_attention_forward(x_q, x_kv, params, num_heads, valid_lens=None, 
              "q": q, "k": k, "v": v, "qh": qh, "kh": kh, "vh": vh, "heads": heads,
              "weights": attn["weights"], "attn": attn, "concat": concat}
     return out, cache
+
+
+def multi_head_attention_backward(dout, cache):
+    """dout (B, Q, d) -> (dx_q (B, Q, dq_in), dx_kv (B, K, dkv_in), {"W_q", "W_k", "W_v", "W_o"}).
+    Self-attention: the input's gradient is dx_q + dx_kv, added by the caller."""
+    x_q, x_kv, num_heads = cache["x_q"], cache["x_kv"], cache["num_heads"]
+    W_q, W_k, W_v, W_o = (cache["params"][n] for n in ("W_q", "W_k", "W_v", "W_o"))
+    dout = np.asarray(dout, dtype=np.float64)
+    if dout.shape != cache["concat"].shape:
+        raise ValueError(f"multi_head_attention_backward: dout must have shape {cache['concat'].shape}, "
+                         f"got {dout.shape}")
+    # out = matmul_nt(concat, W_o)
+    dconcat = matmul(dout, W_o)  # (B, Q, d): sum over output features
+    dW_o = _weight_grad(dout, cache["concat"])  # (d, d)
+    # concat = merge_heads(heads)
+    dheads = split_heads(dconcat, num_heads)  # (B, H, Q, D)
+    # heads, attn = dot_product_attention_forward(qh, kh, vh, valid_lens, dropout_p, rng)
+    dqh, dkh, dvh = dot_product_attention_backward(dheads, cache["attn"])  # (B, H, Q|K, D)
+    # qh, kh, vh = split_heads(q, num_heads), ...
+    dq, dk, dv = merge_heads(dqh), merge_heads(dkh), merge_heads(dvh)  # (B, Q|K, d)
+    # v = matmul_nt(x_kv, W_v); k = matmul_nt(x_kv, W_k): x_kv feeds both, one add
+    dx_kv = matmul(dk, W_k) + matmul(dv, W_v)  # (B, K, dkv_in): each product sums over d
+    dW_v = _weight_grad(dv, x_kv)  # (d, dkv_in)
+    dW_k = _weight_grad(dk, x_kv)  # (d, dkv_in)
+    # q = matmul_nt(x_q, W_q)
+    dx_q = matmul(dq, W_q)  # (B, Q, dq_in)
+    dW_q = _weight_grad(dq, x_q)  # (d, dq_in)
+    return dx_q, dx_kv, {"W_q": dW_q, "W_k": dW_k, "W_v": dW_v, "W_o": dW_o}

@@ -8,10 +8,14 @@
 // Shape legend: B batch, ... further leading axes (heads in multi-head attention), Q queries,
 // K keys, D query/key dim, V value dim. The dot product sums over D in index order, and each
 // score is then divided by sqrt(D) (one rounded division, the same in both engines).
+//
+// The backward walks these lines from the bottom up. Each product of the forward gives two
+// products of the backward, and every sum in them runs in index order through ops.matmul: over
+// V for the weights, over queries for dk and dv, over keys for dq.
 
 import type { Generator } from "./rng.ts";
 import { type Tensor, type IntTensor, matmul, matmulNT, zeros } from "./ops.ts";
-import { type MaskedSoftmaxCache, maskedSoftmaxForward } from "./maskedSoftmax.ts";
+import { type MaskedSoftmaxCache, maskedSoftmaxForward, maskedSoftmaxBackward } from "./maskedSoftmax.ts";
 
 export interface DotProductAttentionCache {
   q: Tensor; // (B, ..., Q, D)
@@ -22,6 +26,18 @@ export interface DotProductAttentionCache {
   mask: Tensor | null; // (B, ..., Q, K) keep mask of 0 / 1, null when p == 0
   dropoutP: number;
   softmax: MaskedSoftmaxCache;
+}
+
+/** (..., M, N) -> (..., N, M), a row-major copy: the backward's transposed matmul operands. */
+export function transposeLast(x: Tensor): Tensor {
+  const n = x.shape.length, M = x.shape[n - 2], N = x.shape[n - 1];
+  const out = zeros([...x.shape.slice(0, -2), N, M]);
+  const X = x.data, O = out.data;
+  for (let p = 0; p < X.length / (M * N); p++) {
+    const o = p * M * N;
+    for (let m = 0; m < M; m++) for (let j = 0; j < N; j++) O[o + j * M + m] = X[o + m * N + j];
+  }
+  return out;
 }
 
 /** Inverted dropout on attention weights. p == 0 draws nothing and returns the weights
@@ -36,6 +52,16 @@ export function attentionDropout(weights: Tensor, dropoutP: number, rng: Generat
   // the scale is rounded once, then one product: as dropout.ts and PyTorch's x * (mask / (1 - p))
   for (let i = 0; i < O.length; i++) O[i] = W[i] * (M[i] / (1 - dropoutP));
   return { dropped, mask };
+}
+
+/** d weights of dropped = weights * (keep / (1 - p)): the same product with the same mask;
+ * mask null (p == 0) passes the gradient through. */
+export function attentionDropoutBackward(ddropped: Tensor, mask: Tensor | null, dropoutP: number): Tensor {
+  if (mask === null) return ddropped;
+  const dweights = zeros(ddropped.shape);
+  const G = ddropped.data, M = mask.data, O = dweights.data;
+  for (let i = 0; i < O.length; i++) O[i] = G[i] * (M[i] / (1 - dropoutP));
+  return dweights;
 }
 
 /** q (B, ..., Q, D), k (B, ..., K, D), v (B, ..., K, V) -> out (B, ..., Q, V). */
@@ -54,4 +80,26 @@ export function dotProductAttentionForward(
   const { dropped, mask } = attentionDropout(weights, dropoutP, rng); // (B, ..., Q, K)
   const out = matmul(dropped, v); // (B, ..., Q, V)
   return { out, cache: { q, k, v, weights, dropped, mask, dropoutP, softmax } };
+}
+
+/** dout (B, ..., Q, V) -> dq (B, ..., Q, D), dk (B, ..., K, D), dv (B, ..., K, V). */
+export function dotProductAttentionBackward(dout: Tensor, cache: DotProductAttentionCache): { dq: Tensor; dk: Tensor; dv: Tensor } {
+  const { q, k, v } = cache;
+  const expected = [...q.shape.slice(0, -1), v.shape[v.shape.length - 1]];
+  if (dout.shape.length !== expected.length || dout.shape.some((s, i) => s !== expected[i])) {
+    throw new RangeError(`dotProductAttentionBackward: dout must have shape (${expected}), got (${dout.shape})`);
+  }
+  // const out = matmul(dropped, v)
+  const ddropped = matmulNT(dout, v); // (B, ..., Q, K): sum over V
+  const dv = matmul(transposeLast(cache.dropped), dout); // (B, ..., K, V): sum over queries
+  // const { dropped, mask } = attentionDropout(weights, dropoutP, rng)
+  const dweights = attentionDropoutBackward(ddropped, cache.mask, cache.dropoutP); // (B, ..., Q, K)
+  // const { out: weights, cache: softmax } = maskedSoftmaxForward(scores, validLens)
+  const dqk = maskedSoftmaxBackward(dweights, cache.softmax); // (B, ..., Q, K), d scores so far
+  // S[i] = S[i] / scale, scores = matmulNT(q, k), scale = Math.sqrt(D)
+  const G = dqk.data, scale = Math.sqrt(q.shape[q.shape.length - 1]);
+  for (let i = 0; i < G.length; i++) G[i] = G[i] / scale;
+  const dq = matmul(dqk, k); // (B, ..., Q, D): sum over keys
+  const dk = matmul(transposeLast(dqk), q); // (B, ..., K, D): sum over queries
+  return { dq, dk, dv };
 }

@@ -55,3 +55,26 @@ export function maskedSoftmaxForward(x: Tensor, validLens: IntTensor | null = nu
   }
   return { out, cache: { out, keep } };
 }
+
+/** dout (B, ..., Q, K) -> dx of x's shape. Per row, with y = out:
+ * dx = y * (dout - sum_k dout_k y_k), the sum in key order; 0 where the forward masked x. */
+export function maskedSoftmaxBackward(dout: Tensor, cache: MaskedSoftmaxCache): Tensor {
+  const { out, keep } = cache;
+  if (dout.shape.length !== out.shape.length || dout.shape.some((s, i) => s !== out.shape[i])) {
+    throw new RangeError(`maskedSoftmaxBackward: dout must have the output's shape (${out.shape}), got (${dout.shape})`);
+  }
+  const K = out.shape[out.shape.length - 1];
+  const dx = zeros(out.shape);
+  const Y = out.data, G = dout.data, DX = dx.data;
+  for (let r = 0; r < Y.length / K; r++) {
+    const o = r * K;
+    // O[o + k] = O[o + k] / sum, O = exp(v - max): the shift by the row max cancels
+    let dot = 0;
+    for (let k = 0; k < K; k++) dot += G[o + k] * Y[o + k];
+    for (let k = 0; k < K; k++) DX[o + k] = Y[o + k] * (G[o + k] - dot);
+    if (keep === null) continue;
+    // v = keep[o + k] ? X[o + k] : MASK_VALUE: a masked score is replaced by a constant
+    for (let k = 0; k < K; k++) if (!keep[o + k]) DX[o + k] = 0;
+  }
+  return dx;
+}

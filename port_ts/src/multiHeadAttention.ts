@@ -10,10 +10,17 @@
 // dq_in / dkv_in the input feature dims. Params: W_q (d, dq_in), W_k (d, dkv_in),
 // W_v (d, dkv_in), W_o (d, d). validLens null | (B,) | (B, Q) applies to every head; the dropout
 // keep mask is drawn once for the whole (B, H, Q, K) weights tensor.
+//
+// The backward walks these lines from the bottom up: through W_o, the merge (undone by a split),
+// each head's attention, the split (undone by a merge) and the three projections. It returns
+// dxQ and dxKv apart; for self-attention (xQ is xKV) the caller adds them. Parameter gradients
+// sum over every (batch, step) row in row-major order.
 
 import type { Generator } from "./rng.ts";
-import { type Tensor, type IntTensor, matmulNT, zeros } from "./ops.ts";
-import { type DotProductAttentionCache, dotProductAttentionForward } from "./dotProductAttention.ts";
+import { type Tensor, type IntTensor, matmul, matmulNT, zeros } from "./ops.ts";
+import {
+  type DotProductAttentionCache, dotProductAttentionForward, dotProductAttentionBackward, transposeLast,
+} from "./dotProductAttention.ts";
 
 export interface MultiHeadAttentionCache {
   xQ: Tensor; xKV: Tensor;
@@ -51,6 +58,14 @@ export function mergeHeads(x: Tensor): Tensor {
   return out;
 }
 
+/** dW of y = x W^T: dy (B, T, out), x (B, T, in) -> (out, in), summed over the B*T rows in
+ * row-major order. */
+function weightGrad(dy: Tensor, x: Tensor): Tensor {
+  const o = dy.shape[dy.shape.length - 1], n = x.shape[x.shape.length - 1];
+  const rows = dy.data.length / o;
+  return matmul(transposeLast({ shape: [rows, o], data: dy.data }), { shape: [rows, n], data: x.data });
+}
+
 function checkShape(name: string, t: Tensor, expected: number[]): void {
   if (t.shape.length !== expected.length || t.shape.some((s, i) => s !== expected[i])) {
     throw new RangeError(`multiHeadAttention: ${name} must have shape (${expected}), got (${t.shape})`);
@@ -83,4 +98,33 @@ export function multiHeadAttentionForward(
     out,
     cache: { xQ, xKV, params, numHeads, q, k, v, qh, kh, vh, heads, weights: attn.weights, attn, concat },
   };
+}
+
+/** dout (B, Q, d) -> dxQ (B, Q, dq_in), dxKv (B, K, dkv_in), grads { W_q, W_k, W_v, W_o }.
+ * Self-attention: the input's gradient is dxQ + dxKv, added by the caller. */
+export function multiHeadAttentionBackward(
+  dout: Tensor, cache: MultiHeadAttentionCache,
+): { dxQ: Tensor; dxKv: Tensor; grads: Record<string, Tensor> } {
+  const { xQ, xKV, numHeads, concat } = cache;
+  const { W_q, W_k, W_v, W_o } = cache.params;
+  checkShape("dout", dout, concat.shape);
+  // const out = matmulNT(concat, W_o)
+  const dconcat = matmul(dout, W_o); // (B, Q, d): sum over output features
+  const dW_o = weightGrad(dout, concat); // (d, d)
+  // const concat = mergeHeads(heads)
+  const dheads = splitHeads(dconcat, numHeads); // (B, H, Q, D)
+  // const { out: heads, cache: attn } = dotProductAttentionForward(qh, kh, vh, validLens, dropoutP, rng)
+  const { dq: dqh, dk: dkh, dv: dvh } = dotProductAttentionBackward(dheads, cache.attn); // (B, H, Q|K, D)
+  // const qh = splitHeads(q, numHeads), kh = ..., vh = ...
+  const dq = mergeHeads(dqh), dk = mergeHeads(dkh), dv = mergeHeads(dvh); // (B, Q|K, d)
+  // const v = matmulNT(xKV, W_v); const k = matmulNT(xKV, W_k): xKV feeds both, one add
+  const dxKv = matmul(dk, W_k); // (B, K, dkv_in): sum over d
+  const fromV = matmul(dv, W_v).data;
+  for (let i = 0; i < fromV.length; i++) dxKv.data[i] = dxKv.data[i] + fromV[i];
+  const dW_v = weightGrad(dv, xKV); // (d, dkv_in)
+  const dW_k = weightGrad(dk, xKV); // (d, dkv_in)
+  // const q = matmulNT(xQ, W_q)
+  const dxQ = matmul(dq, W_q); // (B, Q, dq_in)
+  const dW_q = weightGrad(dq, xQ); // (d, dq_in)
+  return { dxQ, dxKv, grads: { W_q: dW_q, W_k: dW_k, W_v: dW_v, W_o: dW_o } };
 }
