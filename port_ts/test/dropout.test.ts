@@ -1,10 +1,11 @@
 // Dropout: p = 0 is an exact copy with no draw; 0 < p < 1 keeps about 1 - p of the entries,
 // scales them by 1 / (1 - p), draws exactly one double per element; bad p is an error.
+// Backward: the same mask and scale, a copy at p = 0.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { tensor } from "../src/ops.ts";
+import { type Tensor, tensor } from "../src/ops.ts";
 import { Generator } from "../src/rng.ts";
-import { dropoutForward } from "../src/dropout.ts";
+import { dropoutBackward, dropoutForward } from "../src/dropout.ts";
 
 test("p = 0 returns a bit-exact copy (-0 included), draws nothing, has no mask", () => {
   const x = tensor([4], [-0, 1.5, -2, 0]);
@@ -52,4 +53,48 @@ test("p outside [0, 1), or p > 0 without a generator, is an error", () => {
   const x = tensor([1], [1]);
   for (const p of [1, -0.1, 1.5, NaN]) assert.throws(() => dropoutForward(x, p, new Generator(0)), /p must be a number in \[0, 1\)/);
   assert.throws(() => dropoutForward(x, 0.5), /needs a generator/);
+});
+
+// ---- backward ----
+// The finite-difference checks use L = sum(out * dout) and the fourth-order central stencil
+// (f(x-2h) - 8 f(x-h) + 8 f(x+h) - f(x+2h)) / (12 h) with h = 1e-3: truncation ~1e-13 for these
+// smooth O(1) functions, rounding ~eps |L| / h (L summed in order here, not exactly). FD_RTOL
+// 1e-9 of the gradient's scale leaves a wide margin; a wrong gradient is off by O(1).
+const FD_STEP = 1e-3;
+const FD_RTOL = 1e-9;
+
+function dot(a: Tensor, b: Tensor): number {
+  let s = 0;
+  for (let i = 0; i < a.data.length; i++) s += a.data[i] * b.data[i];
+  return s;
+}
+
+/** Checks grad against fourth-order central differences of f() in every coordinate of a. */
+function checkFd(label: string, f: () => number, a: Tensor, grad: Tensor): void {
+  let scale = 0;
+  for (const g of grad.data) scale = Math.max(scale, Math.abs(g));
+  for (let i = 0; i < a.data.length; i++) {
+    const x0 = a.data[i];
+    const v = [-2, -1, 1, 2].map((s) => { a.data[i] = x0 + s * FD_STEP; return f(); });
+    a.data[i] = x0;
+    const numeric = (v[0] - 8 * v[1] + 8 * v[2] - v[3]) / (12 * FD_STEP);
+    assert.ok(Math.abs(numeric - grad.data[i]) <= FD_RTOL * Math.max(scale, 1e-300),
+      `${label}[${i}]: analytic ${grad.data[i]}, numeric ${numeric} (scale ${scale})`);
+  }
+}
+
+test("backward uses the forward's mask and scale: dx = dout * (mask / (1 - p)); p = 0 copies", () => {
+  const x = new Generator(36).normal([4, 5]), dout = new Generator(37).normal([4, 5]);
+  const p = 0.4;
+  const { cache } = dropoutForward(x, p, new Generator(38));
+  const dx = dropoutBackward(dout, cache);
+  for (let i = 0; i < 20; i++) {
+    if (cache.mask!.data[i] === 1) assert.equal(dx.data[i], dout.data[i] * (1 / (1 - p)));
+    else assert.ok(dx.data[i] === 0, `dropped element ${i}: ${dx.data[i]}`); // +0 or -0
+  }
+  const d0 = dropoutBackward(dout, dropoutForward(x, 0).cache);
+  assert.deepEqual(Array.from(d0.data), Array.from(dout.data));
+  assert.notEqual(d0.data, dout.data);
+  // with the mask held fixed the layer is linear: finite differences agree
+  checkFd("dx", () => dot({ shape: x.shape, data: x.data.map((v, i) => v * (cache.mask!.data[i] / (1 - p))) }, dout), x, dx);
 });

@@ -1,8 +1,10 @@
-// Embedding: rows copied exactly, repeated ids, ids outside [0, V) rejected.
+// Embedding: rows copied exactly, repeated ids, ids outside [0, V) rejected. Backward: rows
+// scattered to their ids and accumulated in token order; finite differences in E.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { intTensor, tensor } from "../src/ops.ts";
-import { embeddingForward } from "../src/embedding.ts";
+import { type Tensor, intTensor, tensor } from "../src/ops.ts";
+import { Generator } from "../src/rng.ts";
+import { embeddingBackward, embeddingForward } from "../src/embedding.ts";
 
 const E = tensor([4, 3], [0, 1, 2, 10, 11, 12, 20, 21, 22, 30, 31, 32]); // row v = [10v, 10v + 1, 10v + 2]
 
@@ -22,4 +24,52 @@ test("the output is a copy: editing it leaves the table alone", () => {
 test("ids outside [0, V) are errors that name the id and V", () => {
   assert.throws(() => embeddingForward(intTensor([2], [0, 4]), E), /token id 4 at flat index 1 is outside \[0, 4\)/);
   assert.throws(() => embeddingForward(intTensor([1], [-1]), E), /token id -1/);
+});
+
+// ---- backward ----
+// The finite-difference checks use L = sum(out * dout) and the fourth-order central stencil
+// (f(x-2h) - 8 f(x-h) + 8 f(x+h) - f(x+2h)) / (12 h) with h = 1e-3: truncation ~1e-13 for these
+// smooth O(1) functions, rounding ~eps |L| / h (L summed in order here, not exactly). FD_RTOL
+// 1e-9 of the gradient's scale leaves a wide margin; a wrong gradient is off by O(1).
+const FD_STEP = 1e-3;
+const FD_RTOL = 1e-9;
+
+function dot(a: Tensor, b: Tensor): number {
+  let s = 0;
+  for (let i = 0; i < a.data.length; i++) s += a.data[i] * b.data[i];
+  return s;
+}
+
+/** Checks grad against fourth-order central differences of f() in every coordinate of a. */
+function checkFd(label: string, f: () => number, a: Tensor, grad: Tensor): void {
+  let scale = 0;
+  for (const g of grad.data) scale = Math.max(scale, Math.abs(g));
+  for (let i = 0; i < a.data.length; i++) {
+    const x0 = a.data[i];
+    const v = [-2, -1, 1, 2].map((s) => { a.data[i] = x0 + s * FD_STEP; return f(); });
+    a.data[i] = x0;
+    const numeric = (v[0] - 8 * v[1] + 8 * v[2] - v[3]) / (12 * FD_STEP);
+    assert.ok(Math.abs(numeric - grad.data[i]) <= FD_RTOL * Math.max(scale, 1e-300),
+      `${label}[${i}]: analytic ${grad.data[i]}, numeric ${numeric} (scale ${scale})`);
+  }
+}
+
+test("backward scatters rows to their ids; repeats add up; unused rows stay 0", () => {
+  const { cache } = embeddingForward(intTensor([2, 2], [3, 1, 3, 3]), E);
+  const dE = embeddingBackward(tensor([2, 2, 3], [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]), cache);
+  assert.deepEqual(dE.shape, [4, 3]);
+  assert.deepEqual(Array.from(dE.data), [0, 0, 0, 4, 5, 6, 0, 0, 0, 1 + 7 + 10, 2 + 8 + 11, 3 + 9 + 12]);
+});
+
+test("repeated ids accumulate in token order: (1e16 + 1) + (-1e16) = 0", () => {
+  const { cache } = embeddingForward(intTensor([3], [2, 2, 2]), tensor([3, 1], [0, 0, 0]));
+  const dE = embeddingBackward(tensor([3, 1], [1e16, 1, -1e16]), cache);
+  assert.equal(dE.data[2], 0); // summing the last two first would give 1
+});
+
+test("backward matches finite differences of sum(out * dout) in E", () => {
+  const g = new Generator(32);
+  const tokens = g.integers([3, 4], 0, 5), table = g.normal([5, 2]), dout = g.normal([3, 4, 2]);
+  const dE = embeddingBackward(dout, embeddingForward(tokens, table).cache);
+  checkFd("dE", () => dot(embeddingForward(tokens, table).out, dout), table, dE);
 });

@@ -1,8 +1,10 @@
 // FFN: Linear -> ReLU -> Linear on a hand-computed example; ReLU gives +0 for -0 and negatives.
+// Backward: the ReLU gate at 0, and finite differences for x and every parameter.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { tensor } from "../src/ops.ts";
-import { ffnForward, relu } from "../src/ffn.ts";
+import { type Tensor, tensor } from "../src/ops.ts";
+import { Generator } from "../src/rng.ts";
+import { ffnBackward, ffnForward, relu, reluBackward } from "../src/ffn.ts";
 
 test("x = [1, -1] through F = 3 hidden units, computed by hand", () => {
   const params = {
@@ -26,4 +28,55 @@ test("relu keeps positives and maps negatives, -0 and +0 to +0", () => {
 
 test("a missing parameter is an error naming it", () => {
   assert.throws(() => ffnForward(tensor([1, 1], [1]), { W1: tensor([1, 1], [1]) }), /params needs 'b1'/);
+});
+
+// ---- backward ----
+// The finite-difference checks use L = sum(out * dout) and the fourth-order central stencil
+// (f(x-2h) - 8 f(x-h) + 8 f(x+h) - f(x+2h)) / (12 h) with h = 1e-3: truncation ~1e-13 for these
+// smooth O(1) functions, rounding ~eps |L| / h (L summed in order here, not exactly). FD_RTOL
+// 1e-9 of the gradient's scale leaves a wide margin; a wrong gradient is off by O(1).
+const FD_STEP = 1e-3;
+const FD_RTOL = 1e-9;
+
+function dot(a: Tensor, b: Tensor): number {
+  let s = 0;
+  for (let i = 0; i < a.data.length; i++) s += a.data[i] * b.data[i];
+  return s;
+}
+
+/** Checks grad against fourth-order central differences of f() in every coordinate of a. */
+function checkFd(label: string, f: () => number, a: Tensor, grad: Tensor): void {
+  let scale = 0;
+  for (const g of grad.data) scale = Math.max(scale, Math.abs(g));
+  for (let i = 0; i < a.data.length; i++) {
+    const x0 = a.data[i];
+    const v = [-2, -1, 1, 2].map((s) => { a.data[i] = x0 + s * FD_STEP; return f(); });
+    a.data[i] = x0;
+    const numeric = (v[0] - 8 * v[1] + 8 * v[2] - v[3]) / (12 * FD_STEP);
+    assert.ok(Math.abs(numeric - grad.data[i]) <= FD_RTOL * Math.max(scale, 1e-300),
+      `${label}[${i}]: analytic ${grad.data[i]}, numeric ${numeric} (scale ${scale})`);
+  }
+}
+
+test("reluBackward passes dout where x > 0 and gives +0 at x <= 0 (0 and -0 included)", () => {
+  const d = reluBackward(tensor([5], [1, 2, 3, 4, -5]), tensor([5], [0.5, 0, -0, -1, 2]));
+  assert.deepEqual(Array.from(d.data), [1, 0, 0, 0, -5]);
+  assert.ok(Object.is(d.data[1], 0) && Object.is(d.data[2], 0));
+});
+
+test("backward matches finite differences for x and every parameter (no step crosses a kink)", () => {
+  const g = new Generator(35);
+  const x = g.normal([2, 3, 4]), dout = g.normal([2, 3, 4]);
+  const params = { W1: g.uniform([5, 4], -0.5, 0.5), b1: g.uniform([5], -0.5, 0.5), W2: g.uniform([4, 5], -0.45, 0.45), b2: g.uniform([4], -0.45, 0.45) };
+  const { out: _o, cache } = ffnForward(x, params);
+  const pattern = Array.from(cache.hPre.data, (v) => v > 0);
+  const { dx, grads } = ffnBackward(dout, cache);
+  const f = () => {
+    const r = ffnForward(x, params);
+    assert.deepEqual(Array.from(r.cache.hPre.data, (v) => v > 0), pattern, "a step crossed a ReLU kink");
+    return dot(r.out, dout);
+  };
+  checkFd("dx", f, x, dx);
+  for (const k of ["W1", "b1", "W2", "b2"] as const) checkFd(`d${k}`, f, params[k], grads[k]);
+  assert.ok(pattern.includes(true) && pattern.includes(false), "both sides of the ReLU are exercised");
 });

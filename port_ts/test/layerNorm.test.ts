@@ -1,10 +1,11 @@
 // Layer norm: unit statistics with gamma = 1, beta = 0; constant rows and d = 1 give beta;
 // the cache's mean and rstd; a row offset by 1e4 normalises like the same row without it.
+// Backward: finite differences, the invariances of dx, and a constant row.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { tensor } from "../src/ops.ts";
+import { type Tensor, tensor } from "../src/ops.ts";
 import { Generator } from "../src/rng.ts";
-import { layerNormForward, EPS } from "../src/layerNorm.ts";
+import { layerNormBackward, layerNormForward, EPS } from "../src/layerNorm.ts";
 import { layerNormParams } from "../src/init.ts";
 
 // Tolerances, each with its reason.
@@ -61,4 +62,77 @@ test("a row offset by 1e4 normalises like the row itself (shift invariance, to c
 
 test("gamma or beta of the wrong length is an error", () => {
   assert.throws(() => layerNormForward(tensor([1, 2], [1, 2]), tensor([3], [1, 1, 1]), tensor([2], [0, 0])), /shape \(2,\)/);
+});
+
+// ---- backward ----
+// The finite-difference checks use L = sum(out * dout) and the fourth-order central stencil
+// (f(x-2h) - 8 f(x-h) + 8 f(x+h) - f(x+2h)) / (12 h) with h = 1e-3: truncation ~1e-13 for these
+// smooth O(1) functions, rounding ~eps |L| / h (L summed in order here, not exactly). FD_RTOL
+// 1e-9 of the gradient's scale leaves a wide margin; a wrong gradient is off by O(1).
+const FD_STEP = 1e-3;
+const FD_RTOL = 1e-9;
+
+function dot(a: Tensor, b: Tensor): number {
+  let s = 0;
+  for (let i = 0; i < a.data.length; i++) s += a.data[i] * b.data[i];
+  return s;
+}
+
+/** Checks grad against fourth-order central differences of f() in every coordinate of a. */
+function checkFd(label: string, f: () => number, a: Tensor, grad: Tensor): void {
+  let scale = 0;
+  for (const g of grad.data) scale = Math.max(scale, Math.abs(g));
+  for (let i = 0; i < a.data.length; i++) {
+    const x0 = a.data[i];
+    const v = [-2, -1, 1, 2].map((s) => { a.data[i] = x0 + s * FD_STEP; return f(); });
+    a.data[i] = x0;
+    const numeric = (v[0] - 8 * v[1] + 8 * v[2] - v[3]) / (12 * FD_STEP);
+    assert.ok(Math.abs(numeric - grad.data[i]) <= FD_RTOL * Math.max(scale, 1e-300),
+      `${label}[${i}]: analytic ${grad.data[i]}, numeric ${numeric} (scale ${scale})`);
+  }
+}
+
+test("backward matches finite differences for x, gamma and beta", () => {
+  const g = new Generator(33);
+  const x = g.normal([2, 3, 5]), gamma = g.normal([5]), beta = g.normal([5]), dout = g.normal([2, 3, 5]);
+  const { dx, dgamma, dbeta } = layerNormBackward(dout, layerNormForward(x, gamma, beta).cache);
+  const f = () => dot(layerNormForward(x, gamma, beta).out, dout);
+  checkFd("dx", f, x, dx);
+  checkFd("dgamma", f, gamma, dgamma);
+  checkFd("dbeta", f, beta, dbeta);
+});
+
+test("dbeta is the column sum of dout; each row of dx sums to 0; dx . xhat is eps's share", () => {
+  const g = new Generator(34);
+  const x = g.normal([4, 6]), dout = g.normal([4, 6]);
+  const { cache } = layerNormForward(x, g.normal([6]), g.normal([6]));
+  const { dx, dbeta } = layerNormBackward(dout, cache);
+  for (let k = 0; k < 6; k++) {
+    let s = 0;
+    for (let r = 0; r < 4; r++) s += dout.data[r * 6 + k];
+    assert.equal(dbeta.data[k], s);
+  }
+  for (let r = 0; r < 4; r++) {
+    let s = 0, p = 0, q = 0, scale = 0;
+    for (let k = 0; k < 6; k++) {
+      s += dx.data[r * 6 + k];
+      p += dx.data[r * 6 + k] * cache.xhat.data[r * 6 + k];
+      q += dout.data[r * 6 + k] * cache.gamma.data[k] * cache.xhat.data[r * 6 + k];
+      scale = Math.max(scale, Math.abs(dx.data[r * 6 + k]));
+    }
+    // shifting x leaves xhat unchanged, so each row of dx sums to 0; scaling the centred part
+    // changes xhat only through eps: sum(dx * xhat) = rstd^3 * eps * sum(dout * gamma * xhat)
+    const rs = cache.rstd.data[r];
+    const want = rs * rs * rs * EPS * q;
+    assert.ok(Math.abs(s) <= 1e-14 * scale, `row ${r}: sum ${s}`);
+    assert.ok(Math.abs(p - want) <= 1e-14 * scale && Math.abs(want) > 1e-7, `row ${r}: dot ${p}, want ${want}`);
+  }
+});
+
+test("a constant row passes dout * gamma * rstd minus its mean, rstd = 1 / sqrt(eps)", () => {
+  const { cache } = layerNormForward(tensor([1, 3], [2, 2, 2]), tensor([3], [1, 2, 3]), tensor([3], [0, 0, 0]));
+  const { dx, dgamma } = layerNormBackward(tensor([1, 3], [1, 1, 1]), cache);
+  const rstd = 1 / Math.sqrt(EPS); // dxhat = [1, 2, 3], mean 2
+  assert.deepEqual(Array.from(dx.data), [-1 * rstd, 0, 1 * rstd]);
+  assert.deepEqual(Array.from(dgamma.data), [0, 0, 0]); // xhat = 0
 });

@@ -1,10 +1,11 @@
 // Linear: a hand-computed example, leading axes flattened, the bias added after the in-order
-// sum, and shape errors that say what was expected.
+// sum, and shape errors that say what was expected. Backward: by hand, rows summed in index
+// order, and fourth-order finite differences for x, W and b.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { tensor } from "../src/ops.ts";
+import { type Tensor, tensor } from "../src/ops.ts";
 import { Generator } from "../src/rng.ts";
-import { linearForward } from "../src/linear.ts";
+import { linearBackward, linearForward } from "../src/linear.ts";
 
 test("a 2 x 3 input through a (2, 3) weight and bias, computed by hand", () => {
   const x = tensor([2, 3], [1, 2, 3, 4, 5, 6]);
@@ -45,4 +46,65 @@ test("a (B, T, I) input equals the same rows pushed through one by one", () => {
 test("mismatched shapes are errors naming both shapes", () => {
   assert.throws(() => linearForward(tensor([2, 3], [1, 2, 3, 4, 5, 6]), tensor([2, 2], [1, 2, 3, 4])), /x \[2,3\] and W \[2,2\]/);
   assert.throws(() => linearForward(tensor([1, 2], [1, 2]), tensor([1, 2], [1, 1]), tensor([2], [0, 0])), /bias must have shape \(1,\)/);
+});
+
+// ---- backward ----
+// The finite-difference checks use L = sum(out * dout) and the fourth-order central stencil
+// (f(x-2h) - 8 f(x-h) + 8 f(x+h) - f(x+2h)) / (12 h) with h = 1e-3: truncation ~1e-13 for these
+// smooth O(1) functions, rounding ~eps |L| / h (L summed in order here, not exactly). FD_RTOL
+// 1e-9 of the gradient's scale leaves a wide margin; a wrong gradient is off by O(1).
+const FD_STEP = 1e-3;
+const FD_RTOL = 1e-9;
+
+function dot(a: Tensor, b: Tensor): number {
+  let s = 0;
+  for (let i = 0; i < a.data.length; i++) s += a.data[i] * b.data[i];
+  return s;
+}
+
+/** Checks grad against fourth-order central differences of f() in every coordinate of a. */
+function checkFd(label: string, f: () => number, a: Tensor, grad: Tensor): void {
+  let scale = 0;
+  for (const g of grad.data) scale = Math.max(scale, Math.abs(g));
+  for (let i = 0; i < a.data.length; i++) {
+    const x0 = a.data[i];
+    const v = [-2, -1, 1, 2].map((s) => { a.data[i] = x0 + s * FD_STEP; return f(); });
+    a.data[i] = x0;
+    const numeric = (v[0] - 8 * v[1] + 8 * v[2] - v[3]) / (12 * FD_STEP);
+    assert.ok(Math.abs(numeric - grad.data[i]) <= FD_RTOL * Math.max(scale, 1e-300),
+      `${label}[${i}]: analytic ${grad.data[i]}, numeric ${numeric} (scale ${scale})`);
+  }
+}
+
+test("backward by hand: dx = dout W, dW = dout^T x, db = column sums of dout", () => {
+  const x = tensor([2, 3], [1, 2, 3, 4, 5, 6]);
+  const W = tensor([2, 3], [1, 0, -1, 0.5, 0.5, 0.5]);
+  const { cache } = linearForward(x, W, tensor([2], [10, -1]));
+  const { dx, dW, db } = linearBackward(tensor([2, 2], [1, 2, -1, 3]), cache);
+  // dx row 0 = 1 * [1, 0, -1] + 2 * [.5, .5, .5] = [2, 1, 0]; row 1 = -[1, 0, -1] + 3 * [.5, .5, .5]
+  assert.deepEqual(dx.shape, [2, 3]);
+  assert.deepEqual(Array.from(dx.data), [2, 1, 0, 0.5, 1.5, 2.5]);
+  // dW[o] = sum over rows of dout[m, o] x[m]: o = 0: [1, 2, 3] - [4, 5, 6]; o = 1: 2 [1, 2, 3] + 3 [4, 5, 6]
+  assert.deepEqual(Array.from(dW.data), [-3, -3, -3, 14, 19, 24]);
+  assert.deepEqual(Array.from(db!.data), [0, 5]);
+  assert.equal(linearBackward(tensor([1, 1], [1]), linearForward(tensor([1, 2], [1, 2]), tensor([1, 2], [3, 4])).cache).db, null);
+});
+
+test("dW and db sum the rows in index order: (1e16 + 1) + (-1e16) = 0", () => {
+  const { cache } = linearForward(tensor([3, 1], [1, 1, 1]), tensor([1, 1], [2]), tensor([1], [0]));
+  const { dW, db } = linearBackward(tensor([3, 1], [1e16, 1, -1e16]), cache);
+  assert.equal(db!.data[0], 0); // any other order would keep the 1
+  assert.equal(dW.data[0], 0);
+});
+
+test("backward of a (B, T, I) input matches finite differences for x, W and b", () => {
+  const g = new Generator(31);
+  const x = g.normal([2, 3, 4]), W = g.normal([3, 4]), b = g.normal([3]), dout = g.normal([2, 3, 3]);
+  const { dx, dW, db } = linearBackward(dout, linearForward(x, W, b).cache);
+  assert.deepEqual(dx.shape, [2, 3, 4]);
+  const f = () => dot(linearForward(x, W, b).out, dout);
+  checkFd("dx", f, x, dx);
+  checkFd("dW", f, W, dW);
+  checkFd("db", f, b, db!);
+  assert.throws(() => linearBackward(g.normal([2, 3, 4]), linearForward(x, W, b).cache), /output shape \[2,3,3\]/);
 });
