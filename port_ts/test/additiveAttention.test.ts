@@ -3,12 +3,14 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { Generator } from "../src/rng.ts";
-import { intTensor, type Tensor } from "../src/ops.ts";
-import { additiveAttentionForward } from "../src/additiveAttention.ts";
+import { intTensor, type IntTensor, type Tensor } from "../src/ops.ts";
+import { additiveAttentionForward, additiveAttentionBackward } from "../src/additiveAttention.ts";
 
 const DIRECT = 1e-14; // against a direct formula in another summation order, values of size ~1
 const ROW_SUM = 1e-15; // a row of <= 5 weights summed in order
 const MASKED = 1e-300; // exp(-1e6 - max) underflows to 0
+const STEP = 1e-5; // central-difference step, near eps**(1/3): truncation ~ h^2, rounding ~ eps/h
+const FD = 1e-7; // the measured central-difference error here is ~1e-9 of the gradient's scale
 
 function draw(seed: number, B: number, Q: number, K: number, Dq: number, Dk: number, H: number, V: number, std = 1) {
   const g = new Generator(seed);
@@ -82,4 +84,57 @@ test("large inputs saturate tanh at +-1 without overflow; weights stay a distrib
 test("parameters of the wrong shape are refused", () => {
   const { q, k, v, params } = draw(23, 1, 2, 3, 4, 4, 5, 2);
   assert.throws(() => additiveAttentionForward(q, k, v, { ...params, w_v: params.W_q }), /do not fit/);
+});
+
+test("backward: every input and parameter gradient matches central differences (lengths with 0, dropout)", () => {
+  const B = 3, Q = 2, K = 4, Dq = 3, Dk = 5, H = 4, V = 2;
+  const settings: [IntTensor | null, number][] = [[intTensor([B], [0, 2, 4]), 0], [intTensor([B, Q], [1, 4, 0, 3, 2, 2]), 0.25]];
+  for (const [lens, p] of settings) {
+    const { q, k, v, params } = draw(23, B, Q, K, Dq, Dk, H, V);
+    const g = new Generator(24);
+    const dout = g.normal([B, Q, V]);
+    const counter = g.counter;
+    const { cache } = additiveAttentionForward(q, k, v, params, lens, p, g);
+    const { dq, dk, dv, grads } = additiveAttentionBackward(dout, cache);
+    const loss = () => {
+      const again = new Generator(24);
+      again.counter = counter; // the same dropout mask on every evaluation
+      const { out } = additiveAttentionForward(q, k, v, params, lens, p, again);
+      let s = 0;
+      for (let i = 0; i < out.data.length; i++) s += out.data[i] * dout.data[i];
+      return s;
+    };
+    const checks: [string, Tensor, Tensor][] = [
+      ["q", q, dq], ["k", k, dk], ["v", v, dv], ["W_q", params.W_q, grads.W_q], ["W_k", params.W_k, grads.W_k], ["w_v", params.w_v, grads.w_v],
+    ];
+    for (const [name, x, dx] of checks) {
+      assert.deepEqual(dx.shape, x.shape, `d${name} has ${name}'s shape`);
+      let worst = 0, scale = 0;
+      for (let i = 0; i < x.data.length; i++) {
+        const saved = x.data[i];
+        x.data[i] = saved + STEP;
+        const up = loss();
+        x.data[i] = saved - STEP;
+        const down = loss();
+        x.data[i] = saved;
+        const numeric = (up - down) / (2 * STEP);
+        worst = Math.max(worst, Math.abs(dx.data[i] - numeric));
+        scale = Math.max(scale, Math.abs(numeric));
+      }
+      assert.ok(scale > 0.01, `d${name}: the check needs a gradient of some size`);
+      assert.ok(worst <= FD * scale, `p ${p}: d${name} error ${worst} of scale ${scale}`);
+    }
+  }
+});
+
+test("backward: a key no query may see gets dk = 0 and dv = 0 exactly", () => {
+  const B = 2, Q = 3, K = 4, V = 2;
+  const { q, k, v, params } = draw(25, B, Q, K, 3, 3, 5, V);
+  const dout = new Generator(26).normal([B, Q, V]);
+  const { dk, dv } = additiveAttentionBackward(dout, additiveAttentionForward(q, k, v, params, intTensor([B], [2, 4])).cache);
+  for (let j = 2; j < K; j++) {
+    for (let c = 0; c < 3; c++) assert.equal(dk.data[j * 3 + c], 0, `dk[0, ${j}, ${c}]`);
+    for (let c = 0; c < V; c++) assert.equal(dv.data[j * V + c], 0, `dv[0, ${j}, ${c}]`);
+  }
+  assert.ok(dk.data.slice(0, 6).some((x) => x !== 0) && dk.data.slice(12).some((x) => x !== 0));
 });

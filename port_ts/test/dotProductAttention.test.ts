@@ -3,11 +3,14 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { Generator } from "../src/rng.ts";
-import { intTensor, tensor, type Tensor } from "../src/ops.ts";
-import { dotProductAttentionForward } from "../src/dotProductAttention.ts";
+import { intTensor, tensor, type IntTensor, type Tensor } from "../src/ops.ts";
+import { dotProductAttentionForward, dotProductAttentionBackward, transposeLast } from "../src/dotProductAttention.ts";
 
 const DIRECT = 1e-14; // against a direct formula in another summation order, values of size ~1
 const ROW_SUM = 1e-15; // a row of <= 6 weights summed in order
+const STEP = 1e-5; // central-difference step, near eps**(1/3): truncation ~ h^2, rounding ~ eps/h
+const FD = 1e-7; // the measured central-difference error here is ~1e-10 of the gradient's scale
+const SHIFT = 1e-14; // sum over keys of dk: terms of size ~1 that cancel exactly in exact arithmetic
 
 test("the lesson's three-key example: weights 0.434, 0.214, 0.351 and output (6.1, 3.9)", () => {
   const q = tensor([1, 1, 2], [1, 0]);
@@ -96,4 +99,94 @@ test("leading axes (B, H, ...): each (b, h) slice is its own attention", () => {
       assert.deepEqual(Array.from(out.data.subarray(p * Q * D, (p + 1) * Q * D)), Array.from(one.data));
     }
   }
+});
+
+test("transposeLast swaps the last two axes of every leading slice", () => {
+  const t = transposeLast(tensor([2, 2, 3], [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]));
+  assert.deepEqual(t.shape, [2, 3, 2]);
+  assert.deepEqual(Array.from(t.data), [1, 4, 2, 5, 3, 6, 7, 10, 8, 11, 9, 12]);
+});
+
+/** Worst |analytic - numeric| over x's coordinates, and the numeric gradient's scale, for
+ * L = sum(out * dout); run(): the forward's output, x perturbed in place. */
+function centralCheck(x: Tensor, analytic: Tensor, run: () => Tensor, dout: Tensor): { worst: number; scale: number } {
+  const loss = () => {
+    const out = run();
+    let s = 0;
+    for (let i = 0; i < out.data.length; i++) s += out.data[i] * dout.data[i];
+    return s;
+  };
+  let worst = 0, scale = 0;
+  for (let i = 0; i < x.data.length; i++) {
+    const saved = x.data[i];
+    x.data[i] = saved + STEP;
+    const up = loss();
+    x.data[i] = saved - STEP;
+    const down = loss();
+    x.data[i] = saved;
+    const numeric = (up - down) / (2 * STEP);
+    worst = Math.max(worst, Math.abs(analytic.data[i] - numeric));
+    scale = Math.max(scale, Math.abs(numeric));
+  }
+  return { worst, scale };
+}
+
+test("backward: dq, dk, dv match central differences (cross-attention, causal-style 2-D lengths, dropout)", () => {
+  const cases: [number[], number[], number[], IntTensor | null, number][] = [
+    [[2, 3, 4], [2, 5, 4], [2, 5, 2], intTensor([2, 3], [1, 0, 5, 2, 3, 4]), 0],
+    [[2, 3, 4], [2, 5, 4], [2, 5, 2], intTensor([2], [5, 3]), 0.3],
+    [[1, 2, 2, 3], [1, 2, 4, 3], [1, 2, 4, 5], null, 0],
+  ];
+  for (const [qs, ks, vs, lens, p] of cases) {
+    const g = new Generator(14);
+    const q = g.normal(qs), k = g.normal(ks), v = g.normal(vs), dout = g.normal([...qs.slice(0, -1), vs[vs.length - 1]]);
+    const counter = g.counter;
+    const { cache } = dotProductAttentionForward(q, k, v, lens, p, g);
+    const grads = dotProductAttentionBackward(dout, cache);
+    const run = () => {
+      const again = new Generator(14);
+      again.counter = counter; // the same dropout mask on every evaluation
+      return dotProductAttentionForward(q, k, v, lens, p, again).out;
+    };
+    for (const [name, x, dx] of [["q", q, grads.dq], ["k", k, grads.dk], ["v", v, grads.dv]] as const) {
+      const { worst, scale } = centralCheck(x, dx, run, dout);
+      assert.ok(scale > 0.01, `d${name}: the check needs a gradient of some size`);
+      assert.ok(worst <= FD * scale, `q ${qs}, p ${p}: d${name} error ${worst} of scale ${scale}`);
+    }
+  }
+});
+
+test("backward: moving every key by the same vector changes nothing, so dk sums to 0 over keys", () => {
+  const g = new Generator(15);
+  const q = g.normal([2, 3, 4]), k = g.normal([2, 5, 4]), v = g.normal([2, 5, 3]), dout = g.normal([2, 3, 3]);
+  const { dk } = dotProductAttentionBackward(dout, dotProductAttentionForward(q, k, v, intTensor([2], [2, 5])).cache);
+  for (let b = 0; b < 2; b++) {
+    for (let c = 0; c < 4; c++) {
+      let s = 0;
+      for (let j = 0; j < 5; j++) s += dk.data[(b * 5 + j) * 4 + c];
+      assert.ok(Math.abs(s) <= SHIFT, `batch ${b} feature ${c}: keys' gradients sum to ${s}`);
+    }
+  }
+  // keys 2..4 of batch 0 are masked: they reach nothing, so get exactly 0
+  for (let j = 2; j < 5; j++) for (let c = 0; c < 4; c++) assert.equal(dk.data[j * 4 + c], 0);
+});
+
+test("backward with leading axes (B, H, ...): each (b, h) slice is its own backward, bit for bit", () => {
+  const g = new Generator(16);
+  const B = 2, H = 2, Q = 3, K = 4, D = 2, V = 3;
+  const q = g.normal([B, H, Q, D]), k = g.normal([B, H, K, D]), v = g.normal([B, H, K, V]), dout = g.normal([B, H, Q, V]);
+  const lens = intTensor([B, Q], [1, 2, 3, 4, 0, 2]);
+  const all = dotProductAttentionBackward(dout, dotProductAttentionForward(q, k, v, lens).cache);
+  for (let b = 0; b < B; b++) {
+    for (let h = 0; h < H; h++) {
+      const p = b * H + h;
+      const slice = (t: Tensor, T: number, C: number) => ({ shape: [1, T, C], data: t.data.slice(p * T * C, (p + 1) * T * C) });
+      const one = dotProductAttentionBackward(slice(dout, Q, V),
+        dotProductAttentionForward(slice(q, Q, D), slice(k, K, D), slice(v, K, V), intTensor([1, Q], lens.data.slice(b * Q, (b + 1) * Q))).cache);
+      assert.deepEqual(Array.from(all.dq.data.subarray(p * Q * D, (p + 1) * Q * D)), Array.from(one.dq.data));
+      assert.deepEqual(Array.from(all.dk.data.subarray(p * K * D, (p + 1) * K * D)), Array.from(one.dk.data));
+      assert.deepEqual(Array.from(all.dv.data.subarray(p * K * V, (p + 1) * K * V)), Array.from(one.dv.data));
+    }
+  }
+  assert.throws(() => dotProductAttentionBackward(g.normal([B, H, Q, V + 1]), dotProductAttentionForward(q, k, v).cache), /dout must have shape/);
 });

@@ -3,13 +3,16 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { Generator } from "../src/rng.ts";
-import { intTensor, tensor } from "../src/ops.ts";
-import { maskedSoftmaxForward, keepMask } from "../src/maskedSoftmax.ts";
+import { intTensor, tensor, type IntTensor, type Tensor } from "../src/ops.ts";
+import { maskedSoftmaxForward, keepMask, maskedSoftmaxBackward } from "../src/maskedSoftmax.ts";
 
 // Tolerances, each with its reason.
 const ROW_SUM = 1e-15; // a row of <= 6 terms summed in order: a few ulps of 1
 const NAIVE = 1e-15; // against exp(x) / sum exp(x) without the max shift, on small scores
 const MASKED = 1e-300; // exp(-1e6 - max) underflows to exactly 0 for these scores
+const STEP = 1e-5; // central-difference step, near eps**(1/3): truncation ~ h^2, rounding ~ eps/h
+const FD = 1e-7; // the measured central-difference error here is ~1e-10 of the gradient's scale
+const SHIFT = 1e-15; // a row of dx sums to 0 (softmax ignores a shift): a few ulps of 5 terms
 
 function rows(data: Float64Array, K: number): number[][] {
   const out: number[][] = [];
@@ -100,4 +103,48 @@ test("4-D (B, H, Q, K): lengths apply to every head", () => {
 
 test("lengths of the wrong shape are refused with the expected shapes", () => {
   assert.throws(() => maskedSoftmaxForward(new Generator(7).normal([2, 3, 4]), intTensor([3], [1, 2, 3])), /\(2,\) or \(2, 3\)/);
+});
+
+/** L = sum(out * dout) in index order. */
+function lossOf(x: Tensor, dout: Tensor, lens: IntTensor | null): number {
+  const { out } = maskedSoftmaxForward(x, lens);
+  let s = 0;
+  for (let i = 0; i < out.data.length; i++) s += out.data[i] * dout.data[i];
+  return s;
+}
+
+test("backward: dx matches central differences, with 1-D and 2-D lengths and a length-0 row", () => {
+  for (const lens of [null, intTensor([3], [0, 3, 5]), intTensor([3, 2], [2, 5, 0, 1, 4, 3])]) {
+    const g = new Generator(8);
+    const x = g.normal([3, 2, 5], 0, 2), dout = g.normal([3, 2, 5]);
+    const dx = maskedSoftmaxBackward(dout, maskedSoftmaxForward(x, lens).cache);
+    let worst = 0, scale = 0;
+    for (let i = 0; i < x.data.length; i++) {
+      const saved = x.data[i];
+      x.data[i] = saved + STEP;
+      const up = lossOf(x, dout, lens);
+      x.data[i] = saved - STEP;
+      const down = lossOf(x, dout, lens);
+      x.data[i] = saved;
+      const numeric = (up - down) / (2 * STEP);
+      worst = Math.max(worst, Math.abs(dx.data[i] - numeric));
+      scale = Math.max(scale, Math.abs(numeric));
+    }
+    assert.ok(scale > 0.1, "the check needs a gradient of some size");
+    assert.ok(worst <= FD * scale, `lens ${lens && Array.from(lens.data)}: error ${worst} of scale ${scale}`);
+  }
+});
+
+test("backward: masked scores and length-0 rows get exactly 0; every row of dx sums to 0", () => {
+  const g = new Generator(9);
+  const x = g.normal([2, 3, 5]), dout = g.normal([2, 3, 5]);
+  const lens = intTensor([2, 3], [0, 2, 5, 1, 3, 4]);
+  const dx = maskedSoftmaxBackward(dout, maskedSoftmaxForward(x, lens).cache);
+  rows(dx.data, 5).forEach((row, r) => {
+    const len = lens.data[r];
+    row.slice(len).forEach((d) => assert.equal(d, 0, `row ${r}: masked key`));
+    if (len > 1) assert.ok(row.slice(0, len).some((d) => d !== 0));
+    assert.ok(Math.abs(sum(row)) <= SHIFT, `row ${r} of dx sums to ${sum(row)}`);
+  });
+  assert.throws(() => maskedSoftmaxBackward(g.normal([2, 3, 4]), maskedSoftmaxForward(x).cache), /output's shape \(2,3,5\)/);
 });

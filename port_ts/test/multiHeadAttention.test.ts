@@ -4,11 +4,13 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { Generator } from "../src/rng.ts";
-import { intTensor, tensor, type Tensor } from "../src/ops.ts";
-import { multiHeadAttentionForward, splitHeads, mergeHeads } from "../src/multiHeadAttention.ts";
+import { intTensor, tensor, type IntTensor, type Tensor } from "../src/ops.ts";
+import { multiHeadAttentionForward, splitHeads, mergeHeads, multiHeadAttentionBackward } from "../src/multiHeadAttention.ts";
 
 const DIRECT = 1e-13; // against a direct loop in another summation order, through two projections
 const MASKED = 1e-300; // exp(-1e6 - max) underflows to 0
+const STEP = 1e-5; // central-difference step, near eps**(1/3): truncation ~ h^2, rounding ~ eps/h
+const FD = 1e-7; // the measured central-difference error here is ~1e-10 of the gradient's scale
 
 function params(g: Generator, d: number, dq: number, dkv: number): Record<string, Tensor> {
   const w = (o: number, i: number) => g.uniform([o, i], -1 / Math.sqrt(i), 1 / Math.sqrt(i));
@@ -112,4 +114,63 @@ test("d not divisible by h is refused with a clear message", () => {
   const g = new Generator(34);
   const x = g.normal([1, 2, 6]);
   assert.throws(() => multiHeadAttentionForward(x, x, params(g, 6, 6, 6), 4), /d = 6 must be divisible by numHeads = 4/);
+});
+
+/** Worst |analytic - numeric| / the numeric gradient's scale over x's coordinates, for
+ * loss() = sum(out * dout) with x perturbed in place. */
+function centralError(x: Tensor, analytic: Tensor, loss: () => number): number {
+  let worst = 0, scale = 0;
+  for (let i = 0; i < x.data.length; i++) {
+    const saved = x.data[i];
+    x.data[i] = saved + STEP;
+    const up = loss();
+    x.data[i] = saved - STEP;
+    const down = loss();
+    x.data[i] = saved;
+    const numeric = (up - down) / (2 * STEP);
+    worst = Math.max(worst, Math.abs(analytic.data[i] - numeric));
+    scale = Math.max(scale, Math.abs(numeric));
+  }
+  assert.ok(scale > 0.01, "the check needs a gradient of some size");
+  return worst / scale;
+}
+
+function lossWith(xq: Tensor, xkv: Tensor, p: Record<string, Tensor>, h: number, lens: IntTensor | null, dropoutP: number,
+  seed: number, counter: number, dout: Tensor): () => number {
+  return () => {
+    const g = new Generator(seed);
+    g.counter = counter; // the same dropout mask on every evaluation
+    const { out } = multiHeadAttentionForward(xq, xkv, p, h, lens, dropoutP, g);
+    let s = 0;
+    for (let i = 0; i < out.data.length; i++) s += out.data[i] * dout.data[i];
+    return s;
+  };
+}
+
+test("backward, cross-attention: dxQ, dxKv and every weight match central differences", () => {
+  const g = new Generator(35);
+  const B = 2, Q = 3, K = 4, d = 6, h = 3, dq = 5, dkv = 4;
+  const xq = g.normal([B, Q, dq]), xkv = g.normal([B, K, dkv]), p = params(g, d, dq, dkv), dout = g.normal([B, Q, d]);
+  const lens = intTensor([B], [0, 3]), counter = g.counter;
+  const { dxQ, dxKv, grads } = multiHeadAttentionBackward(dout, multiHeadAttentionForward(xq, xkv, p, h, lens, 0.2, g).cache);
+  const loss = lossWith(xq, xkv, p, h, lens, 0.2, 35, counter, dout);
+  const checks: [string, Tensor, Tensor][] = [["xQ", xq, dxQ], ["xKv", xkv, dxKv], ...["W_q", "W_k", "W_v", "W_o"].map(
+    (n): [string, Tensor, Tensor] => [n, p[n], grads[n]])];
+  for (const [name, x, dx] of checks) {
+    assert.deepEqual(dx.shape, x.shape, `d${name} has ${name}'s shape`);
+    const err = centralError(x, dx, loss);
+    assert.ok(err <= FD, `d${name}: relative error ${err}`);
+  }
+});
+
+test("backward, causal self-attention: the input's gradient is dxQ + dxKv", () => {
+  const g = new Generator(36);
+  const B = 2, T = 4, d = 8, h = 2;
+  const x = g.normal([B, T, d]), p = params(g, d, d, d), dout = g.normal([B, T, d]);
+  const causal = intTensor([B, T], [1, 2, 3, 4, 1, 2, 3, 4]);
+  const { dxQ, dxKv } = multiHeadAttentionBackward(dout, multiHeadAttentionForward(x, x, p, h, causal).cache);
+  const dx = tensor(x.shape, dxQ.data.map((a, i) => a + dxKv.data[i]));
+  assert.ok(centralError(x, dx, lossWith(x, x, p, h, causal, 0, 36, 0, dout)) <= FD);
+  // dxQ alone is not the input's gradient: the keys and values carry a real share
+  assert.ok(centralError(x, dxQ, lossWith(x, x, p, h, causal, 0, 36, 0, dout)) > 0.01);
 });
