@@ -15,14 +15,22 @@ Parameters (stripped of the block's prefix): self_attn.W_q..W_o, ln1.*, cross_at
 ln2.*, ffn.W1/b1/W2/b2, ln3.* (shapes as in encoder_block.py). Generator draws when
 dropout_p > 0, in forward order: self-attention weights (B, H, T, T), AddNorm1 (B, T, d),
 cross-attention weights (B, H, T, S), AddNorm2 (B, T, d), AddNorm3 (B, T, d).
+
+Backward (dout (B, T, d) -> dx (B, T, d), denc (B, S, d) and the parameters' gradients under the
+stripped names) walks the six lines above in reverse. denc is the cross-attention's x_kv
+gradient, this block's contribution to the encoder output's gradient. Tensors used more than
+once receive their gradients as they arrive, in one fixed order, the same in both engines:
+    dZ = dZ_residual + dZ_ffn                     from AddNorm3, then from the FFN
+    dY = dY_residual + dY_query                   from AddNorm2, then the cross-attention's x_q
+    dX = (dX_residual + dX_query) + dX_keyvalue   from AddNorm1, then self-attention's x_q, x_kv
 """
 
 import numpy as np
 
-from .encoder_block import (add_norm_forward, init_ffn_params, init_layer_norm_params, init_mha_params,
-                            param, sub_params)
-from .ffn import ffn_forward
-from .multi_head_attention import multi_head_attention_forward
+from .encoder_block import (add_grads, add_norm_backward, add_norm_forward, init_ffn_params, init_layer_norm_params,
+                            init_mha_params, param, sub_params)
+from .ffn import ffn_backward, ffn_forward
+from .multi_head_attention import multi_head_attention_backward, multi_head_attention_forward
 
 
 def causal_valid_lens(B, T):
@@ -59,3 +67,30 @@ def decoder_block_forward(x, enc_out, enc_valid_lens, params, num_heads, dropout
              "self_weights": self_attn["weights"],  # (B, H, T, T)
              "cross_weights": cross_attn["weights"]}  # (B, H, T, S)
     return out, cache
+
+
+def decoder_block_backward(dout, cache):
+    """dout (B, T, d) -> (dx (B, T, d), denc (B, S, d), grads under the stripped names, in draw order)."""
+    # inverts: out = AddNorm3(Z, G)
+    dz_res, dg, dgamma3, dbeta3 = add_norm_backward(dout, cache["norm3"])  # (B, T, d)
+    # inverts: G = FFN(Z)
+    dz_ffn, ffn_grads = ffn_backward(dg, cache["ffn"])  # (B, T, d)
+    dz = add_grads(dz_res, dz_ffn)  # Z feeds the residual and the FFN
+    # inverts: Z = AddNorm2(Y, C)
+    dy_res, dc, dgamma2, dbeta2 = add_norm_backward(dz, cache["norm2"])  # (B, T, d)
+    # inverts: C = MHA_cross(Y, E, E, enc_lens)
+    dy_q, denc, cross_grads = multi_head_attention_backward(dc, cache["cross_attn"])  # (B, T, d), (B, S, d)
+    dy = add_grads(dy_res, dy_q)  # Y feeds the residual and the cross-attention's queries
+    # inverts: Y = AddNorm1(X, S)
+    dx_res, ds, dgamma1, dbeta1 = add_norm_backward(dy, cache["norm1"])  # (B, T, d)
+    # inverts: S = MHA_self(X, X, X, causal)
+    dx_q, dx_kv, self_grads = multi_head_attention_backward(ds, cache["self_attn"])  # (B, T, d) each
+    dx = add_grads(add_grads(dx_res, dx_q), dx_kv)  # X feeds the residual, the queries, the keys and values
+    names = ("W_q", "W_k", "W_v", "W_o")
+    grads = {f"self_attn.{name}": self_grads[name] for name in names}
+    grads.update({"ln1.gamma": dgamma1, "ln1.beta": dbeta1})
+    grads.update({f"cross_attn.{name}": cross_grads[name] for name in names})
+    grads.update({"ln2.gamma": dgamma2, "ln2.beta": dbeta2})
+    grads.update({f"ffn.{name}": ffn_grads[name] for name in ("W1", "b1", "W2", "b2")})
+    grads.update({"ln3.gamma": dgamma3, "ln3.beta": dbeta3})
+    return dx, denc, grads

@@ -16,15 +16,21 @@ with sub_params(params, "enc.blk0.")):
     ln2.gamma, ln2.beta (d,)
 Generator draws when dropout_p > 0, in forward order: MHA's weight mask (B, H, T, T), AddNorm1's
 mask (B, T, d), AddNorm2's mask (B, T, d).
+
+Backward (dout (B, T, d) -> dx (B, T, d) and the parameters' gradients under the stripped names)
+walks the four lines above in reverse. A tensor used twice receives its gradients as they
+arrive, in one fixed order, the same in both engines:
+    dY = dY_residual + dY_ffn                     from AddNorm2, then from the FFN
+    dX = (dX_residual + dX_query) + dX_keyvalue   from AddNorm1, then MHA's x_q, then its x_kv
 """
 
 import numpy as np
 
-from .dropout import dropout_forward
-from .ffn import ffn_forward
+from .dropout import dropout_backward, dropout_forward
+from .ffn import ffn_backward, ffn_forward
 from .init import layer_norm_params, linear_params
-from .layer_norm import layer_norm_forward
-from .multi_head_attention import multi_head_attention_forward
+from .layer_norm import layer_norm_backward, layer_norm_forward
+from .multi_head_attention import multi_head_attention_backward, multi_head_attention_forward
 
 
 def sub_params(params, prefix):
@@ -70,6 +76,21 @@ def add_norm_forward(x, y, gamma, beta, dropout_p=0.0, rng=None):
     return out, {"dropout": drop_cache, "ln": ln_cache}
 
 
+def add_norm_backward(dout, cache):
+    """dout (..., d) -> (dx (..., d), dy (..., d), dgamma (d,), dbeta (d,))."""
+    dsum, dgamma, dbeta = layer_norm_backward(dout, cache["ln"])  # inverts: out = LN(x + dropped)
+    dx = dsum  # the residual path: x enters the sum unchanged
+    dy = dropout_backward(dsum, cache["dropout"])  # inverts: dropped = dropout(y)
+    return dx, dy, dgamma, dbeta
+
+
+def add_grads(a, b):
+    """a + b elementwise (the += of a tensor used twice), one rounded add per element."""
+    if a.shape != b.shape:
+        raise ValueError(f"add_grads: shapes {a.shape} and {b.shape} differ")
+    return a + b
+
+
 def encoder_block_forward(x, valid_lens, params, num_heads, dropout_p=0.0, rng=None):
     """x (B, T, d), valid_lens None | (B,) -> (out (B, T, d), cache)."""
     x = np.asarray(x, dtype=np.float64)
@@ -83,3 +104,22 @@ def encoder_block_forward(x, valid_lens, params, num_heads, dropout_p=0.0, rng=N
     cache = {"x": x, "attn": attn, "norm1": norm1, "ffn": ffn, "norm2": norm2,
              "weights": attn["weights"]}  # weights (B, H, T, T)
     return out, cache
+
+
+def encoder_block_backward(dout, cache):
+    """dout (B, T, d) -> (dx (B, T, d), grads): grads under the stripped names, in draw order."""
+    # inverts: out = AddNorm2(Y, G)
+    dy_res, dg, dgamma2, dbeta2 = add_norm_backward(dout, cache["norm2"])  # (B, T, d)
+    # inverts: G = FFN(Y)
+    dy_ffn, ffn_grads = ffn_backward(dg, cache["ffn"])  # (B, T, d)
+    dy = add_grads(dy_res, dy_ffn)  # Y feeds the residual and the FFN
+    # inverts: Y = AddNorm1(X, A)
+    dx_res, da, dgamma1, dbeta1 = add_norm_backward(dy, cache["norm1"])  # (B, T, d)
+    # inverts: A = MHA(X, X, X, lens)
+    dx_q, dx_kv, attn_grads = multi_head_attention_backward(da, cache["attn"])  # (B, T, d) each
+    dx = add_grads(add_grads(dx_res, dx_q), dx_kv)  # X feeds the residual, the queries, the keys and values
+    grads = {f"attn.{name}": attn_grads[name] for name in ("W_q", "W_k", "W_v", "W_o")}
+    grads.update({"ln1.gamma": dgamma1, "ln1.beta": dbeta1})
+    grads.update({f"ffn.{name}": ffn_grads[name] for name in ("W1", "b1", "W2", "b2")})
+    grads.update({"ln2.gamma": dgamma2, "ln2.beta": dbeta2})
+    return dx, grads

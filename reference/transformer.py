@@ -17,18 +17,28 @@ Parameters, in the order init_transformer_params draws them (PyTorch's defaults)
     dec.blk{j}.*  for each decoder block: self_attn.*, ln1, cross_attn.*, ln2, ffn.*, ln3
     dec.out.W (V_tgt, d), dec.out.b (V_tgt,)  U(+-1/sqrt(d))
 Dropout masks (p > 0) are drawn in forward order: the encoder's, then the decoder's.
+
+Backward (transformer_backward(dlogits, cache) -> grads keyed by the parameter names, in draw
+order) walks the model in reverse: the output linear, the decoder blocks from last to first, the
+decoder embedding (through the positional dropout and the sqrt(d) scale), then the encoder blocks
+from last to first and the encoder embedding. The encoder output feeds every decoder block's
+cross-attention; its gradient is the sum of those contributions in block order j = 0, 1, ...
+from +0 (an explicit loop, the same in both engines), taken once all decoder blocks are done.
+transformer_loss / transformer_loss_backward wrap the forward and the backward with the
+padding-masked cross-entropy, for the gradient checks and the training runs.
 """
 
 import math
 
 import numpy as np
 
-from .decoder_block import decoder_block_forward, init_decoder_block_params
-from .embedding import embedding_forward
-from .encoder_block import encoder_block_forward, init_encoder_block_params, param, sub_params
+from .decoder_block import decoder_block_backward, decoder_block_forward, init_decoder_block_params
+from .embedding import embedding_backward, embedding_forward
+from .encoder_block import add_grads, encoder_block_backward, encoder_block_forward, init_encoder_block_params, param, sub_params
 from .init import embedding_params, linear_params
-from .linear import linear_forward
-from .positional_encoding import positional_encoding_forward
+from .linear import linear_backward, linear_forward
+from .loss import cross_entropy_backward, cross_entropy_forward, sequence_weights
+from .positional_encoding import positional_encoding_backward, positional_encoding_forward
 
 
 def init_transformer_params(rng, config):
@@ -53,6 +63,13 @@ def embed_positions(tokens, E, dropout_p, rng):
     return x, {"embed": embed, "pe": pe}
 
 
+def embed_positions_backward(dout, cache):
+    """dout (B, T, d) -> dE (V, d)."""
+    dscaled = positional_encoding_backward(dout, cache["pe"])  # inverts: x = PE(scaled)
+    de = dscaled * math.sqrt(dout.shape[-1])  # inverts: scaled = e * sqrt(d)
+    return embedding_backward(de, cache["embed"])  # inverts: e = E[tokens]
+
+
 def transformer_encode(src, src_valid_lens, params, config, rng=None):
     """src int (B, S), src_valid_lens None | (B,) -> (enc_out (B, S, d), cache)."""
     p = config["dropout"]
@@ -63,6 +80,18 @@ def transformer_encode(src, src_valid_lens, params, config, rng=None):
                                        config["heads"], p, rng)  # (B, S, d)
         blocks.append(blk)
     return x, {"embed": emb, "blocks": blocks}
+
+
+def transformer_encode_backward(denc_out, cache):
+    """denc_out (B, S, d) -> grads of enc.* under their full names, in draw order."""
+    dx = denc_out  # (B, S, d)
+    block_grads = [None] * len(cache["blocks"])
+    for i in reversed(range(len(cache["blocks"]))):
+        dx, block_grads[i] = encoder_block_backward(dx, cache["blocks"][i])  # inverts: X = enc_block_i(X)
+    grads = {"enc.embed": embed_positions_backward(dx, cache["embed"])}  # inverts: X = PE(embed * sqrt(d))
+    for i, bg in enumerate(block_grads):
+        grads.update({f"enc.blk{i}.{name}": g for name, g in bg.items()})
+    return grads
 
 
 def transformer_decode(tgt_in, enc_out, src_valid_lens, params, config, rng=None):
@@ -78,6 +107,24 @@ def transformer_decode(tgt_in, enc_out, src_valid_lens, params, config, rng=None
     return logits, {"embed": emb, "blocks": blocks, "out": out}
 
 
+def transformer_decode_backward(dlogits, cache):
+    """dlogits (B, T, V_tgt) -> (denc_out (B, S, d), grads of dec.* under their full names, in
+    draw order). denc_out sums the blocks' cross-attention contributions in block order from +0."""
+    dy, dW_out, db_out = linear_backward(dlogits, cache["out"])  # inverts: logits = Y W_out^T + b_out
+    n = len(cache["blocks"])
+    block_grads, dencs = [None] * n, [None] * n
+    for j in reversed(range(n)):
+        dy, dencs[j], block_grads[j] = decoder_block_backward(dy, cache["blocks"][j])  # inverts: Y = dec_block_j(Y, X)
+    denc_out = np.zeros(dencs[0].shape) if n else None  # (B, S, d)
+    for j in range(n):
+        denc_out = add_grads(denc_out, dencs[j])  # in block order, from +0
+    grads = {"dec.embed": embed_positions_backward(dy, cache["embed"])}  # inverts: Y = PE(embed * sqrt(d))
+    for j, bg in enumerate(block_grads):
+        grads.update({f"dec.blk{j}.{name}": g for name, g in bg.items()})
+    grads["dec.out.W"], grads["dec.out.b"] = dW_out, db_out
+    return denc_out, grads
+
+
 def transformer_forward(src, src_valid_lens, tgt_in, params, config, rng=None):
     """src int (B, S), src_valid_lens None | (B,), tgt_in int (B, T) -> (logits (B, T, V_tgt), cache).
     cache["enc_weights"][i] (B, H, S, S), ["dec_self_weights"][j] (B, H, T, T) and
@@ -90,3 +137,38 @@ def transformer_forward(src, src_valid_lens, tgt_in, params, config, rng=None):
              "dec_self_weights": [blk["self_weights"] for blk in dec["blocks"]],
              "dec_cross_weights": [blk["cross_weights"] for blk in dec["blocks"]]}
     return logits, cache
+
+
+def transformer_backward(dlogits, cache):
+    """dlogits (B, T, V_tgt) -> grads keyed by the full parameter names, in draw order."""
+    dlogits = np.asarray(dlogits, dtype=np.float64)
+    denc_out, dec_grads = transformer_decode_backward(dlogits, cache["dec"])  # (B, S, d)
+    if denc_out is None:  # no decoder block reads the encoder: its gradients are zero
+        denc_out = np.zeros(cache["enc_out"].shape)
+    enc_grads = transformer_encode_backward(denc_out, cache["enc"])
+    return {**enc_grads, **dec_grads}
+
+
+def transformer_loss(params, config, src, src_valid_lens, tgt_in, tgt_out, tgt_valid_lens, rng=None):
+    """The mean cross-entropy of the next-token logits over the counted target positions.
+
+    params, config: as transformer_forward (config's dropout p > 0 needs rng, which draws the
+    masks in forward order). src int (B, S), src_valid_lens None | int (B,): source tokens and
+    how many of each row are real (padded keys are masked). tgt_in int (B, T): the decoder input
+    (<bos> then the target shifted right); tgt_out int (B, T): the token expected at each step.
+    tgt_valid_lens None | int (B,): positions t < tgt_valid_lens[b] count (<eos> included),
+    later ones are padding and get weight 0; None counts every position.
+    Returns (loss, cache): loss a float; cache["logits"] (B, T, V_tgt), cache["model"] the
+    forward's cache (attention weights included), cache["ce"] the loss's cache.
+    """
+    logits, model = transformer_forward(src, src_valid_lens, tgt_in, params, config, rng)  # (B, T, V_tgt)
+    tgt_out = np.asarray(tgt_out)
+    weights = None if tgt_valid_lens is None else sequence_weights(tgt_valid_lens, tgt_out.shape[1])  # (B, T)
+    loss, ce = cross_entropy_forward(logits, tgt_out, weights)
+    return loss, {"logits": logits, "model": model, "ce": ce}
+
+
+def transformer_loss_backward(cache):
+    """The gradient of transformer_loss's loss (dloss = 1) -> grads keyed by the parameter names."""
+    dlogits = cross_entropy_backward(cache["ce"])  # (B, T, V_tgt)  inverts: loss = CE(logits, tgt_out, w)
+    return transformer_backward(dlogits, cache["model"])

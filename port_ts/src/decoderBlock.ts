@@ -15,14 +15,22 @@
 // ln2.*, ffn.W1/b1/W2/b2, ln3.* (shapes as in encoderBlock.ts). Generator draws when
 // dropoutP > 0, in forward order: self-attention weights (B, H, T, T), AddNorm1 (B, T, d),
 // cross-attention weights (B, H, T, S), AddNorm2 (B, T, d), AddNorm3 (B, T, d).
+//
+// Backward (dout (B, T, d) -> dx (B, T, d), denc (B, S, d) and the parameters' gradients under
+// the stripped names) walks the six lines above in reverse. denc is the cross-attention's x_kv
+// gradient, this block's contribution to the encoder output's gradient. Tensors used more than
+// once receive their gradients as they arrive, in one fixed order, the same in both engines:
+//   dZ = dZ_residual + dZ_ffn                     from AddNorm3, then from the FFN
+//   dY = dY_residual + dY_query                   from AddNorm2, then the cross-attention's x_q
+//   dX = (dX_residual + dX_query) + dX_keyvalue   from AddNorm1, then self-attention's x_q, x_kv
 
 import type { Generator } from "./rng.ts";
 import type { Tensor, IntTensor } from "./ops.ts";
-import { type FfnCache, ffnForward } from "./ffn.ts";
-import { type MultiHeadAttentionCache, multiHeadAttentionForward } from "./multiHeadAttention.ts";
+import { type FfnCache, ffnBackward, ffnForward } from "./ffn.ts";
+import { type MultiHeadAttentionCache, multiHeadAttentionBackward, multiHeadAttentionForward } from "./multiHeadAttention.ts";
 import {
-  type AddNormCache, type Params, addNormForward, initFfnParams, initLayerNormParams, initMhaParams,
-  param, subParams,
+  type AddNormCache, type Params, addGrads, addNormBackward, addNormForward, initFfnParams, initLayerNormParams,
+  initMhaParams, param, subParams,
 } from "./encoderBlock.ts";
 
 /** (B, T): row t of every batch element may see keys 0..t, i.e. length t + 1. */
@@ -74,4 +82,37 @@ export function decoderBlockForward(
     selfWeights: selfAttn.weights, crossWeights: crossAttn.weights,
   };
   return { out, cache };
+}
+
+/** dout (B, T, d) -> dx (B, T, d), denc (B, S, d), grads under the stripped names, in draw order. */
+export function decoderBlockBackward(
+  dout: Tensor, cache: DecoderBlockCache,
+): { dx: Tensor; denc: Tensor; grads: Params } {
+  // inverts: out = AddNorm3(Z, G)
+  const { dx: dzRes, dy: dg, dgamma: dgamma3, dbeta: dbeta3 } = addNormBackward(dout, cache.norm3); // (B, T, d)
+  // inverts: G = FFN(Z)
+  const { dx: dzFfn, grads: ffnGrads } = ffnBackward(dg, cache.ffn); // (B, T, d)
+  const dz = addGrads(dzRes, dzFfn); // Z feeds the residual and the FFN
+  // inverts: Z = AddNorm2(Y, C)
+  const { dx: dyRes, dy: dc, dgamma: dgamma2, dbeta: dbeta2 } = addNormBackward(dz, cache.norm2); // (B, T, d)
+  // inverts: C = MHA_cross(Y, E, E, encLens)
+  const { dxQ: dyQ, dxKv: denc, grads: crossGrads } = multiHeadAttentionBackward(dc, cache.crossAttn); // (B, T, d), (B, S, d)
+  const dy = addGrads(dyRes, dyQ); // Y feeds the residual and the cross-attention's queries
+  // inverts: Y = AddNorm1(X, S)
+  const { dx: dxRes, dy: ds, dgamma: dgamma1, dbeta: dbeta1 } = addNormBackward(dy, cache.norm1); // (B, T, d)
+  // inverts: S = MHA_self(X, X, X, causal)
+  const { dxQ, dxKv, grads: selfGrads } = multiHeadAttentionBackward(ds, cache.selfAttn); // (B, T, d) each
+  const dx = addGrads(addGrads(dxRes, dxQ), dxKv); // X feeds the residual, the queries, the keys and values
+  const names = ["W_q", "W_k", "W_v", "W_o"];
+  const grads: Params = {};
+  for (const name of names) grads[`self_attn.${name}`] = selfGrads[name];
+  grads["ln1.gamma"] = dgamma1;
+  grads["ln1.beta"] = dbeta1;
+  for (const name of names) grads[`cross_attn.${name}`] = crossGrads[name];
+  grads["ln2.gamma"] = dgamma2;
+  grads["ln2.beta"] = dbeta2;
+  for (const name of ["W1", "b1", "W2", "b2"]) grads[`ffn.${name}`] = ffnGrads[name];
+  grads["ln3.gamma"] = dgamma3;
+  grads["ln3.beta"] = dbeta3;
+  return { dx, denc, grads };
 }

@@ -16,14 +16,20 @@
 //   ln2.gamma, ln2.beta (d,)
 // Generator draws when dropoutP > 0, in forward order: MHA's weight mask (B, H, T, T),
 // AddNorm1's mask (B, T, d), AddNorm2's mask (B, T, d).
+//
+// Backward (dout (B, T, d) -> dx (B, T, d) and the parameters' gradients under the stripped
+// names) walks the four lines above in reverse. A tensor used twice receives its gradients as
+// they arrive, in one fixed order, the same in both engines:
+//   dY = dY_residual + dY_ffn                     from AddNorm2, then from the FFN
+//   dX = (dX_residual + dX_query) + dX_keyvalue   from AddNorm1, then MHA's x_q, then its x_kv
 
 import type { Generator } from "./rng.ts";
 import { type Tensor, type IntTensor, zeros } from "./ops.ts";
-import { type DropoutCache, dropoutForward } from "./dropout.ts";
-import { type FfnCache, ffnForward } from "./ffn.ts";
+import { type DropoutCache, dropoutBackward, dropoutForward } from "./dropout.ts";
+import { type FfnCache, ffnBackward, ffnForward } from "./ffn.ts";
 import { layerNormParams, linearParams } from "./init.ts";
-import { type LayerNormCache, layerNormForward } from "./layerNorm.ts";
-import { type MultiHeadAttentionCache, multiHeadAttentionForward } from "./multiHeadAttention.ts";
+import { type LayerNormCache, layerNormBackward, layerNormForward } from "./layerNorm.ts";
+import { type MultiHeadAttentionCache, multiHeadAttentionBackward, multiHeadAttentionForward } from "./multiHeadAttention.ts";
 
 export type Params = Record<string, Tensor>;
 
@@ -87,6 +93,24 @@ export function addNormForward(
   return { out, cache: { dropout, ln } };
 }
 
+/** dout (..., d) -> dx (..., d), dy (..., d), dgamma (d,), dbeta (d,). */
+export function addNormBackward(
+  dout: Tensor, cache: AddNormCache,
+): { dx: Tensor; dy: Tensor; dgamma: Tensor; dbeta: Tensor } {
+  const { dx: dsum, dgamma, dbeta } = layerNormBackward(dout, cache.ln); // inverts: out = LN(x + dropped)
+  const dx = dsum; // the residual path: x enters the sum unchanged
+  const dy = dropoutBackward(dsum, cache.dropout); // inverts: dropped = dropout(y)
+  return { dx, dy, dgamma, dbeta };
+}
+
+/** a + b elementwise, a new tensor of a's shape (the += of a tensor used twice). */
+export function addGrads(a: Tensor, b: Tensor): Tensor {
+  if (a.shape.length !== b.shape.length || a.shape.some((n, i) => n !== b.shape[i])) throw new RangeError(`addGrads: shapes [${a.shape}] and [${b.shape}] differ`);
+  const out = zeros(a.shape);
+  for (let i = 0; i < out.data.length; i++) out.data[i] = a.data[i] + b.data[i];
+  return out;
+}
+
 export interface EncoderBlockCache {
   x: Tensor; // (B, T, d)
   attn: MultiHeadAttentionCache;
@@ -107,4 +131,26 @@ export function encoderBlockForward(
   const { out: g, cache: ffn } = ffnForward(y, subParams(params, "ffn.")); // (B, T, d)
   const { out, cache: norm2 } = addNormForward(y, g, param(params, "ln2.gamma"), param(params, "ln2.beta"), dropoutP, rng); // (B, T, d)
   return { out, cache: { x, attn, norm1, ffn, norm2, weights: attn.weights } };
+}
+
+/** dout (B, T, d) -> dx (B, T, d), grads under the stripped names, in draw order. */
+export function encoderBlockBackward(dout: Tensor, cache: EncoderBlockCache): { dx: Tensor; grads: Params } {
+  // inverts: out = AddNorm2(Y, G)
+  const { dx: dyRes, dy: dg, dgamma: dgamma2, dbeta: dbeta2 } = addNormBackward(dout, cache.norm2); // (B, T, d)
+  // inverts: G = FFN(Y)
+  const { dx: dyFfn, grads: ffnGrads } = ffnBackward(dg, cache.ffn); // (B, T, d)
+  const dy = addGrads(dyRes, dyFfn); // Y feeds the residual and the FFN
+  // inverts: Y = AddNorm1(X, A)
+  const { dx: dxRes, dy: da, dgamma: dgamma1, dbeta: dbeta1 } = addNormBackward(dy, cache.norm1); // (B, T, d)
+  // inverts: A = MHA(X, X, X, lens)
+  const { dxQ, dxKv, grads: attnGrads } = multiHeadAttentionBackward(da, cache.attn); // (B, T, d) each
+  const dx = addGrads(addGrads(dxRes, dxQ), dxKv); // X feeds the residual, the queries, the keys and values
+  const grads: Params = {};
+  for (const name of ["W_q", "W_k", "W_v", "W_o"]) grads[`attn.${name}`] = attnGrads[name];
+  grads["ln1.gamma"] = dgamma1;
+  grads["ln1.beta"] = dbeta1;
+  for (const name of ["W1", "b1", "W2", "b2"]) grads[`ffn.${name}`] = ffnGrads[name];
+  grads["ln2.gamma"] = dgamma2;
+  grads["ln2.beta"] = dbeta2;
+  return { dx, grads };
 }

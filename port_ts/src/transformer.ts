@@ -17,15 +17,28 @@
 //   dec.blk{j}.*  for each decoder block: self_attn.*, ln1, cross_attn.*, ln2, ffn.*, ln3
 //   dec.out.W (V_tgt, d), dec.out.b (V_tgt,)  U(+-1/sqrt(d))
 // Dropout masks (p > 0) are drawn in forward order: the encoder's, then the decoder's.
+//
+// Backward (transformerBackward(dlogits, cache) -> grads keyed by the parameter names, in draw
+// order) walks the model in reverse: the output linear, the decoder blocks from last to first,
+// the decoder embedding (through the positional dropout and the sqrt(d) scale), then the encoder
+// blocks from last to first and the encoder embedding. The encoder output feeds every decoder
+// block's cross-attention; its gradient is the sum of those contributions in block order
+// j = 0, 1, ... from +0 (an explicit loop, the same in both engines), taken once all decoder
+// blocks are done. transformerLoss / transformerLossBackward wrap the forward and the backward
+// with the padding-masked cross-entropy, for the gradient checks and the training runs.
 
 import type { Generator } from "./rng.ts";
 import { type Tensor, type IntTensor, zeros } from "./ops.ts";
-import { type EmbeddingCache, embeddingForward } from "./embedding.ts";
-import { type PositionalEncodingCache, positionalEncodingForward } from "./positionalEncoding.ts";
-import { type LinearCache, linearForward } from "./linear.ts";
+import { type EmbeddingCache, embeddingBackward, embeddingForward } from "./embedding.ts";
+import { type PositionalEncodingCache, positionalEncodingBackward, positionalEncodingForward } from "./positionalEncoding.ts";
+import { type LinearCache, linearBackward, linearForward } from "./linear.ts";
 import { embeddingParams, linearParams } from "./init.ts";
-import { type EncoderBlockCache, type Params, encoderBlockForward, initEncoderBlockParams, param, subParams } from "./encoderBlock.ts";
-import { type DecoderBlockCache, decoderBlockForward, initDecoderBlockParams } from "./decoderBlock.ts";
+import { type CrossEntropyCache, crossEntropyBackward, crossEntropyForward, sequenceWeights } from "./loss.ts";
+import {
+  type EncoderBlockCache, type Params, addGrads, encoderBlockBackward, encoderBlockForward, initEncoderBlockParams,
+  param, subParams,
+} from "./encoderBlock.ts";
+import { type DecoderBlockCache, decoderBlockBackward, decoderBlockForward, initDecoderBlockParams } from "./decoderBlock.ts";
 
 export interface TransformerConfig {
   vocab_src: number; vocab_tgt: number; d: number; ffn_hidden: number; heads: number;
@@ -66,10 +79,24 @@ export function embedPositions(
   return { out, cache: { embed, pe } };
 }
 
+/** dout (B, T, d) -> dE (V, d). */
+export function embedPositionsBackward(dout: Tensor, cache: EmbedCache): Tensor {
+  const dscaled = positionalEncodingBackward(dout, cache.pe); // inverts: x = PE(scaled)
+  const scale = Math.sqrt(dout.shape[dout.shape.length - 1]);
+  const de = zeros(dscaled.shape); // (B, T, d)
+  for (let i = 0; i < de.data.length; i++) de.data[i] = dscaled.data[i] * scale; // inverts: scaled = e * sqrt(d)
+  return embeddingBackward(de, cache.embed); // inverts: e = E[tokens]
+}
+
+export interface EncodeCache {
+  embed: EmbedCache;
+  blocks: EncoderBlockCache[];
+}
+
 /** src (B, S), srcValidLens null | (B,) -> encOut (B, S, d). */
 export function transformerEncode(
   src: IntTensor, srcValidLens: IntTensor | null, params: Params, config: TransformerConfig, rng: Generator | null = null,
-): { out: Tensor; cache: { embed: EmbedCache; blocks: EncoderBlockCache[] } } {
+): { out: Tensor; cache: EncodeCache } {
   const p = config.dropout;
   const { out: x0, cache: embed } = embedPositions(src, param(params, "enc.embed"), p, rng); // (B, S, d)
   let x = x0;
@@ -82,11 +109,34 @@ export function transformerEncode(
   return { out: x, cache: { embed, blocks } };
 }
 
+/** dencOut (B, S, d) -> grads of enc.* under their full names, in draw order. */
+export function transformerEncodeBackward(dencOut: Tensor, cache: EncodeCache): Params {
+  let dx = dencOut; // (B, S, d)
+  const n = cache.blocks.length;
+  const blockGrads: Params[] = new Array(n);
+  for (let i = n - 1; i >= 0; i--) {
+    const r = encoderBlockBackward(dx, cache.blocks[i]); // inverts: X = enc_block_i(X)
+    dx = r.dx;
+    blockGrads[i] = r.grads;
+  }
+  const grads: Params = { "enc.embed": embedPositionsBackward(dx, cache.embed) }; // inverts: X = PE(embed * sqrt(d))
+  for (let i = 0; i < n; i++) {
+    for (const [name, g] of Object.entries(blockGrads[i])) grads[`enc.blk${i}.${name}`] = g;
+  }
+  return grads;
+}
+
+export interface DecodeCache {
+  embed: EmbedCache;
+  blocks: DecoderBlockCache[];
+  out: LinearCache;
+}
+
 /** tgtIn (B, T), encOut (B, S, d) -> logits (B, T, V_tgt). */
 export function transformerDecode(
   tgtIn: IntTensor, encOut: Tensor, srcValidLens: IntTensor | null, params: Params, config: TransformerConfig,
   rng: Generator | null = null,
-): { out: Tensor; cache: { embed: EmbedCache; blocks: DecoderBlockCache[]; out: LinearCache } } {
+): { out: Tensor; cache: DecodeCache } {
   const p = config.dropout;
   const { out: y0, cache: embed } = embedPositions(tgtIn, param(params, "dec.embed"), p, rng); // (B, T, d)
   let y = y0;
@@ -100,10 +150,36 @@ export function transformerDecode(
   return { out: logits, cache: { embed, blocks, out } };
 }
 
+/** dlogits (B, T, V_tgt) -> dencOut (B, S, d) (null without decoder blocks) and the grads of
+ *  dec.* under their full names, in draw order. dencOut sums the blocks' cross-attention
+ *  contributions in block order from +0. */
+export function transformerDecodeBackward(dlogits: Tensor, cache: DecodeCache): { dencOut: Tensor | null; grads: Params } {
+  const { dx: dy0, dW: dWOut, db: dbOut } = linearBackward(dlogits, cache.out); // inverts: logits = Y W_out^T + b_out
+  let dy = dy0;
+  const n = cache.blocks.length;
+  const blockGrads: Params[] = new Array(n);
+  const dencs: Tensor[] = new Array(n);
+  for (let j = n - 1; j >= 0; j--) {
+    const r = decoderBlockBackward(dy, cache.blocks[j]); // inverts: Y = dec_block_j(Y, X)
+    dy = r.dx;
+    dencs[j] = r.denc;
+    blockGrads[j] = r.grads;
+  }
+  let dencOut: Tensor | null = n > 0 ? zeros(dencs[0].shape) : null; // (B, S, d)
+  for (let j = 0; j < n; j++) dencOut = addGrads(dencOut as Tensor, dencs[j]); // in block order, from +0
+  const grads: Params = { "dec.embed": embedPositionsBackward(dy, cache.embed) }; // inverts: Y = PE(embed * sqrt(d))
+  for (let j = 0; j < n; j++) {
+    for (const [name, g] of Object.entries(blockGrads[j])) grads[`dec.blk${j}.${name}`] = g;
+  }
+  grads["dec.out.W"] = dWOut;
+  grads["dec.out.b"] = dbOut as Tensor;
+  return { dencOut, grads };
+}
+
 export interface TransformerCache {
-  enc: { embed: EmbedCache; blocks: EncoderBlockCache[] };
+  enc: EncodeCache;
   encOut: Tensor; // (B, S, d)
-  dec: { embed: EmbedCache; blocks: DecoderBlockCache[]; out: LinearCache };
+  dec: DecodeCache;
   encWeights: Tensor[]; // per encoder block (B, H, S, S)
   decSelfWeights: Tensor[]; // per decoder block (B, H, T, T)
   decCrossWeights: Tensor[]; // per decoder block (B, H, T, S)
@@ -124,4 +200,43 @@ export function transformerForward(
     decCrossWeights: dec.blocks.map((b) => b.crossWeights),
   };
   return { out: logits, cache };
+}
+
+/** dlogits (B, T, V_tgt) -> grads keyed by the full parameter names, in draw order. */
+export function transformerBackward(dlogits: Tensor, cache: TransformerCache): Params {
+  const { dencOut, grads: decGrads } = transformerDecodeBackward(dlogits, cache.dec); // (B, S, d)
+  // no decoder block reads the encoder: its gradients are zero
+  const encGrads = transformerEncodeBackward(dencOut ?? zeros(cache.encOut.shape), cache.enc);
+  return { ...encGrads, ...decGrads };
+}
+
+export interface TransformerLossCache {
+  logits: Tensor; // (B, T, V_tgt)
+  model: TransformerCache;
+  ce: CrossEntropyCache;
+}
+
+/** The mean cross-entropy of the next-token logits over the counted target positions.
+ *
+ *  params, config: as transformerForward (config.dropout > 0 needs rng, which draws the masks in
+ *  forward order). src (B, S), srcValidLens null | (B,): source tokens and how many of each row
+ *  are real (padded keys are masked). tgtIn (B, T): the decoder input (<bos> then the target
+ *  shifted right); tgtOut (B, T): the token expected at each step. tgtValidLens null | (B,):
+ *  positions t < tgtValidLens[b] count (<eos> included), later ones are padding and get weight 0;
+ *  null counts every position. Returns the loss and a cache: cache.logits (B, T, V_tgt),
+ *  cache.model the forward's cache (attention weights included), cache.ce the loss's cache. */
+export function transformerLoss(
+  params: Params, config: TransformerConfig, src: IntTensor, srcValidLens: IntTensor | null, tgtIn: IntTensor,
+  tgtOut: IntTensor, tgtValidLens: IntTensor | null, rng: Generator | null = null,
+): { loss: number; cache: TransformerLossCache } {
+  const { out: logits, cache: model } = transformerForward(src, srcValidLens, tgtIn, params, config, rng); // (B, T, V_tgt)
+  const weights = tgtValidLens === null ? null : sequenceWeights(tgtValidLens, tgtOut.shape[1]); // (B, T)
+  const { loss, cache: ce } = crossEntropyForward(logits, tgtOut, weights);
+  return { loss, cache: { logits, model, ce } };
+}
+
+/** The gradient of transformerLoss's loss (dloss = 1) -> grads keyed by the parameter names. */
+export function transformerLossBackward(cache: TransformerLossCache): Params {
+  const dlogits = crossEntropyBackward(cache.ce); // (B, T, V_tgt)  inverts: loss = CE(logits, tgtOut, w)
+  return transformerBackward(dlogits, cache.model);
 }
