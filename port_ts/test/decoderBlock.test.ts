@@ -4,9 +4,41 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { Generator } from "../src/rng.ts";
 import { intTensor, type Tensor } from "../src/ops.ts";
-import { causalValidLens, decoderBlockForward, initDecoderBlockParams } from "../src/decoderBlock.ts";
+import { causalValidLens, decoderBlockBackward, decoderBlockForward, initDecoderBlockParams } from "../src/decoderBlock.ts";
 
 const ROW_SUM = 1e-15; // a row of <= 6 softmax weights summed in order
+
+// Fourth-order central differences with step 1e-4: truncation ~h^4, rounding ~eps * |L| / h with
+// |L| <~ 10 here, i.e. ~1e-11 absolute; coordinates with |gradient| >= 1e-3 only, so the
+// relative error of a right gradient stays <= 1e-7 and a wrong one is off by order 1.
+const FD_STEP = 1e-4, FD_REL = 1e-6, FD_MIN_GRAD = 1e-3;
+
+/** sum(out * dout), in index order. */
+function dot(a: Tensor, b: Tensor): number {
+  let acc = 0;
+  for (let i = 0; i < a.data.length; i++) acc += a.data[i] * b.data[i];
+  return acc;
+}
+
+/** The fourth-order central difference of f along coordinate i of x (x restored afterwards). */
+function centralDifference(f: () => number, x: Tensor, i: number): number {
+  const saved = x.data[i], L: number[] = [];
+  for (const k of [2, 1, -1, -2]) {
+    x.data[i] = saved + k * FD_STEP;
+    L.push(f());
+  }
+  x.data[i] = saved;
+  return (-L[0] + 8 * L[1] - 8 * L[2] + L[3]) / (12 * FD_STEP);
+}
+
+/** Up to n coordinates of g with |g| >= FD_MIN_GRAD, drawn from rng. */
+function pickCoordinates(rng: Generator, g: Tensor, n: number): number[] {
+  const ok: number[] = [];
+  for (let i = 0; i < g.data.length; i++) if (Math.abs(g.data[i]) >= FD_MIN_GRAD) ok.push(i);
+  const out: number[] = [];
+  for (let k = 0; k < n && ok.length > 0; k++) out.push(ok[rng.integers([1], 0, ok.length).data[0]]);
+  return out;
+}
 
 function setup(seed: number, B: number, T: number, S: number, d: number) {
   const rng = new Generator(seed);
@@ -91,4 +123,33 @@ test("dropout draws self weights, AddNorm1, cross weights, AddNorm2, AddNorm3 ma
   const { cache } = decoderBlockForward(x, enc, null, params, H, 0.3, rng);
   assert.equal(rng.counter - start, B * H * T * T + B * T * d + B * H * T * S + 2 * B * T * d);
   assert.deepEqual(cache.crossAttn.attn.mask?.shape, [B, H, T, S]);
+});
+
+test("decoderBlockBackward matches central differences of sum(out * dout): input, encoder output, parameters", () => {
+  const B = 2, T = 4, S = 5, d = 8, H = 2, lens = intTensor([B], [5, 2]);
+  const { params, x, enc } = setup(10, B, T, S, d);
+  const gen = new Generator(11);
+  for (const name of Object.keys(params)) { // perturb every parameter: gamma, beta leave 1 and 0
+    const z = gen.normal(params[name].shape);
+    for (let i = 0; i < z.data.length; i++) params[name].data[i] += 0.1 * z.data[i];
+  }
+  const dout = gen.normal([B, T, d]);
+  const loss = () => dot(decoderBlockForward(x, enc, lens, params, H, 0.2, new Generator(98)).out, dout);
+  const { cache } = decoderBlockForward(x, enc, lens, params, H, 0.2, new Generator(98));
+  const { dx, denc, grads } = decoderBlockBackward(dout, cache);
+  assert.deepEqual(Object.keys(grads), Object.keys(params));
+  for (let s = 2; s < S; s++) for (let k = 0; k < d; k++) assert.equal(denc.data[(1 * S + s) * d + k], 0, "a masked key got a gradient");
+  const pick = new Generator(12);
+  let checked = 0;
+  const all = [["x", x, dx] as const, ["enc", enc, denc] as const, ...Object.keys(params).map((n) => [n, params[n], grads[n]] as const)];
+  for (const [name, t, g] of all) {
+    assert.deepEqual(g.shape, t.shape, name);
+    for (const i of pickCoordinates(pick, g, 2)) {
+      const numeric = centralDifference(loss, t, i);
+      const rel = Math.abs(numeric - g.data[i]) / Math.max(Math.abs(numeric), Math.abs(g.data[i]));
+      assert.ok(rel <= FD_REL, `${name}[${i}]: analytic ${g.data[i]}, numeric ${numeric}, relative error ${rel}`);
+      checked++;
+    }
+  }
+  assert.ok(checked >= 2 * 19, `only ${checked} coordinates were checked`);
 });

@@ -4,10 +4,43 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { Generator } from "../src/rng.ts";
 import { intTensor, type Tensor } from "../src/ops.ts";
-import { addNormForward, encoderBlockForward, initEncoderBlockParams, subParams } from "../src/encoderBlock.ts";
+import {
+  addNormBackward, addNormForward, encoderBlockBackward, encoderBlockForward, initEncoderBlockParams, subParams,
+} from "../src/encoderBlock.ts";
 
 const DIRECT = 1e-14; // against a direct formula summed in another order, values of size ~1
 const ROW_MEAN = 1e-15; // the mean of a layer-normed row of 8 values near 1 in size
+// Fourth-order central differences with step 1e-4: truncation ~h^4, rounding ~eps * |L| / h with
+// |L| <~ 10 here, i.e. ~1e-11 absolute; coordinates with |gradient| >= 1e-3 only, so the
+// relative error of a right gradient stays <= 1e-7 and a wrong one is off by order 1.
+const FD_STEP = 1e-4, FD_REL = 1e-6, FD_MIN_GRAD = 1e-3;
+
+/** sum(out * dout), in index order. */
+function dot(a: Tensor, b: Tensor): number {
+  let acc = 0;
+  for (let i = 0; i < a.data.length; i++) acc += a.data[i] * b.data[i];
+  return acc;
+}
+
+/** The fourth-order central difference of f along coordinate i of x (x restored afterwards). */
+function centralDifference(f: () => number, x: Tensor, i: number): number {
+  const saved = x.data[i], L: number[] = [];
+  for (const k of [2, 1, -1, -2]) {
+    x.data[i] = saved + k * FD_STEP;
+    L.push(f());
+  }
+  x.data[i] = saved;
+  return (-L[0] + 8 * L[1] - 8 * L[2] + L[3]) / (12 * FD_STEP);
+}
+
+/** Up to n coordinates of g with |g| >= FD_MIN_GRAD, drawn from rng. */
+function pickCoordinates(rng: Generator, g: Tensor, n: number): number[] {
+  const ok: number[] = [];
+  for (let i = 0; i < g.data.length; i++) if (Math.abs(g.data[i]) >= FD_MIN_GRAD) ok.push(i);
+  const out: number[] = [];
+  for (let k = 0; k < n && ok.length > 0; k++) out.push(ok[rng.integers([1], 0, ok.length).data[0]]);
+  return out;
+}
 
 function setup(seed: number, B: number, T: number, d: number, F: number) {
   const rng = new Generator(seed);
@@ -92,4 +125,46 @@ test("dropout draws the weights' mask then AddNorm1's then AddNorm2's; p = 0 dra
   assert.equal(rng.counter - start, B * H * T * T + 2 * B * T * d);
   assert.deepEqual(dropped.cache.norm1.dropout.mask?.shape, [B, T, d]);
   assert.ok(dropped.cache.norm2.dropout.mask?.data.some((m) => m === 0));
+});
+
+test("addNormBackward: dx is the layer norm's input gradient, dy the same through the dropout mask", () => {
+  const rng = new Generator(6);
+  const x = rng.normal([3, 4]), y = rng.normal([3, 4]), gamma = rng.normal([4]), beta = rng.normal([4]);
+  const { cache } = addNormForward(x, y, gamma, beta, 0.5, rng);
+  const dout = rng.normal([3, 4]);
+  const { dx, dy, dgamma, dbeta } = addNormBackward(dout, cache);
+  assert.deepEqual(dgamma.shape, [4]);
+  assert.deepEqual(dbeta.shape, [4]);
+  const mask = cache.dropout.mask as Tensor;
+  for (let i = 0; i < 12; i++) {
+    assert.equal(dy.data[i], dx.data[i] * (mask.data[i] / 0.5), `element ${i}`); // the forward's expression
+  }
+  assert.ok(mask.data.some((m) => m === 0) && dx.data.every((v) => v !== 0));
+});
+
+test("encoderBlockBackward matches central differences of sum(out * dout), padded keys and dropout on", () => {
+  const B = 2, T = 4, d = 8, H = 2, lens = intTensor([B], [4, 2]);
+  const { params, x } = setup(7, B, T, d, 12);
+  const gen = new Generator(8);
+  for (const name of Object.keys(params)) { // perturb every parameter: gamma, beta leave 1 and 0
+    const z = gen.normal(params[name].shape);
+    for (let i = 0; i < z.data.length; i++) params[name].data[i] += 0.1 * z.data[i];
+  }
+  const dout = gen.normal([B, T, d]);
+  const loss = () => dot(encoderBlockForward(x, lens, params, H, 0.2, new Generator(99)).out, dout);
+  const { cache } = encoderBlockForward(x, lens, params, H, 0.2, new Generator(99));
+  const { dx, grads } = encoderBlockBackward(dout, cache);
+  assert.deepEqual(Object.keys(grads), Object.keys(params));
+  const pick = new Generator(9);
+  let checked = 0;
+  for (const [name, t, g] of [["x", x, dx] as const, ...Object.keys(params).map((n) => [n, params[n], grads[n]] as const)]) {
+    assert.deepEqual(g.shape, t.shape, name);
+    for (const i of pickCoordinates(pick, g, 2)) {
+      const numeric = centralDifference(loss, t, i);
+      const rel = Math.abs(numeric - g.data[i]) / Math.max(Math.abs(numeric), Math.abs(g.data[i]));
+      assert.ok(rel <= FD_REL, `${name}[${i}]: analytic ${g.data[i]}, numeric ${numeric}, relative error ${rel}`);
+      checked++;
+    }
+  }
+  assert.ok(checked >= 2 * 12, `only ${checked} coordinates were checked`);
 });

@@ -5,7 +5,10 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { Generator } from "../src/rng.ts";
 import { intTensor, type IntTensor } from "../src/ops.ts";
-import { embedPositions, initTransformerParams, transformerEncode, transformerForward, type TransformerConfig } from "../src/transformer.ts";
+import {
+  embedPositions, initTransformerParams, transformerEncode, transformerForward, transformerLoss, transformerLossBackward,
+  type TransformerConfig,
+} from "../src/transformer.ts";
 
 const DIRECT = 1e-14; // sin/cos written directly here vs the table (pow, division), values ~1..4
 
@@ -107,4 +110,61 @@ test("dropout draws masks in forward order and changes the logits; p = 0 draws n
   const dec = B * T * d + (B * H * T * T + B * T * d + B * H * T * S + 2 * B * T * d);
   assert.equal(rng.counter, enc + dec);
   assert.notDeepEqual(Array.from(dropped.data), Array.from(plain.data));
+});
+
+// Fourth-order central differences of the loss (near 2.5) with step 1e-4: truncation ~h^4,
+// rounding ~1.5 eps |L| / h ~ 1e-11; coordinates with |gradient| >= 1e-4 only, so a right
+// gradient stays within 1e-7 relative and a wrong one is off by order 1.
+const FD_STEP = 1e-4, FD_REL = 1e-6, FD_MIN_GRAD = 1e-4;
+
+for (const dropout of [0, 0.1]) {
+  test(`transformerLossBackward matches central differences of transformerLoss (dropout ${dropout}, padding)`, () => {
+    const config: TransformerConfig = { ...SMALL, d: 8, heads: 2, enc_blocks: 1, dec_blocks: 1, dropout };
+    const B = 2, S = 5, T = 4;
+    const rng = new Generator(24);
+    const params = initTransformerParams(rng, config);
+    const src = rng.integers([B, S], 0, config.vocab_src);
+    const tgtIn = rng.integers([B, T], 0, config.vocab_tgt), tgtOut = rng.integers([B, T], 0, config.vocab_tgt);
+    const srcLens = intTensor([B], [5, 3]), tgtLens = intTensor([B], [4, 2]);
+    const lossAt = () => transformerLoss(params, config, src, srcLens, tgtIn, tgtOut, tgtLens, new Generator(55)).loss;
+    const grads = transformerLossBackward(transformerLoss(params, config, src, srcLens, tgtIn, tgtOut, tgtLens, new Generator(55)).cache);
+    assert.deepEqual(Object.keys(grads), Object.keys(params));
+    const pick = new Generator(25);
+    let checked = 0;
+    for (const name of Object.keys(params)) {
+      const p = params[name], g = grads[name];
+      assert.deepEqual(g.shape, p.shape, name);
+      const ok: number[] = [];
+      for (let i = 0; i < g.data.length; i++) if (Math.abs(g.data[i]) >= FD_MIN_GRAD) ok.push(i);
+      if (ok.length === 0) continue;
+      const i = ok[pick.integers([1], 0, ok.length).data[0]];
+      const saved = p.data[i], L: number[] = [];
+      for (const k of [2, 1, -1, -2]) {
+        p.data[i] = saved + k * FD_STEP;
+        L.push(lossAt());
+      }
+      p.data[i] = saved;
+      const numeric = (-L[0] + 8 * L[1] - 8 * L[2] + L[3]) / (12 * FD_STEP);
+      const rel = Math.abs(numeric - g.data[i]) / Math.max(Math.abs(numeric), Math.abs(g.data[i]));
+      assert.ok(rel <= FD_REL, `${name}[${i}]: analytic ${g.data[i]}, numeric ${numeric}, relative error ${rel}`);
+      checked++;
+    }
+    assert.ok(checked >= Object.keys(params).length - 2, `only ${checked} tensors had a usable coordinate`);
+  });
+}
+
+test("padded target positions change neither the loss nor any gradient", () => {
+  const config: TransformerConfig = { ...SMALL, enc_blocks: 1, dec_blocks: 1 };
+  const B = 2, S = 4, T = 5;
+  const { params, src, tgt } = setup(26, config, B, S, T);
+  const tgtLens = intTensor([B], [5, 2]);
+  const tgtOut = copy(tgt);
+  const a = transformerLoss(params, config, src, null, tgt, tgtOut, tgtLens);
+  for (let t = 2; t < T; t++) tgtOut.data[T + t] = (tgtOut.data[T + t] + 1) % config.vocab_tgt;
+  const b = transformerLoss(params, config, src, null, tgt, tgtOut, tgtLens);
+  assert.equal(b.loss, a.loss);
+  const ga = transformerLossBackward(a.cache), gb = transformerLossBackward(b.cache);
+  for (const name of Object.keys(ga)) assert.deepEqual(Array.from(gb[name].data), Array.from(ga[name].data), name);
+  tgtOut.data[1] = (tgtOut.data[1] + 1) % config.vocab_tgt; // a counted position: now the loss moves
+  assert.notEqual(transformerLoss(params, config, src, null, tgt, tgtOut, tgtLens).loss, a.loss);
 });
