@@ -220,7 +220,7 @@ def test_case_selection_by_glob_and_substring(verify_run):
 @pytest.mark.parametrize("old,new", [
     ("k < len ? 1 : 0", "k <= len ? 1 : 0"),          # a mask bound off by one
     ("MASK_VALUE = -1e6", "MASK_VALUE = -10"),         # the masked fill (-1e2 slips through: see docs/runner.md)
-    ("O[o + k] / sum", "O[o + k] / (sum + 1e-3)"),     # a normaliser that is not quite the sum
+    ("O[o + k] = O[o + k] / sum;", "O[o + k] = O[o + k] / (sum + 1e-3);"),     # a normaliser that is not quite the sum
 ])
 def test_a_changed_constant_in_the_port_fails_the_run_and_names_the_case(
         verify_run, repo_root, node, tmp_path, old, new, schemas):

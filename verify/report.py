@@ -97,11 +97,45 @@ def tensor_block(t, tol):
     return lines
 
 
+def _growth(run):
+    return ", ".join(f"{step}: {_num(diff, '.1e')}" for step, diff in run["growth"])
+
+
+def expectation_lines(case, style):
+    """What a case showed beyond tensor agreement: gradcheck bounds, quality bars, digests, and
+    for a training run how the free runs of the two engines compare step by step."""
+    lines = []
+    rel = [c for c in case["checks"] if c["name"].endswith(".rel_err") and c["value"] is not None]
+    if rel:
+        by_engine = {}
+        for c in rel:
+            by_engine[c["engine"]] = max(by_engine.get(c["engine"], 0.0), c["value"])
+        worst = ", ".join(f"{e} {_num(v, '.2e')}" for e, v in by_engine.items())
+        lines.append(f"  gradcheck: {len(rel)} record sets, worst relative error {worst} (bound {rel[0]['rule'][3:]})")
+    for c in case["checks"]:
+        if not c["passed"]:
+            lines.append(f"  {style.bad('check failed:')} {c['engine']}: {c['name']} {c['rule']}: {c['detail']}")
+        elif not c["name"].endswith(".rel_err") and c["name"] != "coverage":
+            lines.append(f"  check: {c['engine']}: {c['name']} {c['rule']}: {c['detail']}")
+    for run in case["free_runs"]:
+        name, steps = run["tensor"], run["steps"]
+        if run["first_step_beyond"] is None:
+            lines.append(f"  free run {name}: engines within the tolerance at all {steps} steps "
+                         f"(max |diff| {_num(run['max_abs'], '.1e')})")
+        else:
+            lines.append(f"  free run {name}: first beyond the tolerance at step {run['first_step_beyond']} "
+                         f"({run['steps_beyond']} of {steps} steps); max |diff| up to step {_growth(run)}")
+    if case["drifted"]:
+        lines.append(f"  drift allowed (expect.may_drift): {', '.join(case['drifted'])}")
+    return lines
+
+
 def render(report, style):
     """The terminal text of a report, as a list of lines."""
     lines = []
     for case in report["cases"]:
         lines.append(case_line(case, style))
+        lines += expectation_lines(case, style)
         if case["passed"]:
             continue
         for error in case["errors"]:
