@@ -19,17 +19,27 @@ Parameters, in the order init_vit_params draws them (PyTorch's defaults):
     head.ln.*, head.W (classes, d), head.b (classes,)
 Dropout masks (p > 0) in forward order: embedding (B, N+1, d); per block: attention weights
 (B, H, N+1, N+1), MLP hidden (B, N+1, M), MLP output (B, N+1, d).
+
+Backward: each *_backward sits below its forward, takes its cache and walks it in reverse. A
+tensor used twice gets its gradients added in one fixed order, the same in both engines:
+    block:  dX1 = dOut + dX1_ln2       the residual, then the MLP branch through LN2
+            dN1 = dN1_query + dN1_kv   LN1's output is the queries and the keys/values
+            dX  = dX1 + dX_ln1         the residual, then the attention branch through LN1
+    model:  dcls = sum over b of dX0[b, 0], dpos = sum over b of dX0[b]   in batch order from +0
+vit_backward returns every parameter's gradient under its name, in init order.
+vit_loss / vit_loss_backward add the mean cross-entropy of the logits against integer labels.
 """
 
 import numpy as np
 
-from .dropout import dropout_forward
+from .dropout import dropout_backward, dropout_forward
 from .encoder_block import init_ffn_params, init_layer_norm_params, init_mha_params, param, sub_params
-from .gelu import gelu_forward
+from .gelu import gelu_backward, gelu_forward
 from .init import linear_params, patch_embedding_params
-from .layer_norm import layer_norm_forward
-from .linear import linear_forward
-from .multi_head_attention import multi_head_attention_forward
+from .layer_norm import layer_norm_backward, layer_norm_forward
+from .linear import linear_backward, linear_forward
+from .loss import cross_entropy_backward, cross_entropy_forward
+from .multi_head_attention import multi_head_attention_backward, multi_head_attention_forward
 
 
 def init_vit_params(rng, config):
@@ -60,13 +70,30 @@ def patchify(images, p):
     return np.ascontiguousarray(grid).reshape(B, G * G, C * p * p)
 
 
+def patchify_backward(dpatches, image_shape, p):
+    """dpatches (B, N, C*p*p) -> (B, C, H, W): every patch value back to its pixel, the inverse
+    permutation of patchify (patches do not overlap, so nothing is summed)."""
+    B, C, H, W = image_shape
+    G = H // p
+    grid = dpatches.reshape(B, G, G, C, p, p).transpose(0, 3, 1, 4, 2, 5)  # (B, C, G, p, G, p)
+    return np.ascontiguousarray(grid).reshape(B, C, H, W)
+
+
 def patch_embedding_forward(images, W, b):
     """images (B, C, H, W), W (d, C, p, p), b (d,) -> (out (B, N, d), cache)."""
     images = np.asarray(images, dtype=np.float64)
     d, C, p, _ = W.shape
     patches = patchify(images, p)  # (B, N, C*p*p)
     out, lin = linear_forward(patches, W.reshape(d, C * p * p), b)  # (B, N, d)
-    return out, {"patches": patches, "linear": lin}
+    return out, {"patches": patches, "linear": lin, "image_shape": images.shape, "W_shape": W.shape}
+
+
+def patch_embedding_backward(dout, cache):
+    """dout (B, N, d) -> (dimages (B, C, H, W), dW (d, C, p, p), db (d,))."""
+    d, C, p, _ = cache["W_shape"]
+    dpatches, dW, db = linear_backward(dout, cache["linear"])  # inverts: E = P W_patch^T + b_patch
+    dimages = patchify_backward(dpatches, cache["image_shape"], p)  # inverts: P = patches(img)
+    return dimages, dW.reshape(d, C, p, p), db
 
 
 def vit_mlp_forward(x, params, dropout_p=0.0, rng=None):
@@ -79,6 +106,16 @@ def vit_mlp_forward(x, params, dropout_p=0.0, rng=None):
     return out, {"lin1": lin1, "gelu": gelu, "drop1": drop1, "lin2": lin2, "drop2": drop2}
 
 
+def vit_mlp_backward(dout, cache):
+    """dout (..., d) -> (dx (..., d), {"W1", "b1", "W2", "b2"})."""
+    dy = dropout_backward(dout, cache["drop2"])  # inverts: out = dropout(y)
+    dg, dW2, db2 = linear_backward(dy, cache["lin2"])  # inverts: y = g W2^T + b2
+    dg = dropout_backward(dg, cache["drop1"])  # inverts: g = dropout(g)
+    dh = gelu_backward(dg, cache["gelu"])  # inverts: g = GELU(h)
+    dx, dW1, db1 = linear_backward(dh, cache["lin1"])  # inverts: h = x W1^T + b1
+    return dx, {"W1": dW1, "b1": db1, "W2": dW2, "b2": db2}
+
+
 def vit_block_forward(x, params, num_heads, dropout_p=0.0, rng=None):
     """Pre-norm block, params stripped of blk{i}.: x (B, T, d) -> (out (B, T, d), cache)."""
     n1, ln1 = layer_norm_forward(x, param(params, "ln1.gamma"), param(params, "ln1.beta"))  # (B, T, d)
@@ -89,6 +126,26 @@ def vit_block_forward(x, params, num_heads, dropout_p=0.0, rng=None):
     m, mlp = vit_mlp_forward(n2, sub_params(params, "mlp."), dropout_p, rng)  # (B, T, d)
     out = x1 + m  # (B, T, d)
     return out, {"x": x, "ln1": ln1, "attn": attn, "ln2": ln2, "mlp": mlp, "weights": attn["weights"]}
+
+
+def vit_block_backward(dout, cache):
+    """dout (B, T, d) -> (dx (B, T, d), grads under the stripped names, in init order)."""
+    # inverts: out = x1 + m; m = MLP(n2)
+    dn2, mlp = vit_mlp_backward(dout, cache["mlp"])  # (B, T, d)
+    # inverts: n2 = LN2(x1)
+    dx1_ln, dgamma2, dbeta2 = layer_norm_backward(dn2, cache["ln2"])  # (B, T, d)
+    dx1 = dout + dx1_ln  # x1 feeds the residual and LN2
+    # inverts: x1 = x + a; a = MHA(n1, n1)
+    dn1_q, dn1_kv, attn = multi_head_attention_backward(dx1, cache["attn"])  # (B, T, d) each
+    dn1 = dn1_q + dn1_kv  # n1 is both the queries and the keys/values
+    # inverts: n1 = LN1(x)
+    dx_ln, dgamma1, dbeta1 = layer_norm_backward(dn1, cache["ln1"])  # (B, T, d)
+    dx = dx1 + dx_ln  # x feeds the residual and LN1
+    grads = {"ln1.gamma": dgamma1, "ln1.beta": dbeta1}
+    grads.update({f"attn.{name}": attn[name] for name in ("W_q", "W_k", "W_v", "W_o")})
+    grads.update({"ln2.gamma": dgamma2, "ln2.beta": dbeta2})
+    grads.update({f"mlp.{name}": mlp[name] for name in ("W1", "b1", "W2", "b2")})
+    return dx, grads
 
 
 def vit_forward(images, params, config, rng=None):
@@ -107,5 +164,48 @@ def vit_forward(images, params, config, rng=None):
     h, head_ln = layer_norm_forward(x[:, 0], param(params, "head.ln.gamma"), param(params, "head.ln.beta"))  # (B, d)
     logits, head = linear_forward(h, param(params, "head.W"), param(params, "head.b"))  # (B, classes)
     cache = {"patch": patch, "dropout": drop, "blocks": blocks, "head_ln": head_ln, "head": head,
-             "weights": [blk["weights"] for blk in blocks]}
+             "weights": [blk["weights"] for blk in blocks], "tokens": x.shape}
     return logits, cache
+
+
+def vit_backward(dlogits, cache):
+    """dlogits (B, classes) -> grads keyed by every parameter name, in init order."""
+    dlogits = np.asarray(dlogits, dtype=np.float64)
+    B, T, d = cache["tokens"]
+    # inverts: logits = LN_head(X[:, 0]) W_head^T + b
+    dh, dW_head, db_head = linear_backward(dlogits, cache["head"])  # (B, d)
+    dfirst, dgamma_head, dbeta_head = layer_norm_backward(dh, cache["head_ln"])  # (B, d)
+    dx = np.zeros((B, T, d))  # (B, N+1, d): only the <cls> row reaches the head
+    dx[:, 0] = dfirst
+    block_grads = [None] * len(cache["blocks"])
+    for i in reversed(range(len(cache["blocks"]))):
+        dx, block_grads[i] = vit_block_backward(dx, cache["blocks"][i])  # inverts: X = block_i(X)
+    # inverts: X = drop(concat(cls, E) + pos)
+    dx0 = dropout_backward(dx, cache["dropout"])  # (B, N+1, d)
+    dpos = np.zeros((T, d))  # (N+1, d)
+    for b in range(B):
+        dpos = dpos + dx0[b]  # pos is added to every image: in batch order from +0
+    dcls = np.zeros(d)  # (d,)
+    for b in range(B):
+        dcls = dcls + dx0[b, 0]  # <cls> is row 0 of every image
+    _, dW_patch, db_patch = patch_embedding_backward(dx0[:, 1:], cache["patch"])  # inverts: E = patch_embed(img)
+    grads = {"patch.W": dW_patch, "patch.b": db_patch, "cls": dcls, "pos": dpos}
+    for i, bg in enumerate(block_grads):
+        grads.update({f"blk{i}.{name}": g for name, g in bg.items()})
+    grads.update({"head.ln.gamma": dgamma_head, "head.ln.beta": dbeta_head, "head.W": dW_head, "head.b": db_head})
+    return grads
+
+
+def vit_loss(params, config, images, labels, rng=None):
+    """Mean cross-entropy of the logits against labels int (B,) in [0, classes).
+    Returns (loss, cache): cache["logits"] (B, classes), cache["model"] the forward's cache,
+    cache["ce"] the loss's cache. Dropout p > 0 needs rng (masks drawn in forward order)."""
+    logits, model = vit_forward(images, params, config, rng)  # (B, classes)
+    loss, ce = cross_entropy_forward(logits, np.asarray(labels))
+    return loss, {"logits": logits, "model": model, "ce": ce}
+
+
+def vit_loss_backward(cache):
+    """The gradient of vit_loss's loss (dloss = 1) -> grads keyed by the parameter names."""
+    dlogits = cross_entropy_backward(cache["ce"])  # (B, classes)  inverts: loss = CE(logits, labels)
+    return vit_backward(dlogits, cache["model"])

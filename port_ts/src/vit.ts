@@ -19,15 +19,25 @@
 //   head.ln.*, head.W (classes, d), head.b (classes,)
 // Dropout masks (p > 0) in forward order: embedding (B, N+1, d); per block: attention weights
 // (B, H, N+1, N+1), MLP hidden (B, N+1, M), MLP output (B, N+1, d).
+//
+// Backward: each *Backward sits below its forward, takes its cache and walks it in reverse. A
+// tensor used twice gets its gradients added in one fixed order, the same in both engines:
+//   block:  dX1 = dOut + dX1_ln2       the residual, then the MLP branch through LN2
+//           dN1 = dN1_query + dN1_kv   LN1's output is the queries and the keys/values
+//           dX  = dX1 + dX_ln1         the residual, then the attention branch through LN1
+//   model:  dcls = sum over b of dX0[b, 0], dpos = sum over b of dX0[b]   in batch order from +0
+// vitBackward returns every parameter's gradient under its name, in init order.
+// vitLoss / vitLossBackward add the mean cross-entropy of the logits against integer labels.
 
 import type { Generator } from "./rng.ts";
-import { type Tensor, zeros } from "./ops.ts";
-import { type DropoutCache, dropoutForward } from "./dropout.ts";
-import { type GeluCache, geluForward } from "./gelu.ts";
+import { type Tensor, type IntTensor, zeros } from "./ops.ts";
+import { type DropoutCache, dropoutBackward, dropoutForward } from "./dropout.ts";
+import { type GeluCache, geluBackward, geluForward } from "./gelu.ts";
 import { linearParams, patchEmbeddingParams } from "./init.ts";
-import { type LayerNormCache, layerNormForward } from "./layerNorm.ts";
-import { type LinearCache, linearForward } from "./linear.ts";
-import { type MultiHeadAttentionCache, multiHeadAttentionForward } from "./multiHeadAttention.ts";
+import { type LayerNormCache, layerNormBackward, layerNormForward } from "./layerNorm.ts";
+import { type LinearCache, linearBackward, linearForward } from "./linear.ts";
+import { type CrossEntropyCache, crossEntropyBackward, crossEntropyForward } from "./loss.ts";
+import { type MultiHeadAttentionCache, multiHeadAttentionBackward, multiHeadAttentionForward } from "./multiHeadAttention.ts";
 import { type Params, initFfnParams, initLayerNormParams, initMhaParams, param, subParams } from "./encoderBlock.ts";
 
 export interface VitConfig {
@@ -73,12 +83,39 @@ export function patchify(images: Tensor, p: number): Tensor {
   return out;
 }
 
+/** dpatches (B, N, C*p*p) -> (B, C, H, W): every patch value back to its pixel, the inverse
+ *  permutation of patchify (patches do not overlap, so nothing is summed). */
+export function patchifyBackward(dpatches: Tensor, imageShape: readonly number[], p: number): Tensor {
+  const [B, C, H, W] = imageShape;
+  const G = H / p, K = C * p * p;
+  const out = zeros(imageShape); // (B, C, H, W)
+  const D = dpatches.data, O = out.data;
+  for (let b = 0; b < B; b++)
+    for (let r = 0; r < G; r++)
+      for (let c = 0; c < G; c++)
+        for (let ch = 0; ch < C; ch++)
+          for (let i = 0; i < p; i++)
+            for (let j = 0; j < p; j++)
+              O[((b * C + ch) * H + r * p + i) * W + c * p + j] = D[(b * G * G + r * G + c) * K + (ch * p + i) * p + j];
+  return out;
+}
+
+export interface PatchEmbeddingCache { patches: Tensor; linear: LinearCache; imageShape: number[]; WShape: number[] }
+
 /** images (B, C, H, W), W (d, C, p, p), b (d,) -> out (B, N, d). */
-export function patchEmbeddingForward(images: Tensor, W: Tensor, b: Tensor): { out: Tensor; cache: { patches: Tensor; linear: LinearCache } } {
+export function patchEmbeddingForward(images: Tensor, W: Tensor, b: Tensor): { out: Tensor; cache: PatchEmbeddingCache } {
   const [d, C, p] = W.shape;
   const patches = patchify(images, p); // (B, N, C*p*p)
   const { out, cache: linear } = linearForward(patches, { shape: [d, C * p * p], data: W.data }, b); // (B, N, d)
-  return { out, cache: { patches, linear } };
+  return { out, cache: { patches, linear, imageShape: [...images.shape], WShape: [...W.shape] } };
+}
+
+/** dout (B, N, d) -> dimages (B, C, H, W), dW (d, C, p, p), db (d,). */
+export function patchEmbeddingBackward(dout: Tensor, cache: PatchEmbeddingCache): { dimages: Tensor; dW: Tensor; db: Tensor } {
+  const p = cache.WShape[2];
+  const { dx: dpatches, dW, db } = linearBackward(dout, cache.linear); // inverts: E = P W_patch^T + b_patch
+  const dimages = patchifyBackward(dpatches, cache.imageShape, p); // inverts: P = patches(img)
+  return { dimages, dW: { shape: [...cache.WShape], data: dW.data }, db: db as Tensor };
 }
 
 export interface VitMlpCache { lin1: LinearCache; gelu: GeluCache; drop1: DropoutCache; lin2: LinearCache; drop2: DropoutCache }
@@ -91,6 +128,16 @@ export function vitMlpForward(x: Tensor, params: Params, dropoutP = 0, rng: Gene
   const { out: y, cache: lin2 } = linearForward(gd, param(params, "W2"), param(params, "b2")); // (..., d)
   const { out, cache: drop2 } = dropoutForward(y, dropoutP, rng); // (..., d)
   return { out, cache: { lin1, gelu, drop1, lin2, drop2 } };
+}
+
+/** dout (..., d) -> dx (..., d), grads { W1, b1, W2, b2 }. */
+export function vitMlpBackward(dout: Tensor, cache: VitMlpCache): { dx: Tensor; grads: Record<string, Tensor> } {
+  const dy = dropoutBackward(dout, cache.drop2); // inverts: out = dropout(y)
+  const { dx: dgd, dW: dW2, db: db2 } = linearBackward(dy, cache.lin2); // inverts: y = g W2^T + b2
+  const dg = dropoutBackward(dgd, cache.drop1); // inverts: g = dropout(g)
+  const dh = geluBackward(dg, cache.gelu); // inverts: g = GELU(h)
+  const { dx, dW: dW1, db: db1 } = linearBackward(dh, cache.lin1); // inverts: h = x W1^T + b1
+  return { dx, grads: { W1: dW1, b1: db1 as Tensor, W2: dW2, b2: db2 as Tensor } };
 }
 
 function add(a: Tensor, b: Tensor): Tensor {
@@ -112,9 +159,30 @@ export function vitBlockForward(x: Tensor, params: Params, numHeads: number, dro
   return { out, cache: { x, ln1, attn, ln2, mlp, weights: attn.weights } };
 }
 
+/** dout (B, T, d) -> dx (B, T, d), grads under the stripped names, in init order. */
+export function vitBlockBackward(dout: Tensor, cache: VitBlockCache): { dx: Tensor; grads: Params } {
+  // inverts: out = x1 + m; m = MLP(n2)
+  const { dx: dn2, grads: mlp } = vitMlpBackward(dout, cache.mlp); // (B, T, d)
+  // inverts: n2 = LN2(x1)
+  const { dx: dx1Ln, dgamma: dgamma2, dbeta: dbeta2 } = layerNormBackward(dn2, cache.ln2); // (B, T, d)
+  const dx1 = add(dout, dx1Ln); // x1 feeds the residual and LN2
+  // inverts: x1 = x + a; a = MHA(n1, n1)
+  const { dxQ: dn1Q, dxKv: dn1Kv, grads: attn } = multiHeadAttentionBackward(dx1, cache.attn); // (B, T, d) each
+  const dn1 = add(dn1Q, dn1Kv); // n1 is both the queries and the keys/values
+  // inverts: n1 = LN1(x)
+  const { dx: dxLn, dgamma: dgamma1, dbeta: dbeta1 } = layerNormBackward(dn1, cache.ln1); // (B, T, d)
+  const dx = add(dx1, dxLn); // x feeds the residual and LN1
+  const grads: Params = { "ln1.gamma": dgamma1, "ln1.beta": dbeta1 };
+  for (const name of ["W_q", "W_k", "W_v", "W_o"]) grads[`attn.${name}`] = attn[name];
+  grads["ln2.gamma"] = dgamma2;
+  grads["ln2.beta"] = dbeta2;
+  for (const name of ["W1", "b1", "W2", "b2"]) grads[`mlp.${name}`] = mlp[name];
+  return { dx, grads };
+}
+
 /** images (B, C, H, W) -> logits (B, classes); cache.weights[i] (B, H, N+1, N+1) is block i's
  *  attention, row 0 the <cls> query. */
-export function vitForward(images: Tensor, params: Params, config: VitConfig, rng: Generator | null = null) {
+export function vitForward(images: Tensor, params: Params, config: VitConfig, rng: Generator | null = null): { out: Tensor; cache: VitCache } {
   const p = config.dropout;
   const { out: e, cache: patch } = patchEmbeddingForward(images, param(params, "patch.W"), param(params, "patch.b")); // (B, N, d)
   const [B, N, d] = e.shape;
@@ -137,5 +205,62 @@ export function vitForward(images: Tensor, params: Params, config: VitConfig, rn
   for (let b = 0; b < B; b++) first.data.set(x.data.subarray(b * (N + 1) * d, b * (N + 1) * d + d), b * d);
   const { out: h, cache: headLn } = layerNormForward(first, param(params, "head.ln.gamma"), param(params, "head.ln.beta")); // (B, d)
   const { out: logits, cache: head } = linearForward(h, param(params, "head.W"), param(params, "head.b")); // (B, classes)
-  return { out: logits, cache: { patch, dropout, blocks, headLn, head, weights: blocks.map((blk) => blk.weights) } };
+  const cache: VitCache = { patch, dropout, blocks, headLn, head, weights: blocks.map((blk) => blk.weights), tokens: [B, N + 1, d] };
+  return { out: logits, cache };
+}
+
+export interface VitCache {
+  patch: PatchEmbeddingCache; dropout: DropoutCache; blocks: VitBlockCache[]; headLn: LayerNormCache; head: LinearCache;
+  weights: Tensor[]; // per block (B, H, N+1, N+1)
+  tokens: number[]; // [B, N+1, d]
+}
+
+/** dlogits (B, classes) -> grads keyed by every parameter name, in init order. */
+export function vitBackward(dlogits: Tensor, cache: VitCache): Params {
+  const [B, T, d] = cache.tokens;
+  // inverts: logits = LN_head(X[:, 0]) W_head^T + b
+  const { dx: dh, dW: dWHead, db: dbHead } = linearBackward(dlogits, cache.head); // (B, d)
+  const { dx: dfirst, dgamma: dgammaHead, dbeta: dbetaHead } = layerNormBackward(dh, cache.headLn); // (B, d)
+  let dx = zeros([B, T, d]); // (B, N+1, d): only the <cls> row reaches the head
+  for (let b = 0; b < B; b++) dx.data.set(dfirst.data.subarray(b * d, b * d + d), b * T * d);
+  const blockGrads: Params[] = new Array(cache.blocks.length);
+  for (let i = cache.blocks.length - 1; i >= 0; i--) {
+    const blk = vitBlockBackward(dx, cache.blocks[i]); // inverts: X = block_i(X)
+    dx = blk.dx;
+    blockGrads[i] = blk.grads;
+  }
+  // inverts: X = drop(concat(cls, E) + pos)
+  const dx0 = dropoutBackward(dx, cache.dropout); // (B, N+1, d)
+  const dpos = zeros([T, d]); // (N+1, d)  pos is added to every image: in batch order from +0
+  for (let b = 0; b < B; b++)
+    for (let k = 0; k < T * d; k++) dpos.data[k] = dpos.data[k] + dx0.data[b * T * d + k];
+  const dcls = zeros([d]); // (d,)  <cls> is row 0 of every image
+  for (let b = 0; b < B; b++)
+    for (let k = 0; k < d; k++) dcls.data[k] = dcls.data[k] + dx0.data[b * T * d + k];
+  const de = zeros([B, T - 1, d]); // (B, N, d)  the patch rows
+  for (let b = 0; b < B; b++) de.data.set(dx0.data.subarray(b * T * d + d, (b + 1) * T * d), b * (T - 1) * d);
+  const { dW: dWPatch, db: dbPatch } = patchEmbeddingBackward(de, cache.patch); // inverts: E = patch_embed(img)
+  const grads: Params = { "patch.W": dWPatch, "patch.b": dbPatch, cls: dcls, pos: dpos };
+  blockGrads.forEach((bg, i) => { for (const [name, g] of Object.entries(bg)) grads[`blk${i}.${name}`] = g; });
+  Object.assign(grads, { "head.ln.gamma": dgammaHead, "head.ln.beta": dbetaHead, "head.W": dWHead, "head.b": dbHead as Tensor });
+  return grads;
+}
+
+export interface VitLossCache { logits: Tensor; model: VitCache; ce: CrossEntropyCache }
+
+/** Mean cross-entropy of the logits against labels (B,) in [0, classes). Returns the loss and a
+ *  cache: cache.logits (B, classes), cache.model the forward's cache, cache.ce the loss's cache.
+ *  Dropout p > 0 needs rng (masks drawn in forward order). */
+export function vitLoss(
+  params: Params, config: VitConfig, images: Tensor, labels: IntTensor, rng: Generator | null = null,
+): { loss: number; cache: VitLossCache } {
+  const { out: logits, cache: model } = vitForward(images, params, config, rng); // (B, classes)
+  const { loss, cache: ce } = crossEntropyForward(logits, labels);
+  return { loss, cache: { logits, model, ce } };
+}
+
+/** The gradient of vitLoss's loss (dloss = 1) -> grads keyed by the parameter names. */
+export function vitLossBackward(cache: VitLossCache): Params {
+  const dlogits = crossEntropyBackward(cache.ce); // (B, classes)  inverts: loss = CE(logits, labels)
+  return vitBackward(dlogits, cache.model);
 }
