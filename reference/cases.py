@@ -1,13 +1,13 @@
 """Run one case of the catalogue: draw its inputs from its seed, compute, and return the golden
 document (twin: cases.ts). The builders live in one module per family."""
 
-from . import cases_attention, cases_layers, cases_lesson, cases_models
+from . import cases_attention, cases_gradcheck, cases_layers, cases_lesson, cases_models
 from .case_config import CaseError
 from .golden import case_document
 from .rng import Generator
 
 BUILDERS = {}
-for _family in (cases_attention, cases_layers, cases_models, cases_lesson):
+for _family in (cases_attention, cases_layers, cases_models, cases_lesson, cases_gradcheck):
     BUILDERS.update(_family.BUILDERS)
 
 

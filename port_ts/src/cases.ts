@@ -8,8 +8,9 @@ import { type Builder, BUILDERS as attention } from "./casesAttention.ts";
 import { BUILDERS as layers } from "./casesLayers.ts";
 import { BUILDERS as models } from "./casesModels.ts";
 import { BUILDERS as lesson } from "./casesLesson.ts";
+import { BUILDERS as gradcheck } from "./casesGradcheck.ts";
 
-export const BUILDERS: Record<string, Builder> = { ...attention, ...layers, ...models, ...lesson };
+export const BUILDERS: Record<string, Builder> = { ...attention, ...layers, ...models, ...lesson, ...gradcheck };
 
 export interface CaseSpec {
   id: string;

@@ -1,0 +1,167 @@
+"""Gradient-check cases (kind "gradcheck") of the three models that train: the encoder-decoder
+Transformer, the ViT and act 4's alignment scorer (twin: casesGradcheck.ts).
+
+Each builder draws, in this order: the model's parameters (its init function), then the layer
+norms jittered (for each parameter name in order: a gamma becomes 1 + 0.1 * N(0, 1), a beta
+0.1 * N(0, 1); the ViT's <cls> then becomes N(0, 1)), so a backward that ignored gamma, beta or
+<cls> cannot pass by the accident of init's 1, 0 and 0; then the data; then, when the config's
+dropout > 0, one integer mask seed U{0..2^31-1}: every loss evaluation draws its dropout masks
+from a fresh Generator(mask seed), so the finite differences see the masks the backward uses;
+then gradcheck's own draws (coordinates, then directions: reference/gradcheck.py).
+
+Inputs: the data only (the parameters follow from the seed; the forward cases check init).
+Outputs, with <name> every parameter name:
+    loss                  () the loss at the parameters
+    grad.<name>           the full analytic gradient, compared across engines
+    check.<name>.index    int64 (n,) flat row-major indices of the checked coordinates
+    check.<name>.analytic (n,), check.<name>.numeric (n,), check.<name>.rel_err (n,)
+    direction.analytic    (R,), direction.numeric (R,), direction.rel_err (R,)
+    kink_retries          int64 () how many checks were repeated with a halved step because a
+                          ReLU pre-activation changed sign inside the stencil (Transformer only)
+Config, besides the model's: full_max (default 32), samples (default 8), directions (default 3).
+"""
+
+import numpy as np
+
+from . import case_config as cc
+from .alignment import alignment_data, alignment_loss, alignment_loss_backward, init_alignment_params
+from .gradcheck import gradcheck
+from .rng import Generator
+from .transformer import init_transformer_params, transformer_loss, transformer_loss_backward
+from .vit import init_vit_params, vit_loss, vit_loss_backward
+
+
+def _size(config, key, default=...):
+    value = cc.get(config, key, default)
+    if not (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
+        raise cc.CaseError(f"config {key!r} must be a positive integer, got {value!r}")
+    return value
+
+
+def _lens(config, key, B, limit):
+    value = cc.get(config, key, None)
+    if value is None:
+        return None
+    lens = cc.int_array(value, key)
+    if lens.shape != (B,) or np.any(lens < 1) or np.any(lens > limit):
+        raise cc.CaseError(f"config {key!r} must list {B} lengths in [1, {limit}], got {value!r}")
+    return lens
+
+
+def _jitter_norms(rng, params):
+    """Layer norms away from init, in parameter order: gamma = 1 + 0.1 z, beta = 0.1 z."""
+    for name in params:
+        if name.endswith(".gamma"):
+            params[name] = 1.0 + 0.1 * rng.normal(params[name].shape)
+        elif name.endswith(".beta"):
+            params[name] = 0.1 * rng.normal(params[name].shape)
+    return params
+
+
+def _mask_seed(config, rng):
+    """The dropout masks' seed, drawn only when the config's dropout > 0."""
+    if cc.get(config, "dropout", 0.0) > 0.0:
+        return int(rng.integers((1,), 0, 2**31)[0])
+    return None
+
+
+def _masks(seed):
+    return None if seed is None else Generator(seed)
+
+
+def _run_check(config, rng, params, loss_fn, grads):
+    result = gradcheck(loss_fn, params, grads, rng, _size(config, "full_max", 32), _size(config, "samples", 8),
+                       _size(config, "directions", 3))
+    outputs = {f"grad.{name}": grads[name] for name in params}
+    for name, c in result["checks"].items():
+        for field in ("index", "analytic", "numeric", "rel_err"):
+            outputs[f"check.{name}.{field}"] = c[field]
+    for field in ("analytic", "numeric", "rel_err"):
+        outputs[f"direction.{field}"] = result["direction"][field]
+    outputs["kink_retries"] = np.array(result["kink_retries"], dtype=np.int64)
+    return outputs
+
+
+def _relu_pattern(cache):
+    """Where every FFN pre-activation of the Transformer is > 0, encoder blocks then decoder blocks."""
+    blocks = cache["model"]["enc"]["blocks"] + cache["model"]["dec"]["blocks"]
+    return np.concatenate([blk["ffn"]["h_pre"].reshape(-1) > 0.0 for blk in blocks])
+
+
+def gradcheck_transformer_case(config, rng):
+    # config: vocab_src, vocab_tgt, d, ffn_hidden, heads, enc_blocks, dec_blocks, dropout (default 0),
+    #   B, T_src, T_tgt, src_valid_lens null | (B,), tgt_valid_lens null | (B,), gradcheck's
+    # draws: init_transformer_params; norms jittered; src U{0..vocab_src-1} (B, T_src);
+    #   tgt_out U{0..vocab_tgt-1} (B, T_tgt), tgt_in = tgt_out shifted right behind id 0 (<bos>);
+    #   the mask seed (dropout > 0); gradcheck's draws
+    model = {n: _size(config, n) for n in ("vocab_src", "vocab_tgt", "d", "ffn_hidden", "heads",
+                                           "enc_blocks", "dec_blocks")}
+    model["dropout"] = cc.get(config, "dropout", 0.0)
+    B, S, T = (_size(config, n) for n in ("B", "T_src", "T_tgt"))
+    params = _jitter_norms(rng, init_transformer_params(rng, model))
+    src = rng.integers((B, S), 0, model["vocab_src"])
+    tgt_out = rng.integers((B, T), 0, model["vocab_tgt"])
+    tgt_in = np.concatenate([np.zeros((B, 1), dtype=np.int64), tgt_out[:, :-1]], axis=1)  # (B, T)
+    src_lens, tgt_lens = _lens(config, "src_valid_lens", B, S), _lens(config, "tgt_valid_lens", B, T)
+    seed = _mask_seed(config, rng)
+
+    def loss_fn(p):
+        loss, cache = transformer_loss(p, model, src, src_lens, tgt_in, tgt_out, tgt_lens, _masks(seed))
+        return loss, _relu_pattern(cache)
+
+    loss, cache = transformer_loss(params, model, src, src_lens, tgt_in, tgt_out, tgt_lens, _masks(seed))
+    grads = transformer_loss_backward(cache)
+    inputs = {"src": src, "tgt_in": tgt_in, "tgt_out": tgt_out}
+    if src_lens is not None:
+        inputs["src_valid_lens"] = src_lens
+    if tgt_lens is not None:
+        inputs["tgt_valid_lens"] = tgt_lens
+    return inputs, {"loss": np.array(loss), **_run_check(config, rng, params, loss_fn, grads)}
+
+
+def gradcheck_vit_case(config, rng):
+    # config: image, channels, patch, d, heads, mlp_hidden, blocks, classes, dropout (default 0), B,
+    #   gradcheck's
+    # draws: init_vit_params; norms jittered; cls N(0, 1) (d,); images U[0, 1) (B, C, H, H);
+    #   labels U{0..classes-1} (B,); the mask seed (dropout > 0); gradcheck's draws
+    model = {n: _size(config, n) for n in ("image", "channels", "patch", "d", "heads", "mlp_hidden",
+                                           "blocks", "classes")}
+    model["dropout"] = cc.get(config, "dropout", 0.0)
+    B = _size(config, "B")
+    params = _jitter_norms(rng, init_vit_params(rng, model))
+    params["cls"] = rng.normal((model["d"],))
+    images = rng.uniform((B, model["channels"], model["image"], model["image"]))
+    labels = rng.integers((B,), 0, model["classes"])
+    seed = _mask_seed(config, rng)
+
+    def loss_fn(p):
+        return vit_loss(p, model, images, labels, _masks(seed))[0], None
+
+    loss, cache = vit_loss(params, model, images, labels, _masks(seed))
+    grads = vit_loss_backward(cache)
+    return {"images": images, "labels": labels}, {"loss": np.array(loss), **_run_check(config, rng, params, loss_fn, grads)}
+
+
+def gradcheck_alignment_case(config, rng):
+    # config: E, H, pairs (default 1), gradcheck's
+    # draws: init_alignment_params; alignment_data (pair by pair: source then target embeddings);
+    #   gradcheck's draws
+    E, H, pairs = _size(config, "E"), _size(config, "H"), _size(config, "pairs", 1)
+    params = init_alignment_params(rng, E, H)
+    data = alignment_data(rng, E, pairs)
+
+    def loss_fn(p):
+        return alignment_loss(p, data)[0], None
+
+    loss, cache = alignment_loss(params, data)
+    grads = alignment_loss_backward(cache)
+    inputs = {"queries": data["queries"], "keys": data["keys"], "gold": data["gold"]}
+    return inputs, {"loss": np.array(loss), "weights": cache["weights"],
+                    **_run_check(config, rng, params, loss_fn, grads)}
+
+
+BUILDERS = {
+    "gradcheck_transformer": gradcheck_transformer_case,
+    "gradcheck_vit": gradcheck_vit_case,
+    "gradcheck_alignment": gradcheck_alignment_case,
+}
