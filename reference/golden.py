@@ -1,5 +1,6 @@
 """Golden documents: how an engine writes one case's tensors as JSON (twin: port_ts/src/golden.ts).
 
+A training case's document also holds "digests": name -> SHA-256 hex (docs/training.md).
 Layout (docs/goldens.md): keys sorted, two-space indent, a list of scalars on one line, a
 trailing newline. float64 in the shortest round-trip form (Python's repr); NaN and +-Infinity
 as the strings "NaN", "Infinity", "-Infinity". Same input, same bytes.
@@ -24,8 +25,9 @@ def tensor_doc(arr):
     return {"dtype": "float64", "shape": list(arr.shape), "data": [float(v) for v in arr.ravel()]}
 
 
-def case_document(case, inputs, outputs):
-    return {
+def case_document(case, inputs, outputs, digests=None):
+    """The golden document; `digests` (name -> SHA-256 hex, training cases) only when given."""
+    doc = {
         "schema_version": SCHEMA_VERSION,
         "engine": dict(ENGINE),
         "generator": GENERATOR,
@@ -33,6 +35,9 @@ def case_document(case, inputs, outputs):
         "inputs": {k: tensor_doc(v) for k, v in inputs.items()},
         "outputs": {k: tensor_doc(v) for k, v in outputs.items()},
     }
+    if digests is not None:
+        doc["digests"] = {str(k): str(v) for k, v in digests.items()}
+    return doc
 
 
 def _scalar(v):

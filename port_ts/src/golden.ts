@@ -1,4 +1,5 @@
 // Golden documents: how the port writes one case's tensors as JSON (twin: reference/golden.py).
+// A training case's document also holds "digests": name -> SHA-256 hex (docs/training.md).
 // Layout (docs/goldens.md): keys sorted, two-space indent, a list of scalars on one line, a
 // trailing newline. float64 in the shortest round-trip form (String(x)); -0 as -0.0; NaN and
 // +-Infinity as the strings "NaN", "Infinity", "-Infinity". Same input, same bytes.
@@ -17,9 +18,10 @@ export function tensorDoc(t: Tensor | IntTensor): { [key: string]: Json } {
   return { dtype, shape: [...t.shape], data: Array.from(t.data) };
 }
 
-export function caseDocument(caseSpec: Json, inputs: Named, outputs: Named): { [key: string]: Json } {
+/** The golden document; `digests` (name -> SHA-256 hex, training cases) only when given. */
+export function caseDocument(caseSpec: Json, inputs: Named, outputs: Named, digests?: Record<string, string>): { [key: string]: Json } {
   const docs = (named: Named) => Object.fromEntries(Object.entries(named).map(([k, v]) => [k, tensorDoc(v)]));
-  return {
+  const doc: { [key: string]: Json } = {
     schema_version: SCHEMA_VERSION,
     engine: { ...ENGINE },
     generator: GENERATOR,
@@ -27,6 +29,8 @@ export function caseDocument(caseSpec: Json, inputs: Named, outputs: Named): { [
     inputs: docs(inputs),
     outputs: docs(outputs),
   };
+  if (digests !== undefined) doc.digests = { ...digests };
+  return doc;
 }
 
 function scalar(v: Json): string {
