@@ -1,6 +1,8 @@
 """The reference engine's command line; the runner speaks to it as to the port (docs/protocol.md).
 
   python -m reference run            request on stdin, one golden file per case, status lines out
+                                     (a training case also writes out_dir/<id>.states/step_<t>.json,
+                                     and the request's "replay" field out_dir/<id>.replay/step_<t1>.json)
   python -m reference rng-hash --seed S --count N --kind uniform|normal
 """
 
@@ -16,8 +18,32 @@ import numpy as np
 
 from . import golden
 from .case_config import CaseError
-from .cases import run_case
+from .cases import run_case_with_states
+from .cases_training import replay_segment
 from .rng import Generator
+
+
+def _replay(case, entry, out_dir):
+    """docs/training.md, Replay: for each segment [t0, t1], the state of step t0 read from
+    entry["from_dir"], steps t0+1..t1 run here, the state at t1 written to out_dir/<id>.replay/."""
+    segments = entry.get("segments")
+    if not (isinstance(entry.get("from_dir"), str) and isinstance(segments, list)
+            and all(isinstance(s, list) and len(s) == 2 and all(isinstance(t, int) for t in s) for s in segments)):
+        raise CaseError(f"replay of {case['id']!r} needs 'from_dir' and 'segments' [[t0, t1], ...], got {entry!r}")
+    target = os.path.join(out_dir, f"{case['id']}.replay")
+    os.makedirs(target, exist_ok=True)
+    for t0, t1 in segments:
+        source = os.path.join(entry["from_dir"], f"step_{t0}.json")
+        try:
+            with open(source, encoding="utf-8") as fh:
+                state_doc = json.load(fh)
+        except (OSError, ValueError) as exc:
+            raise CaseError(f"replay [{t0}, {t1}]: cannot read the state of step {t0} from {source}: {exc}") from None
+        opt = state_doc.get("outputs", {}).get("opt", {}).get("data", [None])
+        if opt[0] != t0:
+            raise CaseError(f"replay [{t0}, {t1}]: {source} holds the state of step {opt[0]}, not {t0}")
+        golden.write(os.path.join(target, f"step_{t1}.json"), replay_segment(case, state_doc, t1))
+    return len(segments)
 
 
 def _run(stream_in, stream_out):
@@ -25,7 +51,10 @@ def _run(stream_in, stream_out):
         request = json.load(stream_in)
         out_dir = request["out_dir"]
         cases = request["cases"]
-    except (ValueError, KeyError, TypeError) as exc:
+        replay = request.get("replay", {})
+        if not isinstance(replay, dict):
+            raise TypeError("'replay' must be an object {id: {from_dir, segments}}")
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
         print(f"reference: the request on stdin must be JSON with 'out_dir' and 'cases': {exc}", file=sys.stderr)
         return 2
     os.makedirs(out_dir, exist_ok=True)
@@ -33,8 +62,17 @@ def _run(stream_in, stream_out):
         start = time.perf_counter()
         status = {"id": case.get("id")}
         try:
-            doc = run_case(case)
-            golden.write(os.path.join(out_dir, f"{case['id']}.json"), doc)
+            entry = replay.get(case.get("id"))
+            if entry is None or entry.get("free_run", True):
+                doc, states = run_case_with_states(case)
+                golden.write(os.path.join(out_dir, f"{case['id']}.json"), doc)
+                if states:
+                    state_dir = os.path.join(out_dir, f"{case['id']}.states")
+                    os.makedirs(state_dir, exist_ok=True)
+                    for t, state in states.items():
+                        golden.write(os.path.join(state_dir, f"step_{t}.json"), state)
+            if entry is not None:
+                status["replayed"] = _replay(case, entry, out_dir)
             status["ok"] = True
         except CaseError as exc:
             status.update(ok=False, error=str(exc))

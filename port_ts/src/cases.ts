@@ -1,5 +1,9 @@
 // Run one case of the catalogue: draw its inputs from its seed, compute, and return the golden
 // document (twin: cases.py). The builders live in one module per family.
+//
+// A builder returns { inputs, outputs }; a training builder (casesTraining.ts) also returns
+// digests and states (Map t -> state document), which the command line writes to
+// out_dir/<id>.states/step_<t>.json, each with the case echoed into it.
 
 import { Generator } from "./rng.ts";
 import { CaseError, type Config } from "./caseConfig.ts";
@@ -9,8 +13,10 @@ import { BUILDERS as layers } from "./casesLayers.ts";
 import { BUILDERS as models } from "./casesModels.ts";
 import { BUILDERS as lesson } from "./casesLesson.ts";
 import { BUILDERS as gradcheck } from "./casesGradcheck.ts";
+import { BUILDERS as training, type TrainingResult } from "./casesTraining.ts";
+import type { StateDocument } from "./train.ts";
 
-export const BUILDERS: Record<string, Builder> = { ...attention, ...layers, ...models, ...lesson, ...gradcheck };
+export const BUILDERS: Record<string, Builder> = { ...attention, ...layers, ...models, ...lesson, ...gradcheck, ...training };
 
 export interface CaseSpec {
   id: string;
@@ -22,10 +28,18 @@ export interface CaseSpec {
 
 /** The golden document of one case. */
 export function runCase(spec: CaseSpec): { [key: string]: Json } {
+  return runCaseWithStates(spec).doc;
+}
+
+/** The golden document and the states (Map t -> state document; empty unless the case trains). */
+export function runCaseWithStates(spec: CaseSpec): { doc: { [key: string]: Json }; states: Map<number, StateDocument> } {
   const builder = Object.hasOwn(BUILDERS, spec.op) ? BUILDERS[spec.op] : undefined;
   if (builder === undefined) {
     throw new CaseError(`unknown op '${spec.op}'; this engine knows [${Object.keys(BUILDERS).sort().join(", ")}]`);
   }
-  const { inputs, outputs } = builder(spec.config ?? {}, new Generator(spec.seed));
-  return caseDocument(spec as unknown as Json, inputs, outputs);
+  const result = builder(spec.config ?? {}, new Generator(spec.seed)) as Partial<TrainingResult> & ReturnType<Builder>;
+  const doc = caseDocument(spec as unknown as Json, result.inputs, result.outputs, result.digests);
+  const states = new Map<number, StateDocument>();
+  for (const [t, state] of result.states ?? []) states.set(t, { ...state, case: spec as unknown as Json });
+  return { doc, states };
 }

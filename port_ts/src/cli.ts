@@ -1,33 +1,77 @@
 // The port's command line (Node only; the numerical core never imports this). The runner speaks
 // to it as to the reference (docs/protocol.md):
 //   node port_ts/src/cli.ts run            request on stdin, one golden file per case, status lines out
+//                                          (a training case also writes out_dir/<id>.states/step_<t>.json,
+//                                          and the request's "replay" field out_dir/<id>.replay/step_<t1>.json)
 //   node port_ts/src/cli.ts rng-hash --seed S --count N --kind uniform|normal
 
 import { createHash } from "node:crypto";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { runCase, type CaseSpec } from "./cases.ts";
+import { runCaseWithStates, type CaseSpec } from "./cases.ts";
+import { replaySegment } from "./casesTraining.ts";
 import { CaseError } from "./caseConfig.ts";
-import { dumps } from "./golden.ts";
+import { dumps, type Json } from "./golden.ts";
+import type { StateDocument } from "./train.ts";
 import { Generator } from "./rng.ts";
 
+interface ReplayEntry { from_dir: string; segments: [number, number][]; free_run?: boolean }
+
+/** docs/training.md, Replay: for each segment [t0, t1], the state of step t0 read from
+ *  entry.from_dir, steps t0+1..t1 run here, the state at t1 written to out_dir/<id>.replay/. */
+function replay(spec: CaseSpec, entry: ReplayEntry, outDir: string): number {
+  const segments = entry.segments;
+  if (typeof entry.from_dir !== "string" || !Array.isArray(segments)
+      || !segments.every((s) => Array.isArray(s) && s.length === 2 && s.every(Number.isInteger))) {
+    throw new CaseError(`replay of '${spec.id}' needs 'from_dir' and 'segments' [[t0, t1], ...], got ${JSON.stringify(entry)}`);
+  }
+  const target = join(outDir, `${spec.id}.replay`);
+  mkdirSync(target, { recursive: true });
+  for (const [t0, t1] of segments) {
+    const source = join(entry.from_dir, `step_${t0}.json`);
+    let stateDoc: StateDocument;
+    try {
+      stateDoc = JSON.parse(readFileSync(source, "utf8"));
+    } catch (err) {
+      throw new CaseError(`replay [${t0}, ${t1}]: cannot read the state of step ${t0} from ${source}: ${(err as Error).message}`);
+    }
+    const opt = ((stateDoc.outputs as { [k: string]: { data: Json[] } } | undefined)?.opt?.data ?? [null])[0];
+    if (opt !== t0) throw new CaseError(`replay [${t0}, ${t1}]: ${source} holds the state of step ${opt}, not ${t0}`);
+    writeFileSync(join(target, `step_${t1}.json`), dumps(replaySegment(spec, stateDoc, t1)) + "\n");
+  }
+  return segments.length;
+}
+
 function run(): number {
-  let request: { out_dir: string; cases: CaseSpec[] };
+  let request: { out_dir: string; cases: CaseSpec[]; replay?: Record<string, ReplayEntry> };
   try {
     request = JSON.parse(readFileSync(0, "utf8"));
     if (typeof request.out_dir !== "string" || !Array.isArray(request.cases)) throw new Error("missing fields");
+    if (request.replay !== undefined && (typeof request.replay !== "object" || request.replay === null || Array.isArray(request.replay))) {
+      throw new Error("'replay' must be an object {id: {from_dir, segments}}");
+    }
   } catch (err) {
     process.stderr.write(`port: the request on stdin must be JSON with 'out_dir' and 'cases': ${(err as Error).message}\n`);
     return 2;
   }
   mkdirSync(request.out_dir, { recursive: true });
+  const replays = request.replay ?? {};
   for (const spec of request.cases) {
     const start = performance.now();
     const status: Record<string, unknown> = { id: spec.id };
     try {
-      const doc = runCase(spec);
-      writeFileSync(join(request.out_dir, `${spec.id}.json`), dumps(doc) + "\n");
+      const entry = Object.hasOwn(replays, spec.id) ? replays[spec.id] : undefined;
+      if (entry === undefined || entry.free_run !== false) {
+        const { doc, states } = runCaseWithStates(spec);
+        writeFileSync(join(request.out_dir, `${spec.id}.json`), dumps(doc) + "\n");
+        if (states.size > 0) {
+          const stateDir = join(request.out_dir, `${spec.id}.states`);
+          mkdirSync(stateDir, { recursive: true });
+          for (const [t, state] of states) writeFileSync(join(stateDir, `step_${t}.json`), dumps(state) + "\n");
+        }
+      }
+      if (entry !== undefined) status.replayed = replay(spec, entry, request.out_dir);
       status.ok = true;
     } catch (err) {
       const e = err as Error;

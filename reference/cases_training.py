@@ -1,0 +1,138 @@
+"""Training cases (kind "training"): the baked runs of docs/training.md (twin: casesTraining.ts).
+
+Every run is made from its case's config and seed alone by a setup function in RUNS,
+setup(config, rng) -> run, a dict:
+    names             the parameter order
+    params            the initial parameters (drawn first from rng, then the data)
+    step_fn(params, t) -> (loss, grads) for the batch of step t
+    inputs            tensors the golden records as inputs (the data, or a small part of it)
+    steps, lr, clip, checkpoint_every   the schedule (config keys of the same names)
+    report(params, history, checkpoints) -> outputs: the run's own final metrics and maps
+The builder trains it (train.train) and returns (inputs, outputs, digests, states):
+    outputs   loss (steps,), grad_norm (steps,), checkpoint_steps int64 (C,), then the report's
+    digests   init_params (parameters before step 1) and state.<t> for each checkpoint t
+    states    {t: state document} (train.state_document; cases.py echoes the case into each)
+replay_segment(case, state_doc, t1) rebuilds the run from the case, loads the state of step t0
+from the document and runs steps t0+1..t1: the state document at t1.
+
+train_alignment (act 4). Config: E, H (embedding and scorer sizes), pairs (default 1), and the
+schedule. Draws: init_alignment_params (W_q, W_k, w_v), then alignment_data (pair by pair, the
+source then the target embeddings, N(0, 1), fixed: never trained). Every step uses the whole
+data set (full batch). Outputs besides the common ones:
+    final_loss            () the loss at the final parameters
+    alignment.weights     (Q, K) pair 0's attention weights at the final parameters (the heatmap)
+    alignment.argmax      int64 (B, Q) the source word each target word attends to most
+    alignment.exact       int64 () 1 when every argmax is the gold alignment
+    alignment.exact_steps int64 (steps,) 1 where the argmax at the parameters of step t
+                          (before update t) is exact
+    alignment.checkpoints (C, Q, K) pair 0's weights at each checkpoint (the heatmap's story)
+"""
+
+import numpy as np
+
+from . import case_config as cc
+from .alignment import alignment_data, alignment_loss, alignment_loss_backward, init_alignment_params
+from .rng import Generator
+from .train import state_digest, state_document, state_from_document, train
+
+
+def _positive_int(config, key, default=...):
+    value = cc.get(config, key, default)
+    if not (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
+        raise cc.CaseError(f"config {key!r} must be a positive integer, got {value!r}")
+    return value
+
+
+def _positive_float(config, key):
+    value = cc.get(config, key)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise cc.CaseError(f"config {key!r} must be a positive number, got {value!r}")
+    return float(value)
+
+
+def schedule(config):
+    """{steps, lr, clip, checkpoint_every} from the config; clip may be null (never clip)."""
+    steps = _positive_int(config, "steps")
+    every = _positive_int(config, "checkpoint_every")
+    clip = None if cc.get(config, "clip") is None else _positive_float(config, "clip")
+    return {"steps": steps, "lr": _positive_float(config, "lr"), "clip": clip, "checkpoint_every": every}
+
+
+def alignment_setup(config, rng):
+    """The act-4 run: the additive scorer on fixed random embeddings of one sentence pair."""
+    E, H, pairs = _positive_int(config, "E"), _positive_int(config, "H"), _positive_int(config, "pairs", 1)
+    params = init_alignment_params(rng, E, H)
+    data = alignment_data(rng, E, pairs)
+    names = ["W_q", "W_k", "w_v"]
+    exact_steps = []
+
+    def step_fn(p, t):
+        loss, cache = alignment_loss(p, data)
+        exact_steps.append(int(np.array_equal(np.argmax(cache["weights"], axis=-1), data["gold"])))
+        return loss, alignment_loss_backward(cache)
+
+    def report(p, history, checkpoints):
+        loss, cache = alignment_loss(p, data)
+        argmax = np.argmax(cache["weights"], axis=-1).astype(np.int64)  # (B, Q)
+        story = [alignment_loss(snap[0], data)[1]["weights"][0] for _, snap in sorted(checkpoints.items())]
+        return {
+            "final_loss": np.array(loss),
+            "alignment.weights": cache["weights"][0],  # (Q, K)
+            "alignment.argmax": argmax,
+            "alignment.exact": np.array(int(np.array_equal(argmax, data["gold"])), dtype=np.int64),
+            "alignment.exact_steps": np.array(exact_steps, dtype=np.int64),
+            "alignment.checkpoints": np.stack(story),  # (C, Q, K)
+        }
+
+    return {"names": names, "params": params, "step_fn": step_fn, "report": report,
+            "inputs": {"queries": data["queries"], "keys": data["keys"], "gold": data["gold"]},
+            **schedule(config)}
+
+
+RUNS = {
+    "train_alignment": alignment_setup,
+}
+
+
+def _setup(case):
+    setup = RUNS.get(case.get("op"))
+    if setup is None:
+        raise cc.CaseError(f"unknown training op {case.get('op')!r}; this engine knows {sorted(RUNS)}")
+    return setup(case.get("config", {}), Generator(case["seed"]))
+
+
+def _builder(setup):
+    def build(config, rng):
+        run = setup(config, rng)
+        names, params = run["names"], run["params"]
+        digests = {"init_params": state_digest(params, names)}
+        history, checkpoints = train(params, names, run["step_fn"], run["steps"], run["lr"], run["clip"],
+                                     run["checkpoint_every"])
+        outputs = {
+            "loss": np.array(history["loss"]),
+            "grad_norm": np.array(history["grad_norm"]),
+            "checkpoint_steps": np.array(sorted(checkpoints), dtype=np.int64),
+            **run["report"](params, history, checkpoints),
+        }
+        states = {}
+        for t, (p, s) in sorted(checkpoints.items()):
+            digests[f"state.{t}"] = state_digest(p, names, s)
+            states[t] = state_document(p, names, s)
+        return run["inputs"], outputs, digests, states
+
+    return build
+
+
+def replay_segment(case, state_doc, t1):
+    """Run the case's steps t0+1..t1 from the state document of step t0: the state document at t1
+    (with the case echoed)."""
+    run = _setup(case)
+    params, state = state_from_document(state_doc, run["names"])
+    if not (isinstance(t1, int) and state["t"] < t1 <= run["steps"]):
+        raise cc.CaseError(f"replay of {case.get('id')!r}: segment [{state['t']}, {t1!r}] must end after its "
+                           f"start and at most at the run's last step {run['steps']}")
+    train(params, run["names"], run["step_fn"], t1, run["lr"], run["clip"], run["checkpoint_every"], state)
+    return {**state_document(params, run["names"], state), "case": case}
+
+
+BUILDERS = {op: _builder(setup) for op, setup in RUNS.items()}
