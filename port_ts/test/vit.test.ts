@@ -1,11 +1,14 @@
 // The ViT: patch order (row-major over the grid, (channel, i, j) inside a patch), the patch
 // embedding against a direct convolution, <cls> prepended at position 0 and read by the head,
-// parameter order, shapes and the dropout draws.
+// parameter order, shapes and the dropout draws; the backward against central differences written
+// here, patchify's inverse, the <cls>/pos[0] gradients and the reuse of the dropout masks.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { Generator } from "../src/rng.ts";
 import { tensor, zeros, type Tensor } from "../src/ops.ts";
-import { initVitParams, patchEmbeddingForward, patchify, vitForward, type VitConfig } from "../src/vit.ts";
+import {
+  initVitParams, patchEmbeddingForward, patchify, patchifyBackward, vitBackward, vitForward, vitLoss, vitLossBackward, type VitConfig,
+} from "../src/vit.ts";
 
 const DIRECT = 1e-14; // a direct loop summed in another order, values of size ~1
 const LN_ONLY = 1e-15; // one layer norm and one linear map of 4 features, written out here
@@ -99,4 +102,77 @@ test("dropout: embedding mask, then per block weights, MLP hidden, MLP output", 
   const dropped = vitForward(images, params, { ...SMALL, dropout: 0.1 }, rng).out;
   assert.equal(rng.counter, B * N1 * d + 2 * (B * H * N1 * N1 + B * N1 * M + B * N1 * d));
   assert.notDeepEqual(Array.from(dropped.data), Array.from(plain.data));
+});
+
+// --- backward -----------------------------------------------------------------------------------
+
+// Central differences written here, independent of src/gradcheck.ts: fourth-order stencil, h 1e-3.
+function numericCoordinate(f: () => number, x: Float64Array, i: number, h = 1e-3): number {
+  const x0 = x[i];
+  const at = (t: number) => { x[i] = x0 + t; const v = f(); x[i] = x0; return v; };
+  return (8 * (at(h) - at(-h)) - (at(2 * h) - at(-2 * h))) / (12 * h);
+}
+
+const TINY: VitConfig = { image: 4, channels: 2, patch: 2, d: 8, heads: 2, mlp_hidden: 12, blocks: 2, classes: 3, dropout: 0 };
+
+function tinyModel(seed: number) {
+  const rng = new Generator(seed);
+  const params = initVitParams(rng, TINY);
+  for (const name of Object.keys(params)) { // layer norms and <cls> away from init's 1, 0 and 0
+    if (name.endsWith(".gamma") || name.endsWith(".beta") || name === "cls") {
+      const z = rng.normal(params[name].shape).data;
+      for (let i = 0; i < z.length; i++) params[name].data[i] = (name.endsWith(".gamma") ? 1 : 0) + 0.1 * z[i];
+    }
+  }
+  const images = rng.uniform([3, TINY.channels, TINY.image, TINY.image]);
+  const labels = rng.integers([3], 0, TINY.classes);
+  return { params, images, labels };
+}
+
+test("patchifyBackward undoes patchify exactly (a permutation)", () => {
+  const images = new Generator(40).normal([2, 3, 8, 8]);
+  const back = patchifyBackward(patchify(images, 4), images.shape, 4);
+  assert.deepEqual(back.shape, images.shape);
+  assert.deepEqual(Array.from(back.data), Array.from(images.data));
+});
+
+test("vitLossBackward: every parameter, in init order, each against central differences", () => {
+  const { params, images, labels } = tinyModel(41);
+  const grads = vitLossBackward(vitLoss(params, TINY, images, labels).cache);
+  assert.deepEqual(Object.keys(grads), Object.keys(params));
+  const rng = new Generator(42);
+  for (const name of Object.keys(params)) {
+    assert.deepEqual(grads[name].shape, params[name].shape, name);
+    const size = params[name].data.length;
+    for (let c = 0; c < 3; c++) {
+      const i = Math.floor(rng.nextDouble() * size);
+      const n = numericCoordinate(() => vitLoss(params, TINY, images, labels).loss, params[name].data, i);
+      const a = grads[name].data[i];
+      assert.ok(Math.abs(a - n) <= 1e-8 * Math.max(Math.abs(a), Math.abs(n), 1e-3), `${name}[${i}]: analytic ${a}, numeric ${n}`);
+    }
+  }
+});
+
+test("vitBackward: <cls> and pos[0] get the same gradient (both enter row 0 of every image)", () => {
+  const { params, images } = tinyModel(43);
+  const { cache } = vitForward(images, params, TINY);
+  const dlogits = new Generator(44).normal([3, TINY.classes]);
+  const grads = vitBackward(dlogits, cache);
+  // cls and pos[0] enter every image's row 0 through the same sum: equal gradients
+  assert.deepEqual(Array.from(grads.cls.data), Array.from(grads.pos.data.subarray(0, TINY.d)));
+  assert.ok(grads.cls.data.some((v) => v !== 0));
+});
+
+test("dropout: the backward reuses the forward's masks", () => {
+  const { params, images, labels } = tinyModel(45);
+  const config = { ...TINY, dropout: 0.2 };
+  const g1 = vitLossBackward(vitLoss(params, config, images, labels, new Generator(9)).cache);
+  const g2 = vitLossBackward(vitLoss(params, config, images, labels, new Generator(9)).cache);
+  const g0 = vitLossBackward(vitLoss(params, TINY, images, labels).cache);
+  for (const name of Object.keys(params)) assert.deepEqual(Array.from(g1[name].data), Array.from(g2[name].data), name);
+  assert.ok(Object.keys(params).some((n) => g1[n].data.some((v, i) => v !== g0[n].data[i])));
+  // and it is the gradient of the masked loss: a coordinate of the first MLP weight
+  const f = () => vitLoss(params, config, images, labels, new Generator(9)).loss;
+  const n = numericCoordinate(f, params["blk0.mlp.W1"].data, 5);
+  assert.ok(Math.abs(g1["blk0.mlp.W1"].data[5] - n) <= 1e-8 * Math.max(Math.abs(n), 1e-3));
 });
