@@ -17,6 +17,10 @@ Shape legend: n images, C = 1 channel, S = 8 image side, K classes, B batch.
 
 import numpy as np
 
+from . import case_config as cc
+from .train import state_digest
+from .vit import init_vit_params, vit_forward, vit_loss, vit_loss_backward
+
 SIDE = 8
 GARMENTS = ("t-shirt", "trouser", "pullover", "dress", "sandal", "sneaker", "bag", "ankle boot")
 
@@ -68,7 +72,7 @@ def shift_image(img, dy, dx):
 def make_garments(rng, n, classes):
     """One split drawn in the module doc's order: (images (n, 1, S, S) in [0, 1], labels int64 (n,))."""
     if not 2 <= classes <= len(TEMPLATES):
-        raise ValueError(f"garments: classes must be in [2, {len(TEMPLATES)}], got {classes}")
+        raise cc.CaseError(f"garments: classes must be in [2, {len(TEMPLATES)}], got {classes}")
     templates = garment_templates()
     labels = rng.permutation(n) % classes  # (n,)
     variant = rng.integers((n,), 0, 2)  # (n,)
@@ -86,3 +90,109 @@ def garment_splits(rng, n_train, n_test, classes):
     train_x, train_y = make_garments(rng, n_train, classes)
     test_x, test_y = make_garments(rng, n_test, classes)
     return {"train_images": train_x, "train_labels": train_y, "test_images": test_x, "test_labels": test_y}
+
+
+# ---- The ViT run (case train_vit, registered in cases_training.RUNS) ----
+
+def vit_model_config(config):
+    """The ViT's config (vit.py) from a case config: image 8 and channels 1 are the data's."""
+    model = {"image": SIDE, "channels": 1, "dropout": 0.0}
+    for key in ("patch", "d", "heads", "mlp_hidden", "blocks", "classes"):
+        model[key] = _positive_int(config, key)
+    if cc.get(config, "dropout", 0.0) != 0.0:
+        raise cc.CaseError(f"train_vit: the baked run has dropout 0 (docs/training.md), got {config['dropout']!r}")
+    return model
+
+
+def batch_indices(t, batch, n):
+    """The training images of step t (1-based), a fixed cyclic order: ((t - 1) * batch + j) mod n."""
+    return ((t - 1) * batch + np.arange(batch, dtype=np.int64)) % n
+
+
+def predict(params, model, images):
+    """(predictions int64 (n,), logits (n, K), forward cache): the first largest logit wins a tie."""
+    logits, cache = vit_forward(images, params, model)
+    return np.argmax(logits, axis=-1).astype(np.int64), logits, cache
+
+
+def accuracy(predictions, labels):
+    """The fraction of correct predictions: (number correct) / n, one rounded division."""
+    return float(int(np.count_nonzero(predictions == labels))) / float(len(labels))
+
+
+def first_of_each_class(labels, classes):
+    """int64 (classes,): the index of the first image of each class (the attention showcase)."""
+    out = np.zeros(classes, dtype=np.int64)
+    for k in range(classes):
+        hits = np.flatnonzero(labels == k)
+        if hits.size == 0:
+            raise ValueError(f"garments: the split has no image of class {k} ({GARMENTS[k]})")
+        out[k] = hits[0]
+    return out
+
+
+def vit_setup(config, rng):
+    """The train_vit run: draws the ViT's initial parameters (vit.init_vit_params), then the train
+    split, then the test split; returns the run dict of cases_training (names, params, step_fn,
+    report, inputs, digests, steps, lr, clip, checkpoint_every). docs/garments.md has the
+    configuration, the outputs and the reasons."""
+    model = vit_model_config(config)
+    n_train, n_test, batch = (_positive_int(config, k) for k in ("n_train", "n_test", "batch"))
+    params = init_vit_params(rng, model)
+    names = list(params)
+    data = garment_splits(rng, n_train, n_test, model["classes"])
+    train_x, train_y = data["train_images"], data["train_labels"]
+    test_x, test_y = data["test_images"], data["test_labels"]
+    shown = first_of_each_class(test_y, model["classes"])  # (K,)
+
+    def step_fn(p, t):
+        idx = batch_indices(t, batch, n_train)
+        loss, cache = vit_loss(p, model, train_x[idx], train_y[idx])
+        return loss, vit_loss_backward(cache)
+
+    def report(p, history, checkpoints):
+        predictions, _, cache = predict(p, model, test_x)
+        final_loss, _ = vit_loss(p, model, test_x, test_y)
+        train_pred, _, _ = predict(p, model, train_x)
+        story = [accuracy(predict(snap[0], model, test_x)[0], test_y) for _, snap in sorted(checkpoints.items())]
+        weights = cache["weights"][-1]  # (n_test, H, N+1, N+1)  the last block
+        return {
+            "final_loss": np.array(final_loss),
+            "accuracy": np.array(accuracy(predictions, test_y)),
+            "train_accuracy": np.array(accuracy(train_pred, train_y)),
+            "predictions": predictions,  # (n_test,)
+            "accuracy.checkpoints": np.array(story),  # (C,)
+            "cls_attention": weights[shown, :, 0, :],  # (K, H, N+1)  column 0 is <cls> itself
+            "cls_attention.images": shown,  # (K,)  test indices, one per class
+        }
+
+    data_digests = {
+        "data.train": _data_digest(train_x, train_y),
+        "data.test": _data_digest(test_x, test_y),
+    }
+    clip = cc.get(config, "clip")
+    sched = {"steps": _positive_int(config, "steps"), "lr": _positive_float(config, "lr"),
+             "clip": None if clip is None else _positive_float(config, "clip"),
+             "checkpoint_every": _positive_int(config, "checkpoint_every")}
+    return {"names": names, "params": params, "step_fn": step_fn, "report": report,
+            "inputs": {"attention_images": test_x[shown], "test_labels": test_y},
+            "digests": data_digests, **sched}
+
+
+def _data_digest(images, labels):
+    """SHA-256 of the images' then the labels' little-endian float64 bytes (train.state_digest)."""
+    return state_digest({"images": images, "labels": labels}, ["images", "labels"])
+
+
+def _positive_int(config, key):
+    value = cc.get(config, key)
+    if not (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
+        raise cc.CaseError(f"train_vit: config {key!r} must be a positive integer, got {value!r}")
+    return value
+
+
+def _positive_float(config, key):
+    value = cc.get(config, key)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise cc.CaseError(f"train_vit: config {key!r} must be a positive number, got {value!r}")
+    return float(value)

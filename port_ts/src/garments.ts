@@ -16,6 +16,12 @@
 
 import type { Generator } from "./rng.ts";
 import type { IntTensor, Tensor } from "./ops.ts";
+import type { Named } from "./golden.ts";
+import type { Params } from "./optim.ts";
+import type { Run } from "./casesTraining.ts";
+import { type Config, CaseError, get } from "./caseConfig.ts";
+import { type History, type Snapshot, type StepFn, stateDigest } from "./train.ts";
+import { type VitCache, type VitConfig, initVitParams, vitForward, vitLoss, vitLossBackward } from "./vit.ts";
 
 export const SIDE = 8;
 export const GARMENTS = ["t-shirt", "trouser", "pullover", "dress", "sandal", "sneaker", "bag", "ankle boot"];
@@ -67,7 +73,7 @@ export function shiftImage(img: Tensor, dy: number, dx: number): Tensor {
 /** One split drawn in the module doc's order: images (n, 1, S, S) in [0, 1], labels (n,). */
 export function makeGarments(rng: Generator, n: number, classes: number): { images: Tensor; labels: IntTensor } {
   if (!(Number.isInteger(classes) && classes >= 2 && classes <= TEMPLATES.length)) {
-    throw new RangeError(`garments: classes must be in [2, ${TEMPLATES.length}], got ${classes}`);
+    throw new CaseError(`garments: classes must be in [2, ${TEMPLATES.length}], got ${classes}`);
   }
   const templates = garmentTemplates();
   const perm = rng.permutation(n);
@@ -95,4 +101,135 @@ export function garmentSplits(rng: Generator, nTrain: number, nTest: number, cla
   const train = makeGarments(rng, nTrain, classes);
   const test = makeGarments(rng, nTest, classes);
   return { trainImages: train.images, trainLabels: train.labels, testImages: test.images, testLabels: test.labels };
+}
+
+// ---- The ViT run (case train_vit, registered in casesTraining.RUNS) ----
+
+/** The ViT's config (vit.ts) from a case config: image 8 and channels 1 are the data's. */
+export function vitModelConfig(config: Config): VitConfig {
+  if (get<unknown>(config, "dropout", 0) !== 0) {
+    throw new CaseError(`train_vit: the baked run has dropout 0 (docs/training.md), got ${JSON.stringify(config.dropout)}`);
+  }
+  return {
+    image: SIDE, channels: 1, dropout: 0,
+    patch: positiveInt(config, "patch"), d: positiveInt(config, "d"), heads: positiveInt(config, "heads"),
+    mlp_hidden: positiveInt(config, "mlp_hidden"), blocks: positiveInt(config, "blocks"), classes: positiveInt(config, "classes"),
+  };
+}
+
+/** The training images of step t (1-based), a fixed cyclic order: ((t - 1) * batch + j) mod n. */
+export function batchIndices(t: number, batch: number, n: number): Int32Array {
+  const out = new Int32Array(batch);
+  for (let j = 0; j < batch; j++) out[j] = ((t - 1) * batch + j) % n;
+  return out;
+}
+
+/** Predictions (n,), logits (n, K) and the forward cache: the first largest logit wins a tie. */
+export function predict(params: Params, model: VitConfig, images: Tensor): { predictions: IntTensor; logits: Tensor; cache: VitCache } {
+  const { out: logits, cache } = vitForward(images, params, model);
+  const K = logits.shape[1], n = logits.shape[0];
+  const predictions = new Int32Array(n);
+  for (let r = 0; r < n; r++) {
+    let best = 0;
+    for (let k = 1; k < K; k++) if (logits.data[r * K + k] > logits.data[r * K + best]) best = k;
+    predictions[r] = best;
+  }
+  return { predictions: { shape: [n], data: predictions }, logits, cache };
+}
+
+/** The fraction of correct predictions: (number correct) / n, one rounded division. */
+export function accuracy(predictions: IntTensor, labels: IntTensor): number {
+  let correct = 0;
+  for (let i = 0; i < labels.data.length; i++) if (predictions.data[i] === labels.data[i]) correct++;
+  return correct / labels.data.length;
+}
+
+/** (classes,): the index of the first image of each class (the attention showcase). */
+export function firstOfEachClass(labels: IntTensor, classes: number): IntTensor {
+  const out = new Int32Array(classes);
+  for (let k = 0; k < classes; k++) {
+    const at = labels.data.indexOf(k);
+    if (at < 0) throw new RangeError(`garments: the split has no image of class ${k} (${GARMENTS[k]})`);
+    out[k] = at;
+  }
+  return { shape: [classes], data: out };
+}
+
+export interface VitRun extends Run { digests: Record<string, string> }
+
+/** The train_vit run: draws the ViT's initial parameters (vit.initVitParams), then the train
+ *  split, then the test split; returns the Run of casesTraining (names, params, stepFn, report,
+ *  inputs, digests, schedule). docs/garments.md has the configuration, the outputs and the reasons. */
+export function vitSetup(config: Config, rng: Generator): VitRun {
+  const model = vitModelConfig(config);
+  const nTrain = positiveInt(config, "n_train"), nTest = positiveInt(config, "n_test"), batch = positiveInt(config, "batch");
+  const params = initVitParams(rng, model);
+  const names = Object.keys(params);
+  const data = garmentSplits(rng, nTrain, nTest, model.classes);
+  const { trainImages, trainLabels, testImages, testLabels } = data;
+  const shown = firstOfEachClass(testLabels, model.classes); // (K,)
+  const P = SIDE * SIDE;
+  const stepFn: StepFn = (p, t) => {
+    const idx = batchIndices(t, batch, nTrain);
+    const images: Tensor = { shape: [batch, 1, SIDE, SIDE], data: new Float64Array(batch * P) };
+    const labels: IntTensor = { shape: [batch], data: new Int32Array(batch) };
+    idx.forEach((i, j) => {
+      images.data.set(trainImages.data.subarray(i * P, (i + 1) * P), j * P);
+      labels.data[j] = trainLabels.data[i];
+    });
+    const { loss, cache } = vitLoss(p, model, images, labels);
+    return { loss, grads: vitLossBackward(cache) };
+  };
+  const report = (p: Params, _history: History, checkpoints: Map<number, Snapshot>): Named => {
+    const { predictions, cache } = predict(p, model, testImages);
+    const { loss: finalLoss } = vitLoss(p, model, testImages, testLabels);
+    const trainPred = predict(p, model, trainImages).predictions;
+    const steps = [...checkpoints.keys()].sort((a, b) => a - b);
+    const story = Float64Array.from(steps, (t) => accuracy(predict(checkpoints.get(t)!.params, model, testImages).predictions, testLabels));
+    const w = cache.weights[cache.weights.length - 1]; // (n_test, H, N+1, N+1)  the last block
+    const [, H, T] = w.shape;
+    const cls = new Float64Array(shown.data.length * H * T); // (K, H, N+1)  column 0 is <cls> itself
+    shown.data.forEach((i, a) => {
+      for (let h = 0; h < H; h++) cls.set(w.data.subarray(((i * H + h) * T) * T, ((i * H + h) * T) * T + T), (a * H + h) * T);
+    });
+    return {
+      final_loss: { shape: [], data: Float64Array.of(finalLoss) },
+      accuracy: { shape: [], data: Float64Array.of(accuracy(predictions, testLabels)) },
+      train_accuracy: { shape: [], data: Float64Array.of(accuracy(trainPred, trainLabels)) },
+      predictions, // (n_test,)
+      "accuracy.checkpoints": { shape: [steps.length], data: story }, // (C,)
+      cls_attention: { shape: [shown.data.length, H, T], data: cls },
+      "cls_attention.images": shown, // (K,)  test indices, one per class
+    };
+  };
+  const attentionImages: Tensor = { shape: [shown.data.length, 1, SIDE, SIDE], data: new Float64Array(shown.data.length * P) };
+  shown.data.forEach((i, a) => attentionImages.data.set(testImages.data.subarray(i * P, (i + 1) * P), a * P));
+  const clip = get<unknown>(config, "clip") === null ? null : positiveFloat(config, "clip");
+  return {
+    names, params, stepFn, report,
+    inputs: { attention_images: attentionImages, test_labels: testLabels },
+    digests: { "data.train": dataDigest(trainImages, trainLabels), "data.test": dataDigest(testImages, testLabels) },
+    steps: positiveInt(config, "steps"), lr: positiveFloat(config, "lr"), clip, checkpointEvery: positiveInt(config, "checkpoint_every"),
+  };
+}
+
+/** SHA-256 of the images' then the labels' little-endian float64 bytes (train.stateDigest). */
+function dataDigest(images: Tensor, labels: IntTensor): string {
+  return stateDigest({ images, labels: { shape: labels.shape, data: Float64Array.from(labels.data) } }, ["images", "labels"]);
+}
+
+function positiveInt(config: Config, key: string): number {
+  const value = get<unknown>(config, key);
+  if (!(typeof value === "number" && Number.isInteger(value) && value >= 1)) {
+    throw new CaseError(`train_vit: config '${key}' must be a positive integer, got ${JSON.stringify(value)}`);
+  }
+  return value;
+}
+
+function positiveFloat(config: Config, key: string): number {
+  const value = get<unknown>(config, key);
+  if (!(typeof value === "number" && value > 0)) {
+    throw new CaseError(`train_vit: config '${key}' must be a positive number, got ${JSON.stringify(value)}`);
+  }
+  return value;
 }
