@@ -8,9 +8,12 @@ setup(config, rng) -> run, a dict:
     inputs            tensors the golden records as inputs (the data, or a small part of it)
     steps, lr, clip, checkpoint_every   the schedule (config keys of the same names)
     report(params, history, checkpoints) -> outputs: the run's own final metrics and maps
+    digests           optional {name: hex} of the run's own (e.g. its data sets), copied into
+                      the golden's digests
 The builder trains it (train.train) and returns (inputs, outputs, digests, states):
     outputs   loss (steps,), grad_norm (steps,), checkpoint_steps int64 (C,), then the report's
-    digests   init_params (parameters before step 1) and state.<t> for each checkpoint t
+    digests   init_params (parameters before step 1), the run's own, and state.<t> for each
+              checkpoint t
     states    {t: state document} (train.state_document; cases.py echoes the case into each)
 replay_segment(case, state_doc, t1) rebuilds the run from the case, loads the state of step t0
 from the document and runs steps t0+1..t1: the state document at t1.
@@ -32,6 +35,7 @@ import numpy as np
 
 from . import case_config as cc
 from .alignment import alignment_data, alignment_loss, alignment_loss_backward, init_alignment_params
+from .garments import vit_setup
 from .rng import Generator
 from .train import state_digest, state_document, state_from_document, train
 
@@ -91,6 +95,7 @@ def alignment_setup(config, rng):
 
 RUNS = {
     "train_alignment": alignment_setup,
+    "train_vit": vit_setup,  # garments.py
 }
 
 
@@ -105,7 +110,7 @@ def _builder(setup):
     def build(config, rng):
         run = setup(config, rng)
         names, params = run["names"], run["params"]
-        digests = {"init_params": state_digest(params, names)}
+        digests = {"init_params": state_digest(params, names), **run.get("digests", {})}
         history, checkpoints = train(params, names, run["step_fn"], run["steps"], run["lr"], run["clip"],
                                      run["checkpoint_every"])
         outputs = {

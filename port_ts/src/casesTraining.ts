@@ -8,9 +8,12 @@
 //   inputs            tensors the golden records as inputs (the data, or a small part of it)
 //   steps, lr, clip, checkpointEvery   the schedule (config keys steps, lr, clip, checkpoint_every)
 //   report(params, history, checkpoints) -> outputs: the run's own final metrics and maps
+//   digests           optional { name: hex } of the run's own (e.g. its data sets), copied into
+//                     the golden's digests
 // The builder trains it (train.ts) and returns { inputs, outputs, digests, states }:
 //   outputs   loss (steps,), grad_norm (steps,), checkpoint_steps int64 (C,), then the report's
-//   digests   init_params (parameters before step 1) and state.<t> for each checkpoint t
+//   digests   init_params (parameters before step 1), the run's own, and state.<t> for each
+//             checkpoint t
 //   states    Map t -> state document (stateDocument; cases.ts echoes the case into each)
 // replaySegment(case, stateDoc, t1) rebuilds the run from the case, loads the state of step t0
 // from the document and runs steps t0+1..t1: the state document at t1.
@@ -33,6 +36,7 @@ import type { Params } from "./optim.ts";
 import { Generator } from "./rng.ts";
 import { type Config, CaseError, get } from "./caseConfig.ts";
 import { alignmentData, alignmentLoss, alignmentLossBackward, initAlignmentParams } from "./alignment.ts";
+import { vitSetup } from "./garments.ts";
 import { type History, type Snapshot, type StateDocument, type StepFn, stateDigest, stateDocument, stateFromDocument, train } from "./train.ts";
 
 export interface Schedule { steps: number; lr: number; clip: number | null; checkpointEvery: number }
@@ -43,6 +47,7 @@ export interface Run extends Schedule {
   stepFn: StepFn;
   inputs: Named;
   report: (params: Params, history: History, checkpoints: Map<number, Snapshot>) => Named;
+  digests?: Record<string, string>;
 }
 
 export type Setup = (config: Config, rng: Generator) => Run;
@@ -139,6 +144,7 @@ export function alignmentSetup(config: Config, rng: Generator): Run {
 
 export const RUNS: Record<string, Setup> = {
   train_alignment: alignmentSetup,
+  train_vit: vitSetup, // garments.ts
 };
 
 function setupOf(spec: TrainingCase): Run {
@@ -153,7 +159,7 @@ function builder(setup: Setup): (config: Config, rng: Generator) => TrainingResu
   return (config, rng) => {
     const run = setup(config, rng);
     const { names, params } = run;
-    const digests: Record<string, string> = { init_params: stateDigest(params, names) };
+    const digests: Record<string, string> = { init_params: stateDigest(params, names), ...run.digests };
     const { history, checkpoints } = train(params, names, run.stepFn, run.steps, run.lr, run.clip, run.checkpointEvery);
     const steps = [...checkpoints.keys()].sort((a, b) => a - b);
     const outputs: Named = {
