@@ -26,12 +26,12 @@ from reference.vit import init_vit_params
 
 # The train_vit case (docs/garments.md); cases/attention/training.json must hold the same.
 VIT_CASE = {
-    "id": "train_vit", "kind": "training", "op": "train_vit", "seed": 700,
+    "id": "train.vit", "kind": "training", "op": "train_vit", "seed": 602,
     "config": {"patch": 4, "d": 16, "heads": 2, "mlp_hidden": 32, "blocks": 1, "classes": 8, "dropout": 0.0,
                "n_train": 1000, "n_test": 200, "batch": 40,
                "steps": 300, "lr": 0.005, "clip": 5.0, "checkpoint_every": 50},
 }
-ACCURACY_BAR = 0.7  # chance is 1/8; docs/garments.md says why 0.7
+ACCURACY_BAR = 0.75  # chance is 1/8; docs/garments.md says why 0.75
 TORCH_TOL = 1e-9  # the bound for the PyTorch oracle over 20 steps (measured ~1e-14)
 RUNNER_TOL = 1e-6  # verify's rule |a - e| <= tol * (1 + |e|), docs/runner.md
 
@@ -50,16 +50,16 @@ def run_node(node, repo_root, script):
 def test_catalogue_entry_matches_the_documented_case(repo_root):
     path = repo_root / "cases" / "attention" / "training.json"
     cases = json.loads(path.read_text())["cases"] if path.exists() else []
-    entry = [c for c in cases if c.get("id") == "train_vit"]
+    entry = [c for c in cases if c.get("op") == "train_vit"]
     if not entry:
-        pytest.skip("train_vit is not registered in cases/attention/training.json yet (docs/garments.md has its JSON)")
+        pytest.skip("train_vit is not in cases/attention/training.json yet (docs/garments.md has its JSON)")
     mine = {k: VIT_CASE[k] for k in ("op", "seed", "config")}
     assert {k: entry[0][k] for k in mine} == mine, "the catalogue's train_vit differs from docs/garments.md"
 
 
 # ---- the data ----
 
-SPLITS = [(1, 40, 8), (2, 37, 5), (3, 0, 8), (700, 1000, 8)]
+SPLITS = [(1, 40, 8), (2, 37, 5), (3, 0, 8), (602, 1000, 8)]
 
 
 def test_data_are_bit_identical_across_engines(node, repo_root):
@@ -87,7 +87,7 @@ console.log(JSON.stringify(out));
 
 
 def test_classes_are_balanced_and_pixels_in_the_unit_interval():
-    data = garment_splits(Generator(700), 1000, 200, 8)
+    data = garment_splits(Generator(602), 1000, 200, 8)
     for split, n in (("train", 1000), ("test", 200)):
         images, labels = data[f"{split}_images"], data[f"{split}_labels"]
         assert images.shape == (n, 1, 8, 8) and images.dtype == np.float64 and labels.dtype == np.int64
