@@ -36,6 +36,7 @@ import numpy as np
 from . import case_config as cc
 from .alignment import alignment_data, alignment_loss, alignment_loss_backward, init_alignment_params
 from .garments import vit_setup
+from .reversal import reversal_setup
 from .rng import Generator
 from .train import state_digest, state_document, state_from_document, train
 
@@ -95,6 +96,7 @@ def alignment_setup(config, rng):
 
 RUNS = {
     "train_alignment": alignment_setup,
+    "train_reversal": reversal_setup,  # reversal.py
     "train_vit": vit_setup,  # garments.py
 }
 

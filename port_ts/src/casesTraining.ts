@@ -37,6 +37,7 @@ import { Generator } from "./rng.ts";
 import { type Config, CaseError, get } from "./caseConfig.ts";
 import { alignmentData, alignmentLoss, alignmentLossBackward, initAlignmentParams } from "./alignment.ts";
 import { vitSetup } from "./garments.ts";
+import { reversalSetup } from "./reversal.ts";
 import { type History, type Snapshot, type StateDocument, type StepFn, stateDigest, stateDocument, stateFromDocument, train } from "./train.ts";
 
 export interface Schedule { steps: number; lr: number; clip: number | null; checkpointEvery: number }
@@ -144,6 +145,7 @@ export function alignmentSetup(config: Config, rng: Generator): Run {
 
 export const RUNS: Record<string, Setup> = {
   train_alignment: alignmentSetup,
+  train_reversal: reversalSetup, // reversal.ts
   train_vit: vitSetup, // garments.ts
 };
 
