@@ -90,10 +90,11 @@ def _tail(text, lines=3):
     return " | ".join(kept) if kept else "(nothing on stderr)"
 
 
-def run(engine, case_specs, out_dir, timeout):
-    """Run one engine on the cases; returns its EngineRun or raises InputError."""
+def run(engine, case_specs, out_dir, timeout, extra=None):
+    """Run one engine on the cases; returns its EngineRun or raises InputError. extra: further
+    request fields (the "replay" of training cases, docs/training.md)."""
     out_dir = Path(out_dir)
-    request = json.dumps({"protocol": PROTOCOL, "out_dir": str(out_dir), "cases": case_specs})
+    request = json.dumps({"protocol": PROTOCOL, "out_dir": str(out_dir), "cases": case_specs, **(extra or {})})
     try:
         proc = subprocess.Popen(
             engine.argv, cwd=engine.cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,

@@ -125,6 +125,17 @@ def expectation_lines(case, style):
         else:
             lines.append(f"  free run {name}: first beyond the tolerance at step {run['first_step_beyond']} "
                          f"({run['steps_beyond']} of {steps} steps); max |diff| up to step {_growth(run)}")
+    segments = case.get("replay") or []
+    if segments:
+        bad = [r for r in segments if not r["passed"]]
+        finite = [r["max_abs"] for r in segments if isinstance(r["max_abs"], float)]
+        same = sum(r["bit_identical"] for r in segments)
+        if not bad:
+            lines.append(f"  replay: {len(segments)} segments from the reference's states, every one within the tolerance "
+                         f"(max |diff| {_num(max(finite) if finite else None, '.1e')}; {same} bit-identical)")
+        for r in bad:
+            where = "" if r["segment"] is None else f" [{r['segment'][0]}, {r['segment'][1]}]"
+            lines.append(f"  {style.bad('replay failed')}{where}: {r['error']}")
     if case["drifted"]:
         lines.append(f"  drift allowed (expect.may_drift): {', '.join(case['drifted'])}")
     return lines

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from . import engines as engines_mod
 from . import goldens
+from . import replay as replay_mod
 from .compare import compare_named
 from .expectations import case_checks
 from .documents import DocumentError, case_difference, decode_tensors, read
@@ -78,7 +79,20 @@ def run(ctx, selected, all_ids, engines, tol, check_unused):
         for case in selected:
             _unknown_op(runs["reference"], case, ctx.display)
         runs = {e.name: runs[e.name] for e in engines}  # report in the engines' order
-        cases = [_case_result(ctx, case, runs, tol) for case in selected]
+        reference_dir = runs["reference"].out_dir
+        to_replay = [c for c in selected if c.kind == "training" and replay_mod.segments_of(c)
+                     and runs["reference"].statuses.get(c.id, {}).get("ok")]
+        port = next(e for e in engines if e.name == "port")
+        replayed = replay_mod.run_port(port, to_replay, reference_dir, work, ctx.timeout) if to_replay else None
+        cases = []
+        for case in selected:
+            result = _case_result(ctx, case, runs, tol)
+            if case.kind == "training" and replay_mod.segments_of(case):
+                result["replay"] = replay_mod.compare(case, reference_dir, replayed, tol)
+                result["passed"] = result["passed"] and all(r["passed"] for r in result["replay"])
+            else:
+                result["replay"] = []
+            cases.append(result)
     unused = []
     if check_unused:
         unused = [ctx.display(p) for p in goldens.unused(ctx.golden_dir, [e.name for e in engines], all_ids)]
