@@ -2,7 +2,9 @@
 
   python -m reference run            request on stdin, one golden file per case, status lines out
                                      (a training case also writes out_dir/<id>.states/step_<t>.json,
-                                     and the request's "replay" field out_dir/<id>.replay/step_<t1>.json)
+                                     and the request's "replay" field out_dir/<id>.replay/step_<t1>.json;
+                                     a pretrained case reads the request's "assets" {model: directory}
+                                     and writes out_dir/<id>.full.json beside its golden view)
   python -m reference rng-hash --seed S --count N --kind uniform|normal
 """
 
@@ -19,6 +21,7 @@ import numpy as np
 from . import golden
 from .case_config import CaseError
 from .cases import run_case_with_states
+from .cases_pretrained import split_documents
 from .cases_training import replay_segment
 from .rng import Generator
 
@@ -54,6 +57,9 @@ def _run(stream_in, stream_out):
         replay = request.get("replay", {})
         if not isinstance(replay, dict):
             raise TypeError("'replay' must be an object {id: {from_dir, segments}}")
+        assets = request.get("assets", {})
+        if not isinstance(assets, dict):
+            raise TypeError("'assets' must be an object {model name: directory}")
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         print(f"reference: the request on stdin must be JSON with 'out_dir' and 'cases': {exc}", file=sys.stderr)
         return 2
@@ -64,7 +70,10 @@ def _run(stream_in, stream_out):
         try:
             entry = replay.get(case.get("id"))
             if entry is None or entry.get("free_run", True):
-                doc, states = run_case_with_states(case)
+                doc, states = run_case_with_states(case, assets)
+                if case.get("kind") == "pretrained":  # docs/pretrained.md: the golden keeps a view
+                    doc, full = split_documents(doc)
+                    golden.write(os.path.join(out_dir, f"{case['id']}.full.json"), full)
                 golden.write(os.path.join(out_dir, f"{case['id']}.json"), doc)
                 if states:
                     state_dir = os.path.join(out_dir, f"{case['id']}.states")
