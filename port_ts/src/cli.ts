@@ -2,7 +2,9 @@
 // to it as to the reference (docs/protocol.md):
 //   node port_ts/src/cli.ts run            request on stdin, one golden file per case, status lines out
 //                                          (a training case also writes out_dir/<id>.states/step_<t>.json,
-//                                          and the request's "replay" field out_dir/<id>.replay/step_<t1>.json)
+//                                          and the request's "replay" field out_dir/<id>.replay/step_<t1>.json;
+//                                          a pretrained case reads the request's "assets" {model: directory}
+//                                          and writes out_dir/<id>.full.json beside its golden view)
 //   node port_ts/src/cli.ts rng-hash --seed S --count N --kind uniform|normal
 
 import { createHash } from "node:crypto";
@@ -10,6 +12,7 @@ import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { runCaseWithStates, type CaseSpec } from "./cases.ts";
+import { splitDocuments, type Assets } from "./casesPretrained.ts";
 import { replaySegment } from "./casesTraining.ts";
 import { CaseError } from "./caseConfig.ts";
 import { dumps, type Json } from "./golden.ts";
@@ -43,13 +46,25 @@ function replay(spec: CaseSpec, entry: ReplayEntry, outDir: string): number {
   return segments.length;
 }
 
+/** The request's assets {model name: directory} as the core takes them: bytes of a file, read on demand. */
+function modelFiles(dirs: Record<string, unknown>): Assets {
+  const assets: Assets = {};
+  for (const [name, dir] of Object.entries(dirs)) {
+    if (typeof dir === "string") assets[name] = { file: (file: string) => new Uint8Array(readFileSync(join(dir, file))) };
+  }
+  return assets;
+}
+
 function run(): number {
-  let request: { out_dir: string; cases: CaseSpec[]; replay?: Record<string, ReplayEntry> };
+  let request: { out_dir: string; cases: CaseSpec[]; replay?: Record<string, ReplayEntry>; assets?: Record<string, unknown> };
   try {
     request = JSON.parse(readFileSync(0, "utf8"));
     if (typeof request.out_dir !== "string" || !Array.isArray(request.cases)) throw new Error("missing fields");
     if (request.replay !== undefined && (typeof request.replay !== "object" || request.replay === null || Array.isArray(request.replay))) {
       throw new Error("'replay' must be an object {id: {from_dir, segments}}");
+    }
+    if (request.assets !== undefined && (typeof request.assets !== "object" || request.assets === null || Array.isArray(request.assets))) {
+      throw new Error("'assets' must be an object {model name: directory}");
     }
   } catch (err) {
     process.stderr.write(`port: the request on stdin must be JSON with 'out_dir' and 'cases': ${(err as Error).message}\n`);
@@ -57,14 +72,21 @@ function run(): number {
   }
   mkdirSync(request.out_dir, { recursive: true });
   const replays = request.replay ?? {};
+  const assets = modelFiles(request.assets ?? {});
   for (const spec of request.cases) {
     const start = performance.now();
     const status: Record<string, unknown> = { id: spec.id };
     try {
       const entry = Object.hasOwn(replays, spec.id) ? replays[spec.id] : undefined;
       if (entry === undefined || entry.free_run !== false) {
-        const { doc, states } = runCaseWithStates(spec);
-        writeFileSync(join(request.out_dir, `${spec.id}.json`), dumps(doc) + "\n");
+        const { doc, states } = runCaseWithStates(spec, assets);
+        let golden = doc;
+        if (spec.kind === "pretrained") { // docs/pretrained.md: the golden keeps a view
+          const split = splitDocuments(doc);
+          writeFileSync(join(request.out_dir, `${spec.id}.full.json`), dumps(split.full) + "\n");
+          golden = split.golden;
+        }
+        writeFileSync(join(request.out_dir, `${spec.id}.json`), dumps(golden) + "\n");
         if (states.size > 0) {
           const stateDir = join(request.out_dir, `${spec.id}.states`);
           mkdirSync(stateDir, { recursive: true });
