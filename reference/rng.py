@@ -1,12 +1,14 @@
 """The shared generator: Threefry-2x32-20 on a counter, Marsaglia's polar normals.
 
 Specified bit for bit in docs/generator.md; port_ts/src/rng.ts is its twin. Every operation on
-floats below is exactly rounded (+, -, *, /, sqrt, scaling by powers of two), so both engines
-draw the same bits. Draws are vectorised over counters, which is what makes NumPy fast here:
+floats below is exactly rounded (+, -, *, /, sqrt, scaling by powers of two; ln is mathlib's
+spec_log, built from those), so both engines draw the same bits. Draws are vectorised over counters, which is what makes NumPy fast here:
 draw i depends only on (seed, i).
 """
 
 import numpy as np
+
+from .mathlib import spec_log
 
 GENERATOR = "threefry2x32-20/polar-v1"
 
@@ -14,9 +16,6 @@ _ROT = (13, 15, 26, 6, 17, 29, 16, 24)
 _PARITY = np.uint32(0x1BD11BDA)
 _M32 = 0xFFFFFFFF
 _TWO_M53 = 2.0 ** -53
-_SQRT_HALF = 0.7071067811865476  # nearest double to sqrt(1/2)
-_LN2 = 0.6931471805599453  # nearest double to ln 2
-_ATANH_COEFS = [1.0 / (2 * k + 1) for k in range(11)]  # 1, 1/3, ..., 1/21
 
 
 def threefry2x32(key0, key1, c0, c1):
@@ -35,21 +34,6 @@ def threefry2x32(key0, key1, c0, c1):
             x0 = x0 + ks[i % 3]
             x1 = x1 + ks[(i + 1) % 3] + np.uint32(i)
     return x0, x1
-
-
-def spec_log(s):
-    """Natural log of s > 0 (array) by exactly rounded operations only: s = f * 2**e with
-    f in [sqrt(1/2), sqrt(2)), ln f = 2 atanh(t), t = (f - 1) / (f + 1), series to t**21."""
-    f, e = np.frexp(s)  # exact: f in [0.5, 1)
-    low = f < _SQRT_HALF
-    f = np.where(low, f * 2.0, f)
-    e = np.where(low, e - 1, e).astype(np.float64)
-    t = (f - 1.0) / (f + 1.0)
-    t2 = t * t
-    p = np.full_like(t, _ATANH_COEFS[10])
-    for c in reversed(_ATANH_COEFS[:10]):
-        p = p * t2 + c
-    return e * _LN2 + 2.0 * t * p
 
 
 class Generator:

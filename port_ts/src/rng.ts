@@ -1,17 +1,16 @@
 // The shared generator: Threefry-2x32-20 on a counter, Marsaglia's polar normals.
 // Specified bit for bit in docs/generator.md; twin of reference/rng.py. Only exactly rounded
-// float operations (+, -, *, /, sqrt, scaling by powers of two), so both engines draw the same bits.
+// float operations (+, -, *, /, sqrt, scaling by powers of two; ln is mathlib's specLog, built
+// from those), so both engines draw the same bits.
 
 import { type Tensor, type IntTensor, sizeOf } from "./ops.ts";
+import { specLog } from "./mathlib.ts";
 
 export const GENERATOR = "threefry2x32-20/polar-v1";
 
 const ROT = [13, 15, 26, 6, 17, 29, 16, 24];
 const PARITY = 0x1bd11bda;
 const TWO_M53 = 2 ** -53;
-const SQRT_HALF = 0.7071067811865476;
-const LN2 = 0.6931471805599453;
-const ATANH_COEFS = Array.from({ length: 11 }, (_, k) => 1 / (2 * k + 1));
 
 /** Threefry-2x32, 20 rounds; writes the two output words into out[0], out[1] (as uint32). */
 export function threefry2x32(key0: number, key1: number, c0: number, c1: number, out: Uint32Array): void {
@@ -32,20 +31,6 @@ export function threefry2x32(key0: number, key1: number, c0: number, c1: number,
   }
   out[0] = x0;
   out[1] = x1;
-}
-
-/** Natural log of s > 0 by exactly rounded operations only (twin of spec_log). */
-export function specLog(s: number): number {
-  let f = s;
-  let e = 0;
-  while (f >= 1) { f *= 0.5; e += 1; } // exact: f = s * 2**-e in [0.5, 1)
-  while (f < 0.5) { f *= 2; e -= 1; }
-  if (f < SQRT_HALF) { f *= 2; e -= 1; }
-  const t = (f - 1) / (f + 1);
-  const t2 = t * t;
-  let p = ATANH_COEFS[10];
-  for (let k = 9; k >= 0; k--) p = p * t2 + ATANH_COEFS[k];
-  return e * LN2 + 2 * t * p;
 }
 
 /** A stream of draws from seed (0 <= seed < 2**53). State: the next counter. */
