@@ -1,6 +1,8 @@
 // Tensors and reductions in one documented order (twin: reference/ops.py).
 // A tensor is its shape plus a row-major Float64Array. Every sum runs in index order from +0,
-// one rounded add per term: acc = 0; for k in 0..K-1: acc = acc + x[k].
+// one rounded add per term: acc = 0; for k in 0..K-1: acc = acc + x[k]. The products compute
+// several outputs per pass over k (productKernel), each in that order (docs/performance.md);
+// port_ts/test/ops.test.ts checks them bit for bit against the naive loops.
 // Shape legend: ... leading (batch) axes, M rows, K summed axis, N columns.
 
 export interface Tensor {
@@ -46,6 +48,66 @@ function sameLead(a: readonly number[], b: readonly number[]): boolean {
   return a.length === b.length && a.slice(0, -2).every((s, i) => s === b[i]);
 }
 
+// The one product kernel (docs/performance.md):
+//   O[oo + m*N + n] = sum over k = 0..K-1, in order from +0, of A[ao + m*sam + k*sak] * B[bo + k*sbk + n*sbn].
+// The strides give matmul (a row-major, b row-major), matmulNT (b transposed) and matmulTn
+// (a transposed). It computes a 2 x 4 block of outputs at a time, eight accumulators in one pass
+// over k, each its own in-order sum acc = acc + a*b from +0: the order of every output element is
+// the naive loop's, only the loads of a and b are shared. No allocation inside.
+function productKernel(
+  A: Float64Array, ao: number, sam: number, sak: number,
+  B: Float64Array, bo: number, sbk: number, sbn: number,
+  O: Float64Array, oo: number, M: number, K: number, N: number,
+): void {
+  let m = 0;
+  for (; m + 1 < M; m += 2) {
+    const a0 = ao + m * sam, a1 = a0 + sam, o0 = oo + m * N, o1 = o0 + N;
+    let n = 0;
+    for (; n + 3 < N; n += 4) {
+      const b0 = bo + n * sbn, b1 = b0 + sbn, b2 = b1 + sbn, b3 = b2 + sbn;
+      let s00 = 0, s01 = 0, s02 = 0, s03 = 0, s10 = 0, s11 = 0, s12 = 0, s13 = 0;
+      for (let k = 0; k < K; k++) {
+        const ka = k * sak, kb = k * sbk;
+        const x0 = A[a0 + ka], x1 = A[a1 + ka];
+        const y0 = B[b0 + kb], y1 = B[b1 + kb], y2 = B[b2 + kb], y3 = B[b3 + kb];
+        s00 += x0 * y0; s01 += x0 * y1; s02 += x0 * y2; s03 += x0 * y3;
+        s10 += x1 * y0; s11 += x1 * y1; s12 += x1 * y2; s13 += x1 * y3;
+      }
+      O[o0 + n] = s00; O[o0 + n + 1] = s01; O[o0 + n + 2] = s02; O[o0 + n + 3] = s03;
+      O[o1 + n] = s10; O[o1 + n + 1] = s11; O[o1 + n + 2] = s12; O[o1 + n + 3] = s13;
+    }
+    for (; n < N; n++) { // the last N mod 4 columns, two rows at a time
+      const b0 = bo + n * sbn;
+      let s0 = 0, s1 = 0;
+      for (let k = 0; k < K; k++) {
+        const y = B[b0 + k * sbk];
+        s0 += A[a0 + k * sak] * y;
+        s1 += A[a1 + k * sak] * y;
+      }
+      O[o0 + n] = s0; O[o1 + n] = s1;
+    }
+  }
+  if (m < M) { // the last row when M is odd: four columns at a time, then one
+    const a0 = ao + m * sam, o0 = oo + m * N;
+    let n = 0;
+    for (; n + 3 < N; n += 4) {
+      const b0 = bo + n * sbn, b1 = b0 + sbn, b2 = b1 + sbn, b3 = b2 + sbn;
+      let s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+      for (let k = 0; k < K; k++) {
+        const kb = k * sbk, x = A[a0 + k * sak];
+        s0 += x * B[b0 + kb]; s1 += x * B[b1 + kb]; s2 += x * B[b2 + kb]; s3 += x * B[b3 + kb];
+      }
+      O[o0 + n] = s0; O[o0 + n + 1] = s1; O[o0 + n + 2] = s2; O[o0 + n + 3] = s3;
+    }
+    for (; n < N; n++) {
+      const b0 = bo + n * sbn;
+      let s = 0;
+      for (let k = 0; k < K; k++) s += A[a0 + k * sak] * B[b0 + k * sbk];
+      O[o0 + n] = s;
+    }
+  }
+}
+
 /** a (..., M, K) @ b (..., K, N) -> (..., M, N); b may also be a single (K, N) matrix. */
 export function matmul(a: Tensor, b: Tensor): Tensor {
   const M = a.shape[a.shape.length - 2], K = a.shape[a.shape.length - 1];
@@ -56,17 +118,8 @@ export function matmul(a: Tensor, b: Tensor): Tensor {
   const batch = leadSize(a.shape);
   const bStride = b.shape.length === 2 ? 0 : K * N;
   const out = zeros([...a.shape.slice(0, -2), M, N]);
-  const A = a.data, B = b.data, O = out.data;
-  for (let p = 0; p < batch; p++) {
-    const ao = p * M * K, bo = p * bStride, oo = p * M * N;
-    for (let m = 0; m < M; m++) {
-      for (let n = 0; n < N; n++) {
-        let acc = 0;
-        for (let k = 0; k < K; k++) acc += A[ao + m * K + k] * B[bo + k * N + n];
-        O[oo + m * N + n] = acc;
-      }
-    }
-  }
+  if (bStride === 0) productKernel(a.data, 0, K, 1, b.data, 0, N, 1, out.data, 0, batch * M, K, N); // one b: rows of every batch
+  else for (let p = 0; p < batch; p++) productKernel(a.data, p * M * K, K, 1, b.data, p * bStride, N, 1, out.data, p * M * N, M, K, N);
   return out;
 }
 
@@ -80,17 +133,23 @@ export function matmulNT(a: Tensor, b: Tensor): Tensor {
   const batch = leadSize(a.shape);
   const bStride = b.shape.length === 2 ? 0 : N * K;
   const out = zeros([...a.shape.slice(0, -2), M, N]);
-  const A = a.data, B = b.data, O = out.data;
-  for (let p = 0; p < batch; p++) {
-    const ao = p * M * K, bo = p * bStride, oo = p * M * N;
-    for (let m = 0; m < M; m++) {
-      for (let n = 0; n < N; n++) {
-        let acc = 0;
-        for (let k = 0; k < K; k++) acc += A[ao + m * K + k] * B[bo + n * K + k];
-        O[oo + m * N + n] = acc;
-      }
-    }
+  if (bStride === 0) productKernel(a.data, 0, K, 1, b.data, 0, 1, K, out.data, 0, batch * M, K, N); // one b: rows of every batch
+  else for (let p = 0; p < batch; p++) productKernel(a.data, p * M * K, K, 1, b.data, p * bStride, 1, K, out.data, p * M * N, M, K, N);
+  return out;
+}
+
+/** a(..., K, M)^T @ b (..., K, N) -> (..., M, N), the in-order sum over rows k (dW = dout^T x);
+ * b may be a single (K, N) matrix. */
+export function matmulTn(a: Tensor, b: Tensor): Tensor {
+  const K = a.shape[a.shape.length - 2], M = a.shape[a.shape.length - 1];
+  const N = b.shape[b.shape.length - 1];
+  if (b.shape[b.shape.length - 2] !== K || !(b.shape.length === 2 || sameLead(a.shape, b.shape))) {
+    throw new RangeError(`matmulTn: shapes [${a.shape}]^T @ [${b.shape}] do not fit`);
   }
+  const batch = leadSize(a.shape);
+  const bStride = b.shape.length === 2 ? 0 : K * N;
+  const out = zeros([...a.shape.slice(0, -2), M, N]);
+  for (let p = 0; p < batch; p++) productKernel(a.data, p * K * M, 1, M, b.data, p * bStride, N, 1, out.data, p * M * N, M, K, N);
   return out;
 }
 
@@ -98,10 +157,11 @@ export function matmulNT(a: Tensor, b: Tensor): Tensor {
 export function sumLast(x: Tensor): Tensor {
   const K = x.shape[x.shape.length - 1];
   const out = zeros(x.shape.slice(0, -1));
-  for (let r = 0; r < out.data.length; r++) {
+  const X = x.data, O = out.data;
+  for (let r = 0, ro = 0; r < O.length; r++, ro += K) {
     let acc = 0;
-    for (let k = 0; k < K; k++) acc += x.data[r * K + k];
-    out.data[r] = acc;
+    for (let k = 0; k < K; k++) acc += X[ro + k];
+    O[r] = acc;
   }
   return out;
 }

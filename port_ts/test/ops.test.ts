@@ -1,0 +1,166 @@
+// ops: the blocked product kernel and the hoisted sums give the naive loops' bits
+// (docs/performance.md). The specification is the loop: acc = +0, then acc = acc + a*b for
+// k = 0..K-1, one output at a time. Every result is compared bit for bit (BigUint64Array views:
+// -0 and +0 differ) on data mixing signs, magnitudes 1e-20..1e20 and zeros of both signs, where
+// another order gives other bits (shown below, so these tests can fail).
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { type Tensor, matmul, matmulNT, matmulTn, meanLast, sizeOf, sumLast, tensor } from "../src/ops.ts";
+
+/** A small deterministic generator (xorshift64*), independent of the port's generator. */
+function makeRandom(seed: number): () => number {
+  let s = BigInt(seed) * 0x9e3779b97f4a7c15n + 1n;
+  const mask = (1n << 64n) - 1n;
+  return () => {
+    s ^= s >> 12n; s ^= (s << 25n) & mask; s ^= s >> 27n;
+    return Number(((s * 0x2545f4914f6cdd1dn) & mask) >> 11n) / 2 ** 53;
+  };
+}
+
+function wild(rand: () => number, shape: number[]): Tensor {
+  const data = new Float64Array(sizeOf(shape));
+  for (let i = 0; i < data.length; i++) {
+    const u = rand();
+    if (u < 0.06) data[i] = 0;
+    else if (u < 0.12) data[i] = -0;
+    else data[i] = (rand() * 2 - 1) * 10 ** Math.floor(rand() * 41 - 20);
+  }
+  return { shape, data };
+}
+
+// ---- the specification: naive loops in index order from +0 ----
+function loopMatmul(a: Tensor, b: Tensor): Tensor { // a (..., M, K), b (..., K, N) or (K, N)
+  const M = a.shape[a.shape.length - 2], K = a.shape[a.shape.length - 1], N = b.shape[b.shape.length - 1];
+  const batch = sizeOf(a.shape.slice(0, -2)), bStride = b.shape.length === 2 ? 0 : K * N;
+  const out = new Float64Array(batch * M * N);
+  for (let p = 0; p < batch; p++) {
+    for (let m = 0; m < M; m++) {
+      for (let n = 0; n < N; n++) {
+        let acc = 0;
+        for (let k = 0; k < K; k++) acc = acc + a.data[p * M * K + m * K + k] * b.data[p * bStride + k * N + n];
+        out[p * M * N + m * N + n] = acc;
+      }
+    }
+  }
+  return { shape: [...a.shape.slice(0, -2), M, N], data: out };
+}
+
+function transposeLast(x: Tensor): Tensor {
+  const R = x.shape[x.shape.length - 2], C = x.shape[x.shape.length - 1], batch = sizeOf(x.shape.slice(0, -2));
+  const data = new Float64Array(x.data.length);
+  for (let p = 0; p < batch; p++) for (let r = 0; r < R; r++) for (let c = 0; c < C; c++) data[p * R * C + c * R + r] = x.data[p * R * C + r * C + c];
+  return { shape: [...x.shape.slice(0, -2), C, R], data };
+}
+
+function loopSumLast(x: Tensor): Float64Array {
+  const K = x.shape[x.shape.length - 1], rows = sizeOf(x.shape.slice(0, -1));
+  const out = new Float64Array(rows);
+  for (let r = 0; r < rows; r++) {
+    let acc = 0;
+    for (let k = 0; k < K; k++) acc = acc + x.data[r * K + k];
+    out[r] = acc;
+  }
+  return out;
+}
+
+function assertSameBits(got: Tensor, want: Tensor | Float64Array, what: string): void {
+  const wantData = want instanceof Float64Array ? want : want.data;
+  if (!(want instanceof Float64Array)) assert.deepEqual(got.shape, want.shape, `${what}: shape`);
+  assert.equal(got.data.length, wantData.length, `${what}: size`);
+  const g = new BigUint64Array(got.data.buffer, got.data.byteOffset, got.data.length);
+  const w = new BigUint64Array(wantData.buffer, wantData.byteOffset, wantData.length);
+  for (let i = 0; i < g.length; i++) {
+    if (g[i] !== w[i]) assert.fail(`${what}: element ${i} is ${got.data[i]}, the loop gives ${wantData[i]}`);
+  }
+}
+
+const KS = [0, 1, 1, 2, 3, 4, 5, 7, 9, 16, 33, 130];
+
+function randomCase(rand: () => number): { a: Tensor; b: Tensor } {
+  const L = Math.floor(rand() * 4);
+  const lead = Array.from({ length: L }, () => Math.floor(rand() * 4));
+  const M = Math.floor(rand() * 10), N = Math.floor(rand() * 10), K = KS[Math.floor(rand() * KS.length)];
+  const a = wild(rand, [...lead, M, K]);
+  const b = wild(rand, rand() < 0.5 ? [K, N] : [...lead, K, N]);
+  return { a, b };
+}
+
+test("matmul is the loop, bit for bit: batches, one shared b, 0-size axes, K = 1, odd M and N", () => {
+  const rand = makeRandom(1);
+  for (let i = 0; i < 1500; i++) {
+    const { a, b } = randomCase(rand);
+    assertSameBits(matmul(a, b), loopMatmul(a, b), `matmul [${a.shape}] @ [${b.shape}]`);
+  }
+});
+
+test("matmulNT and matmulTn are the loop on the transposed operand, bit for bit", () => {
+  const rand = makeRandom(2);
+  for (let i = 0; i < 1000; i++) {
+    const { a, b } = randomCase(rand);
+    const want = loopMatmul(a, b);
+    assertSameBits(matmulNT(a, transposeLast(b)), want, `matmulNT [${a.shape}] @ [${b.shape}]^T`);
+    assertSameBits(matmulTn(transposeLast(a), b), want, `matmulTn [${a.shape}]^T @ [${b.shape}]`);
+  }
+});
+
+test("the model's shapes: (448, 16) x (16, 64), (16, 448) x (448, 16), batched (128, 7, 7) x (128, 7, 8)", () => {
+  const rand = makeRandom(3);
+  const cases: [number[], number[]][] = [[[448, 16], [16, 64]], [[448, 64], [64, 16]], [[16, 448], [448, 16]],
+    [[64, 7, 16], [16, 16]], [[128, 7, 7], [128, 7, 8]], [[128, 7, 8], [128, 8, 7]], [[448, 16], [16, 13]], [[1, 448], [448, 1]]];
+  for (const [sa, sb] of cases) {
+    const a = wild(rand, sa), b = wild(rand, sb);
+    const want = loopMatmul(a, b);
+    assertSameBits(matmul(a, b), want, `[${sa}] @ [${sb}]`);
+    assertSameBits(matmulNT(a, transposeLast(b)), want, `NT [${sa}] @ [${sb}]`);
+    assertSameBits(matmulTn(transposeLast(a), b), want, `Tn [${sa}] @ [${sb}]`);
+  }
+});
+
+test("sumLast and meanLast are the loop, bit for bit", () => {
+  const rand = makeRandom(4);
+  for (let i = 0; i < 600; i++) {
+    const shape = Array.from({ length: Math.floor(rand() * 4) }, () => Math.floor(rand() * 6));
+    const K = [0, 1, 2, 5, 9, 17, 128, 129, 448][Math.floor(rand() * 9)];
+    const x = wild(rand, [...shape, K]);
+    const want = loopSumLast(x);
+    assertSameBits(sumLast(x), want, `sumLast [${x.shape}]`);
+    assertSameBits(meanLast(x), want.map((v) => v / K), `meanLast [${x.shape}]`);
+  }
+});
+
+test("a sum of -0 terms is +0 (the loop starts from +0)", () => {
+  for (const K of [1, 2, 5, 9]) {
+    for (const [M, N] of [[1, 1], [2, 4], [3, 5], [4, 8]]) {
+      const a = tensor([M, K], new Float64Array(M * K).fill(-0)), b = tensor([K, N], new Float64Array(K * N).fill(1));
+      for (const y of [matmul(a, b), matmulNT(a, transposeLast(b)), matmulTn(transposeLast(a), b)]) {
+        for (const v of y.data) assert.ok(Object.is(v, 0), `K ${K}, ${M} x ${N}: got ${v}`);
+      }
+      for (const v of sumLast(a).data) assert.ok(Object.is(v, 0));
+    }
+  }
+});
+
+test("infinities and NaN as in the loop; shape errors", () => {
+  const a = tensor([3, 4], [1e308, 1e308, -Infinity, 1, Infinity, -Infinity, 1, 2, NaN, 1, 2, 3]);
+  const b = tensor([4, 2], [10, 1, 10, -1, 0, 1, 1, 1]);
+  const got = matmul(a, b), want = loopMatmul(a, b);
+  for (let i = 0; i < want.data.length; i++) assert.ok(Object.is(got.data[i], want.data[i]), `element ${i}`);
+  assert.throws(() => matmul(tensor([2, 3], [1, 2, 3, 4, 5, 6]), tensor([2, 2], [1, 2, 3, 4])), /do not fit/);
+  assert.throws(() => matmulNT(tensor([2, 3], [1, 2, 3, 4, 5, 6]), tensor([2, 2], [1, 2, 3, 4])), /do not fit/);
+  assert.throws(() => matmulTn(tensor([2, 3], [1, 2, 3, 4, 5, 6]), tensor([3, 2], [1, 2, 3, 4, 5, 6])), /do not fit/);
+});
+
+test("the data is order-sensitive: a reversed or two-lane sum gives other bits", () => {
+  const rand = makeRandom(5);
+  const x = wild(rand, [64, 448]);
+  const inOrder = loopSumLast(x);
+  let reversedDiffers = 0, lanesDiffer = 0;
+  for (let r = 0; r < 64; r++) {
+    let rev = 0, even = 0, odd = 0;
+    for (let k = 447; k >= 0; k--) rev += x.data[r * 448 + k];
+    for (let k = 0; k < 448; k += 2) { even += x.data[r * 448 + k]; odd += x.data[r * 448 + k + 1]; }
+    if (!Object.is(rev, inOrder[r])) reversedDiffers++;
+    if (!Object.is(even + odd, inOrder[r])) lanesDiffer++;
+  }
+  assert.ok(reversedDiffers > 0 && lanesDiffer > 0, `${reversedDiffers} reversed, ${lanesDiffer} two-lane sums differ`);
+});
