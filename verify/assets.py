@@ -82,7 +82,6 @@ def not_run_result(case, display, reason):
     not_run = {"status": "not run", "label": "not run", "file": "", "detail": reason, "max_ulp": None}
     return {
         "id": case.id, "kind": case.kind, "op": case.op, "file": display(case.file), "passed": False,
-        "not_run": True,
         "goldens": {"reference": "not run", "port": "not run"},
         "golden_details": {"reference": dict(not_run), "port": dict(not_run)},
         "tensors": [], "drifted": [], "checks": [], "free_runs": [], "replay": [], "errors": [reason],
