@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -43,6 +44,9 @@ class EngineRun:
     out_dir: Path
     statuses: dict = field(default_factory=dict)  # case id -> status line (dict)
     stderr: str = ""
+    wall: float = 0.0  # seconds from start to exit (the longest process, when split by --jobs)
+    startup: float = None  # seconds before the first case began (start-up: interpreter, imports)
+    processes: int = 1
 
 
 def node_binary():
@@ -90,11 +94,13 @@ def _tail(text, lines=3):
     return " | ".join(kept) if kept else "(nothing on stderr)"
 
 
-def run(engine, case_specs, out_dir, timeout, extra=None):
+def run(engine, case_specs, out_dir, timeout, extra=None, on_status=None):
     """Run one engine on the cases; returns its EngineRun or raises InputError. extra: further
-    request fields (the "replay" of training cases, docs/training.md)."""
+    request fields (the "replay" of training cases, docs/training.md). on_status(status) is
+    called as each status line arrives (the progress display)."""
     out_dir = Path(out_dir)
     request = json.dumps({"protocol": PROTOCOL, "out_dir": str(out_dir), "cases": case_specs, **(extra or {})})
+    started = time.monotonic()
     try:
         proc = subprocess.Popen(
             engine.argv, cwd=engine.cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -106,25 +112,58 @@ def run(engine, case_specs, out_dir, timeout, extra=None):
         raise InputError(f"cannot start the {engine.name} engine ({engine.command}): {exc.strerror or exc}; {hint}") from None
     with _live_lock:
         _live.add(proc)
-    try:
-        stdout, stderr = proc.communicate(request, timeout=timeout)
-    except subprocess.TimeoutExpired:
+    expired = threading.Event()
+
+    def expire():
+        expired.set()
         _kill(proc)
-        proc.communicate()
+
+    def feed():
+        try:
+            proc.stdin.write(request)
+            proc.stdin.close()
+        except (BrokenPipeError, OSError, ValueError):
+            pass  # the engine stopped reading: its exit code and stderr say why
+
+    errors = []
+    timer = threading.Timer(timeout, expire)
+    timer.daemon = True
+    feeder = threading.Thread(target=feed, daemon=True)
+    drain = threading.Thread(target=lambda: errors.append(proc.stderr.read()), daemon=True)
+    lines, first_at = [], None
+    timer.start()
+    feeder.start()
+    drain.start()
+    try:
+        for line in proc.stdout:  # status lines as they come, so progress can be shown
+            lines.append(line)
+            status = _status(line)
+            if status is not None:
+                if first_at is None:
+                    first_at = time.monotonic() - started - float(status.get("seconds") or 0.0)
+                if on_status:
+                    on_status(status)
+        proc.wait()
+    finally:
+        timer.cancel()
+        feeder.join()
+        drain.join()
+        with _live_lock:
+            _live.discard(proc)
+    stderr = "".join(errors)
+    if expired.is_set():
         raise InputError(
             f"the {engine.name} engine did not finish within {timeout:g} s and was stopped ({engine.command}); "
             "raise --timeout if it is only slow"
-        ) from None
-    finally:
-        with _live_lock:
-            _live.discard(proc)
+        )
     if proc.returncode != 0:
         raise InputError(
             f"the {engine.name} engine exited with code {proc.returncode} ({engine.command}): {_tail(stderr)}"
         )
-    result = EngineRun(engine=engine, out_dir=out_dir, stderr=stderr)
+    result = EngineRun(engine=engine, out_dir=out_dir, stderr=stderr, wall=time.monotonic() - started,
+                       startup=first_at)
     wanted = {spec["id"] for spec in case_specs}
-    for number, line in enumerate(stdout.splitlines(), 1):
+    for number, line in enumerate("".join(lines).splitlines(), 1):
         if not line.strip():
             continue
         status = _status(line)
@@ -150,29 +189,78 @@ def _status(line):
     return status
 
 
-def run_all(engines, case_specs, work_dir, timeout):
-    """Run the engines in parallel, each into work_dir/<name>; {name: EngineRun}. The first
-    engine-level error (in the order given) is raised once all have stopped."""
+def shards(case_specs, count):
+    """Split the cases into `count` lists of about equal work: training runs (by far the longest)
+    are dealt out first, then the rest round-robin; each list keeps catalogue order."""
+    count = max(1, min(count, len(case_specs)))
+    order = sorted(range(len(case_specs)), key=lambda i: case_specs[i].get("kind") != "training")
+    parts = [[] for _ in range(count)]
+    for n, i in enumerate(order):
+        parts[n % count].append(i)
+    return [[case_specs[i] for i in sorted(part)] for part in parts if part]
+
+
+def _merge(engine, out_dir, runs):
+    merged = EngineRun(engine=engine, out_dir=Path(out_dir), processes=len(runs))
+    for r in runs:
+        merged.statuses.update(r.statuses)
+        merged.stderr += r.stderr
+    merged.wall = max((r.wall for r in runs), default=0.0)
+    starts = [r.startup for r in runs if r.startup is not None]
+    merged.startup = sum(starts) / len(starts) if starts else None
+    return merged
+
+
+def run_all(engines, case_specs, work_dir, timeout, jobs=2, progress=None):
+    """Run the engines, each into work_dir/<name>; {name: EngineRun}. jobs is how many engine
+    processes may run at once: 1 runs the engines one after the other, 2 (the default) both at
+    once, more splits each engine's cases across jobs // len(engines) processes writing into the
+    same directory. The first engine-level error (in the order given) is raised once all have
+    stopped."""
+    per_engine = max(1, jobs // len(engines)) if jobs > 1 else 1
+    tasks = []  # (engine, shard)
+    for engine in engines:
+        tasks += [(engine, part) for part in shards(case_specs, per_engine)] or [(engine, [])]
     results, errors = {}, {}
+    lock = threading.Lock()
+    if progress is not None:
+        for engine in engines:
+            progress.start(engine.name, len(case_specs))
 
-    def one(engine):
+    def one(engine, part):
+        tick = (lambda status: progress.advance(engine.name)) if progress is not None else None
         try:
-            results[engine.name] = run(engine, case_specs, Path(work_dir) / engine.name, timeout)
+            r = run(engine, part, Path(work_dir) / engine.name, timeout, on_status=tick)
+            with lock:
+                results.setdefault(engine.name, []).append(r)
         except InputError as exc:
-            errors[engine.name] = exc
+            with lock:
+                errors.setdefault(engine.name, exc)
 
-    threads = [threading.Thread(target=one, args=(e,), daemon=True) for e in engines]
-    for t in threads:
-        t.start()
-    try:
+    if jobs <= 1:
+        try:
+            for engine, part in tasks:
+                one(engine, part)
+        except KeyboardInterrupt:
+            _kill_live()
+            raise
+    else:
+        threads = [threading.Thread(target=one, args=task, daemon=True) for task in tasks]
         for t in threads:
-            t.join()
-    except KeyboardInterrupt:  # the engines run in their own sessions: stop them too
-        with _live_lock:
-            for proc in list(_live):
-                _kill(proc)
-        raise
+            t.start()
+        try:
+            for t in threads:
+                t.join()
+        except KeyboardInterrupt:  # the engines run in their own sessions: stop them too
+            _kill_live()
+            raise
     for engine in engines:
         if engine.name in errors:
             raise errors[engine.name]
-    return results
+    return {e.name: _merge(e, Path(work_dir) / e.name, results.get(e.name, [])) for e in engines}
+
+
+def _kill_live():
+    with _live_lock:
+        for proc in list(_live):
+            _kill(proc)

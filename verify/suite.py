@@ -9,10 +9,12 @@ from pathlib import Path
 from . import engines as engines_mod
 from . import goldens
 from . import replay as replay_mod
+from . import views
 from .compare import compare_named
 from .expectations import case_checks
 from .documents import DocumentError, case_difference, decode_tensors, read
 from .errors import InputError
+from .timings import Timings
 
 REGEN_HINT = "run `verify regen {suite}`"
 
@@ -71,11 +73,18 @@ def _unknown_op(run, case, display):
         raise InputError(f"case '{case.id}' in {display(case.file)} has an op the reference engine does not know: {error}")
 
 
-def run(ctx, selected, all_ids, engines, tol, check_unused):
-    """Run the engines on the selected cases and build the report dict."""
+def run(ctx, selected, all_ids, engines, tol, check_unused, jobs=2, progress=None, timings=None):
+    """Run the engines on the selected cases and build the report dict. progress and timings are
+    optional observers (verify/progress.py, verify/timings.py); they change nothing reported."""
     specs = [c.spec for c in selected]
+    timings = timings or Timings()
     with tempfile.TemporaryDirectory(prefix="verify-") as work:
-        runs = engines_mod.run_all(engines, specs, work, ctx.timeout)
+        with timings.section("engines"):
+            runs = engines_mod.run_all(engines, specs, work, ctx.timeout, jobs=jobs, progress=progress)
+        for r in runs.values():
+            timings.engine(r)
+            for case in selected:
+                timings.case(case.op, r.engine.name, (r.statuses.get(case.id) or {}).get("seconds"))
         for case in selected:
             _unknown_op(runs["reference"], case, ctx.display)
         runs = {e.name: runs[e.name] for e in engines}  # report in the engines' order
@@ -83,16 +92,24 @@ def run(ctx, selected, all_ids, engines, tol, check_unused):
         to_replay = [c for c in selected if c.kind == "training" and replay_mod.segments_of(c)
                      and runs["reference"].statuses.get(c.id, {}).get("ok")]
         port = next(e for e in engines if e.name == "port")
-        replayed = replay_mod.run_port(port, to_replay, reference_dir, work, ctx.timeout) if to_replay else None
+        replayed = None
+        if to_replay:
+            if progress is not None:
+                progress.start("replay", len(to_replay))
+            with timings.section("replay"):
+                replayed = replay_mod.run_port(port, to_replay, reference_dir, work, ctx.timeout)
+            if progress is not None:
+                progress.advance("replay", len(to_replay))
         cases = []
-        for case in selected:
-            result = _case_result(ctx, case, runs, tol)
-            if case.kind == "training" and replay_mod.segments_of(case):
-                result["replay"] = replay_mod.compare(case, reference_dir, replayed, tol)
-                result["passed"] = result["passed"] and all(r["passed"] for r in result["replay"])
-            else:
-                result["replay"] = []
-            cases.append(result)
+        with timings.section("comparison"):
+            for case in selected:
+                result = _case_result(ctx, case, runs, tol)
+                if case.kind == "training" and replay_mod.segments_of(case):
+                    result["replay"] = replay_mod.compare(case, reference_dir, replayed, tol)
+                    result["passed"] = result["passed"] and all(r["passed"] for r in result["replay"])
+                else:
+                    result["replay"] = []
+                cases.append(result)
     unused = []
     if check_unused:
         unused = [ctx.display(p) for p in goldens.unused(ctx.golden_dir, [e.name for e in engines], all_ids)]
@@ -111,6 +128,16 @@ def run(ctx, selected, all_ids, engines, tol, check_unused):
 
 def _case_result(ctx, case, runs, tol):
     fresh = {name: read_fresh(r, case, ctx.schemas) for name, r in runs.items()}
+    result = _verdict(ctx, case, fresh, tol)
+    result["seconds"] = {}
+    for name, r in runs.items():
+        seconds = (r.statuses.get(case.id) or {}).get("seconds")
+        ok = isinstance(seconds, (int, float)) and not isinstance(seconds, bool) and seconds >= 0
+        result["seconds"][name] = float(seconds) if ok else None
+    return views.enrich(result, case, fresh, tol)  # what the reports show: axes, decodes, curves, heatmaps
+
+
+def _verdict(ctx, case, fresh, tol):
     errors = [f.error for f in fresh.values() if f.error]
     expect = case.spec.get("expect", {})
     may_drift = set(expect.get("may_drift", []))
