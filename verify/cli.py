@@ -1,8 +1,10 @@
 """The `verify` command line (docs/runner.md).
 
-  verify attention [--case PATTERN ...] [--tol T] [--report FILE] [--port-cmd CMD] [--timeout S] [--list]
-  verify regen attention [--case PATTERN ...] [--force] [--port-cmd CMD]
-  verify show REPORT [--case PATTERN ...]
+  verify attention [--case PATTERN ...] [--tol T] [--jobs N] [--report FILE] [--html FILE] [--junit FILE]
+                   [--timings] [--port-cmd CMD] [--timeout S] [--list]
+  verify regen attention [--case PATTERN ...] [--force] [--jobs N] [--port-cmd CMD]
+  verify show REPORT [--case PATTERN ...] [--html FILE] [--junit FILE] [--timings]
+  verify diff OLD NEW
 
 Exit codes: 0 everything passed, 1 a mismatch (or a refused regen), 2 a usage or input error.
 """
@@ -14,11 +16,13 @@ import sys
 import tempfile
 from pathlib import Path
 
-from . import catalogue, engines, goldens, suite
+from . import catalogue, diff, engines, goldens, html, junit, suite
 from .compare import DEFAULT_TOL, compare_named
-from .documents import DocumentError, Schemas, decode_tensors, parse, read
+from .documents import DocumentError, Schemas, read
 from .errors import EXIT_INPUT, EXIT_MISMATCH, EXIT_PASS, InputError
+from .progress import Progress
 from .report import Style, dumps, render
+from .timings import Timings
 
 SUITES = ("attention",)
 
@@ -46,6 +50,29 @@ def _positive(text):
     return value
 
 
+def _jobs(text):
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number of processes (1 or more), got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of processes (1 or more), got {text!r}")
+    return value
+
+
+DEFAULT_REPORT = "reports/verify-{suite}.json"
+
+
+def _outputs(p):
+    p.add_argument("--html", type=Path, metavar="FILE",
+                   help="also write a self-contained HTML report (heatmaps, loss curves, decode tables) to FILE")
+    p.add_argument("--junit", type=Path, metavar="FILE",
+                   help="also write JUnit XML (one testcase per case) to FILE")
+    p.add_argument("--timings", action="store_true",
+                   help="print where the wall time went: each engine's start-up and run, the replay, each case "
+                        "family, the comparison, the report writing")
+
+
 def _common(p, with_tol=True):
     p.add_argument("--case", metavar="PATTERN", action="append", default=[],
                    help="select cases whose id matches PATTERN: a glob (fnmatch, on the whole id) or, "
@@ -56,6 +83,9 @@ def _common(p, with_tol=True):
                             f"(default {DEFAULT_TOL:g})")
     p.add_argument("--timeout", type=_positive, default=engines.DEFAULT_TIMEOUT, metavar="SECONDS",
                    help=f"stop an engine that runs longer than this (default {engines.DEFAULT_TIMEOUT:g})")
+    p.add_argument("--jobs", type=_jobs, default=2, metavar="N",
+                   help="engine processes at once: 1 runs reference then port, 2 (default) both together, "
+                        "4 or more also splits each engine's cases over N/2 processes")
     p.add_argument("--golden-dir", type=Path, metavar="DIR",
                    help="read (or regenerate) goldens in DIR/reference and DIR/port instead of golden/<suite>")
     p.add_argument("--cases-dir", type=Path, metavar="DIR",
@@ -74,9 +104,13 @@ def build_parser():
         p = sub.add_parser(name, help=f"verify the {name} suite (cases/{name}/*.json)",
                            description=f"Run both engines on the {name} cases, compare every input and output "
                                        "tensor, check the committed goldens, print one line per case and "
-                                       "a summary 'N passed, M failed'.")
+                                       "a summary 'N passed, M failed'. The JSON report is always written to "
+                                       f"{DEFAULT_REPORT.format(suite=name)}. A progress line is shown while the "
+                                       "engines run when stdout is a terminal.")
         _common(p)
-        p.add_argument("--report", type=Path, metavar="FILE", help="also write the JSON report to FILE")
+        p.add_argument("--report", type=Path, metavar="FILE",
+                       help=f"also write the JSON report to FILE (it is always written to {DEFAULT_REPORT.format(suite=name)})")
+        _outputs(p)
         p.add_argument("--port-cmd", metavar="CMD",
                        help="run CMD (split like a shell) as the port instead of node port_ts/src/cli.ts run; "
                             "it must speak docs/protocol.md; goldens are still those of golden/<suite>/port")
@@ -92,11 +126,22 @@ def build_parser():
     r.add_argument("--port-cmd", metavar="CMD",
                    help="take the port's goldens from CMD instead of node port_ts/src/cli.ts run (for testing "
                         "another implementation; the committed port goldens come from port_ts)")
-    s = sub.add_parser("show", help="re-render a saved JSON report in the terminal",
-                       description="Print a report written with --report as `verify <suite>` would have. "
-                                   "Exit 0 when the shown cases passed, 1 otherwise.")
-    s.add_argument("report", type=Path, metavar="REPORT")
+    s = sub.add_parser("show", help="re-render a saved JSON report (terminal, and optionally HTML or JUnit)",
+                       description="Print a saved JSON report (reports/verify-<suite>.json or one written with "
+                                   "--report) as `verify <suite>` printed it; --html / --junit render it again as "
+                                   "files. Exit 0 when the shown cases passed, 1 otherwise.")
+    s.add_argument("report", type=Path, metavar="REPORT", help="a JSON report written by `verify <suite>`")
     s.add_argument("--case", metavar="PATTERN", action="append", default=[], help="show only these cases")
+    _outputs(s)
+    d = sub.add_parser("diff", help="the worst change per tensor between two goldens or two golden directories",
+                       description="Compare two golden files, or two directories of goldens (matched by relative "
+                                   "path), and print per changed golden the greatest change of each tensor in "
+                                   "numbers, as `verify regen` does. Exit 0 when they hold the same bytes, 1 when "
+                                   "they differ, 2 when a file is not a valid golden.")
+    d.add_argument("old", type=Path, metavar="OLD", help="a golden file or a directory of goldens")
+    d.add_argument("new", type=Path, metavar="NEW", help="a golden file or a directory of goldens")
+    d.add_argument("--tol", type=_positive, default=DEFAULT_TOL, metavar="T",
+                   help=f"also count the elements that moved beyond T * (1 + |old|) (default {DEFAULT_TOL:g})")
     return parser
 
 
@@ -128,6 +173,38 @@ class Project:
         return every, catalogue.select(every, patterns, self.suite)
 
 
+def _write(path, text, what):
+    """Write a report file atomically (a reader never sees half of it)."""
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(text)
+            os.chmod(tmp, 0o666 & ~goldens._umask())  # mkstemp makes it private; a report is an ordinary file
+            os.replace(tmp, path)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+    except OSError as exc:
+        raise InputError(f"cannot write the {what} to {path} ({exc.strerror}); choose another path") from None
+
+
+def _write_outputs(args, report, timings, out, json_paths=()):
+    """The JSON report (to each of json_paths), then --html and --junit, each timed."""
+    for target in json_paths:
+        with timings.section("report: json"):
+            _write(target, dumps(dict(report, timings=timings.to_dict())), "JSON report")
+    if args.html:
+        with timings.section("report: html"):
+            _write(args.html, html.dumps(report), "HTML report")
+    if args.junit:
+        with timings.section("report: junit"):
+            _write(args.junit, junit.dumps(report), "JUnit XML")
+
+
 def cmd_verify(args, out):
     project = Project(args, args.suite)
     every, selected = project.cases(args.case)
@@ -136,15 +213,21 @@ def cmd_verify(args, out):
             print(f"{case.id:<48} {case.kind:<8} {case.op:<28} {project.display(case.file)}", file=out)
         return EXIT_PASS
     engine_list = [engines.reference_engine(project.root), engines.port_engine(project.root, args.port_cmd)]
-    report = suite.run(project.context(args.timeout), selected, {c.id for c in every}, engine_list,
-                       args.tol, check_unused=not args.case)
-    for line in render(report, Style(out)):
+    timings, progress = Timings(), Progress(out)
+    try:
+        report = suite.run(project.context(args.timeout), selected, {c.id for c in every}, engine_list,
+                           args.tol, check_unused=not args.case, jobs=args.jobs, progress=progress, timings=timings)
+    finally:
+        progress.clear()
+    with timings.section("report: terminal"):
+        lines = render(report, Style(out))
+    json_paths = [project.root / DEFAULT_REPORT.format(suite=args.suite)] + ([args.report] if args.report else [])
+    _write_outputs(args, report, timings, out, json_paths)
+    report["timings"] = timings.to_dict()
+    if args.timings:
+        lines = render(report, Style(out), timings=True)
+    for line in lines:
         print(line, file=out)
-    if args.report:
-        try:
-            args.report.write_text(dumps(report), encoding="utf-8")
-        except OSError as exc:
-            raise InputError(f"cannot write the report to {args.report} ({exc.strerror}); choose another path") from None
     return EXIT_PASS if report["passed"] else EXIT_MISMATCH
 
 
@@ -153,8 +236,13 @@ def cmd_regen(args, out):
     every, selected = project.cases(args.case)
     ctx = project.context(args.timeout)
     engine_list = [engines.reference_engine(project.root), engines.port_engine(project.root, args.port_cmd)]
+    progress = Progress(out)
     with tempfile.TemporaryDirectory(prefix="verify-regen-") as work:
-        runs = engines.run_all(engine_list, [c.spec for c in selected], work, args.timeout)
+        try:
+            runs = engines.run_all(engine_list, [c.spec for c in selected], work, args.timeout, jobs=args.jobs,
+                                   progress=progress)
+        finally:
+            progress.clear()
         problems, disagree, fresh_files = [], [], {e.name: {} for e in engine_list}
         for case in selected:
             suite._unknown_op(runs["reference"], case, project.display)
@@ -186,57 +274,63 @@ def cmd_regen(args, out):
     plan = goldens.plan(project.golden_dir, fresh_files, {c.id for c in every})
     changed = any(c.added or c.changed or c.removed for c, _, _ in plan.values())
     if changed:  # write first: what follows is only the account of it
-        goldens.write_atomically(project.golden_dir, {name: new for name, (_, new, _) in plan.items()})
+        try:
+            goldens.write_atomically(project.golden_dir, {name: new for name, (_, new, _) in plan.items()})
+        except OSError as exc:
+            raise InputError(f"could not write the new goldens ({exc.strerror or exc}); "
+                             f"{project.display(project.golden_dir)} is as it was before") from None
     for name, (change, new, old) in plan.items():
         print(f"{name}: {len(change.changed)} changed, {len(change.added)} added, {len(change.removed)} removed, "
               f"{change.unchanged} unchanged", file=out)
         for case_id in change.changed:
-            print(f"  changed {case_id}: {_describe_change(old[case_id], new[case_id], project.schemas, args.tol)}", file=out)
+            print(f"  changed {case_id}: {diff.describe(old[case_id], new[case_id], project.schemas, args.tol)}", file=out)
         for case_id in change.added:
             print(f"  added {case_id}", file=out)
         for case_id in change.removed:
             print(f"  removed {case_id}", file=out)
     print(f"{'wrote' if changed else 'no change in'} {project.display(project.golden_dir)}", file=out)
+    leftovers = sorted(Path(project.golden_dir).parent.glob(f".{Path(project.golden_dir).name}.new-*"))
+    for path in leftovers:
+        print(f"note: {project.display(path)} is left over from an interrupted regeneration; the goldens were "
+              "never touched by it and it can be deleted", file=out)
     if disagree:
         print(f"written with --force although the engines disagree on: {', '.join(disagree)}", file=out)
     return EXIT_PASS
 
 
-def _describe_change(old_bytes, new_bytes, schemas, tol):
-    """The worst change per tensor between two versions of a golden, in numbers, not a text diff."""
+def _schemas(root):
     try:
-        old, new = parse(old_bytes.decode("utf-8")), parse(new_bytes.decode("utf-8"))
-        schemas.check("golden", old)
-        old_t, new_t = decode_tensors(old), decode_tensors(new)
-    except (DocumentError, UnicodeDecodeError) as exc:
-        return f"the previous file was not a valid golden ({exc})"
-    parts = [f"{key} changed" for key in ("schema_version", "engine", "generator", "case") if old[key] != new[key]]
-    for part, role in (("inputs", "input"), ("outputs", "output")):
-        for t in compare_named(role, old_t[part], new_t[part], tol, ("old", "new")):
-            if t.message and t.max_abs is None:
-                parts.append(f"{part}.{t.name}: {t.message}")
-            elif t.max_ulp:
-                parts.append(f"{part}.{t.name} max|diff| {t.max_abs:.3g} ({t.max_ulp} ULP)")
-    return "; ".join(parts) or "text only (same values)"
+        return Schemas(root / "golden" / "schemas")
+    except DocumentError as exc:
+        raise InputError(str(exc)) from None
 
 
 def cmd_show(args, out):
     root = repo_root()
+    schemas = _schemas(root)
     try:
-        schemas = Schemas(root / "golden" / "schemas")
         report = read(args.report)
         schemas.check("report", report)
     except DocumentError as exc:
-        raise InputError(f"{args.report} is not a report written by `verify --report`: {exc}") from None
+        raise InputError(f"{args.report} is not a report written by `verify`: {exc}") from None
     if args.case:
         chosen = [c for c in report["cases"] if any(catalogue.matches(c["id"], p) for p in args.case)]
         if not chosen:
             raise InputError(f"no case in {args.report} matches {', '.join(map(repr, args.case))}")
         report = dict(report, cases=chosen, unused_goldens=[],
+                      passed=all(c["passed"] for c in chosen),
                       summary={"passed": sum(c["passed"] for c in chosen), "failed": sum(not c["passed"] for c in chosen)})
-    for line in render(report, Style(out)):
+    for line in render(report, Style(out), timings=args.timings):
         print(line, file=out)
+    _write_outputs(args, report, Timings(), out)
     return EXIT_PASS if all(c["passed"] for c in report["cases"]) and not report.get("unused_goldens") else EXIT_MISMATCH
+
+
+def cmd_diff(args, out):
+    lines, differ = diff.diff_paths(args.old, args.new, _schemas(repo_root()), args.tol)
+    for line in lines:
+        print(line, file=out)
+    return EXIT_MISMATCH if differ else EXIT_PASS
 
 
 def main(argv=None):
@@ -248,6 +342,8 @@ def main(argv=None):
             return cmd_regen(args, out)
         if args.command == "show":
             return cmd_show(args, out)
+        if args.command == "diff":
+            return cmd_diff(args, out)
         return cmd_verify(args, out)
     except InputError as exc:
         out.flush()

@@ -6,6 +6,8 @@ import json
 import math
 import os
 
+from .axes import label
+
 NON_FINITE_TEXT = {"NaN", "Infinity", "-Infinity"}
 
 
@@ -70,9 +72,13 @@ def case_line(case, style):
 
 
 def tensor_block(t, tol):
-    """The assert_close-style explanation of one failing tensor."""
+    """The assert_close-style explanation of one failing tensor; indices carry axis names where
+    verify/axes.py knows them."""
     expected, actual = t["sides"]
+    axes = t.get("axes")
     shape = _index(t["shape"]) if t["shape"] is not None else "?"
+    if axes:
+        shape += " = " + label(t["shape"], axes)
     head = f"  {t['role']} '{t['name']}' ({t['dtype']}, shape {shape}): {actual} differs from {expected}"
     if t["message"] and t["max_abs"] is None and t["mismatched"] == t["total"] and not t["samples"]:
         return [head, f"    {t['message']}"]
@@ -80,16 +86,18 @@ def tensor_block(t, tol):
     lines = [
         head,
         f"    Mismatched elements: {t['mismatched']} / {t['total']} ({100.0 * t['mismatched'] / total:.1f}%)",
-        f"    Greatest absolute difference: {_num(t['max_abs'], '.6g')} at index {_index(t['max_abs_index'])}"
+        f"    Greatest absolute difference: {_num(t['max_abs'], '.6g')} at index {label(t['max_abs_index'], axes)}"
         f" (up to {_num(t['allowed_at_max_abs'], '.3g')} allowed)",
-        f"    Greatest relative difference: {_num(t['max_rel'], '.6g')} at index {_index(t['max_rel_index'])}"
+        f"    Greatest relative difference: {_num(t['max_rel'], '.6g')} at index {label(t['max_rel_index'], axes)}"
         f" (rule: |{actual} - {expected}| <= {tol:g} * (1 + |{expected}|))",
         f"    Greatest ULP distance: {_num(t['max_ulp'])}",
     ]
     if t["samples"]:
         lines.append(f"    first mismatches, {expected} (expected) vs {actual} (actual):")
         for s in t["samples"]:
-            lines.append(f"      at {_index(s['index'])}: {_num(s['expected'], 'r')} vs {_num(s['actual'], 'r')}")
+            shown = [int(v) if t["dtype"] == "int64" and isinstance(v, float) and v.is_integer() else v
+                     for v in (s["expected"], s["actual"])]
+            lines.append(f"      at {label(s['index'], axes)}: {_num(shown[0], 'r')} vs {_num(shown[1], 'r')}")
     counts = lambda kind: ", ".join(f"{side} {t[kind].get(side, 0)}" for side in (expected, actual))  # noqa: E731
     lines.append(f"    NaN: {counts('nan')}; Inf: {counts('inf')}")
     if t["message"]:
@@ -117,14 +125,21 @@ def expectation_lines(case, style):
             lines.append(f"  {style.bad('check failed:')} {c['engine']}: {c['name']} {c['rule']}: {c['detail']}")
         elif not c["name"].endswith(".rel_err") and c["name"] != "coverage":
             lines.append(f"  check: {c['engine']}: {c['name']} {c['rule']}: {c['detail']}")
+    bits = {c["tensor"]: c.get("first_step_different") for c in case.get("curves") or []}
     for run in case["free_runs"]:
         name, steps = run["tensor"], run["steps"]
+        first_diff = bits.get(name, "?")
+        identical = ("bit-identical at every step" if first_diff is None else
+                     "" if first_diff == "?" else
+                     f"bit-identical through step {first_diff - 1}" if first_diff > 1 else "different from step 1")
+        identical = f"; {identical}" if identical else ""
         if run["first_step_beyond"] is None:
             lines.append(f"  free run {name}: engines within the tolerance at all {steps} steps "
-                         f"(max |diff| {_num(run['max_abs'], '.1e')})")
+                         f"(max |diff| {_num(run['max_abs'], '.1e')}{identical})")
         else:
-            lines.append(f"  free run {name}: first beyond the tolerance at step {run['first_step_beyond']} "
-                         f"({run['steps_beyond']} of {steps} steps); max |diff| up to step {_growth(run)}")
+            lines.append(f"  free run {name}: the engines part at step {run['first_step_beyond']} (first beyond the "
+                         f"tolerance; {run['steps_beyond']} of {steps} steps beyond{identical}); "
+                         f"max |diff| up to step {_growth(run)}")
     segments = case.get("replay") or []
     if segments:
         bad = [r for r in segments if not r["passed"]]
@@ -136,27 +151,85 @@ def expectation_lines(case, style):
         for r in bad:
             where = "" if r["segment"] is None else f" [{r['segment'][0]}, {r['segment'][1]}]"
             lines.append(f"  {style.bad('replay failed')}{where}: {r['error']}")
+    lines += decode_lines(case, style)
     if case["drifted"]:
         lines.append(f"  drift allowed (expect.may_drift): {', '.join(case['drifted'])}")
     return lines
 
 
-def render(report, style):
-    """The terminal text of a report, as a list of lines."""
+def _seq(tokens, at=None):
+    words = [str(tok) for tok in tokens]
+    if at is not None and at < len(words):
+        words[at] = f"[{words[at]}]"
+    return " ".join(words) + " <end>" if words else "<end>"
+
+
+def decode_lines(case, style):
+    """A decode (int64 *.tokens): how many sequences differ, the first diverging sequence with both
+    token sequences (the diverging position in brackets) and the logit margins there."""
     lines = []
-    for case in report["cases"]:
-        lines.append(case_line(case, style))
-        lines += expectation_lines(case, style)
-        if case["passed"]:
+    for d in case.get("decodes") or []:
+        name, n = d["tensor"], d["sequences"]
+        if not d["differing"]:
+            lines.append(f"  decode {name}: {'the sequence is' if n == 1 else f'all {n} sequences'} identical in both engines")
             continue
-        for error in case["errors"]:
-            lines.append(f"  {style.bad('error:')} {error}")
-        for t in case["tensors"]:
-            if not t["passed"]:
-                lines += tensor_block(t, report["tolerance"])
+        first = d["first"]
+        where = f"sequence {first['sequence']}, position {first['position']}" if n > 1 else f"position {first['position']}"
+        drift = " (drift allowed)" if d.get("drift_allowed") else ""
+        lines.append(f"  {style.bad('decode') if not drift else 'decode'} {name}: {d['differing']} of {n} sequence(s) differ{drift}; "
+                     f"first at {where}")
+        lines.append(f"    reference: {_seq(first['reference'], first['position'])}")
+        lines.append(f"    port:      {_seq(first['port'], first['position'])}")
+        if first.get("margin"):
+            m = first["margin"]
+            lines.append(f"    logit margin (top-1 minus top-2) at position {first['position']} in {d['margin_tensor']}: "
+                         f"reference {_num(m['reference'], '.6g')}, port {_num(m['port'], '.6g')}")
+    return lines
+
+
+def case_lines(case, style, tol):
+    """Everything the terminal says about one case."""
+    lines = [case_line(case, style)]
+    lines += expectation_lines(case, style)
+    if case["passed"]:
+        return lines
+    for error in case["errors"]:
+        lines.append(f"  {style.bad('error:')} {error}")
+    for t in case["tensors"]:
+        if not t["passed"]:
+            lines += tensor_block(t, tol)
+    return lines
+
+
+def timing_lines(timings):
+    """Where the wall time went (--timings)."""
+    if not timings:
+        return ["timings: not recorded in this report"]
+    lines = [f"timings (wall {timings['total']:.2f} s):"]
+    for name, e in timings["engines"].items():
+        start = "-" if e["startup"] is None else f"{e['startup']:.2f} s"
+        lines.append(f"  engine {name:<10} wall {e['wall']:7.2f} s  start-up {start:>8}  cases {e['cases']:7.2f} s"
+                     f"  ({e['processes']} process{'es' if e['processes'] != 1 else ''})")
+    for name, seconds in timings["sections"].items():
+        lines.append(f"  {name:<17} {seconds:7.2f} s")
+    families = sorted(timings["families"].items(), key=lambda kv: -sum(kv[1].values()))
+    if families:
+        lines.append("  case families (each engine's own seconds, slowest first):")
+        for op, per in families:
+            lines.append(f"    {op:<28} " + "  ".join(f"{e} {v:7.3f} s" for e, v in per.items()))
+    return lines
+
+
+def render(report, style, timings=False):
+    """The terminal text of a report, as a list of lines; the last is `N passed, M failed`."""
+    lines = []
+    tol = report["tolerance"]
+    for case in report["cases"]:
+        lines += case_lines(case, style, tol)
     for path in report.get("unused_goldens", []):
         lines.append(f"{style.bad('unused golden')} {path}: no case has this id; run `verify regen {report['suite']}` to remove it")
-    tol = report["tolerance"]
+    if timings:
+        lines += timing_lines(report.get("timings"))
     lines.append(style.dim(f"tolerance: |port - reference| <= {tol:g} * (1 + |reference|) per element"))
     s = report["summary"]
     lines.append(f"{s['passed']} passed, {s['failed']} failed")
@@ -175,4 +248,15 @@ def jsonable(value):
 
 
 def dumps(report):
-    return json.dumps(jsonable(report), indent=2, allow_nan=False) + "\n"
+    """The JSON report: top-level keys one per line, each case on one compact line (the heatmaps and
+    curves make an indented file several times larger), non-finite numbers as strings."""
+    doc = jsonable(report)
+    compact = dict(separators=(",", ":"), allow_nan=False)
+    lines = []
+    for key, value in doc.items():
+        if key == "cases":
+            items = ",\n".join("    " + json.dumps(c, **compact) for c in value)
+            lines.append(f'  "cases": [\n{items}\n  ]' if value else '  "cases": []')
+        else:
+            lines.append(f"  {json.dumps(key)}: {json.dumps(value, **compact)}")
+    return "{\n" + ",\n".join(lines) + "\n}\n"

@@ -1,0 +1,347 @@
+"""The report as one self-contained HTML file (`--html FILE`): no network, no external assets.
+
+Per case: the terminal explanation, a table of the compared tensors, heatmaps of reference, port
+and |port - reference| for every output matrix the report kept (attention weights first; drawn on
+<canvas> by a small inline script from inline JSON), overlaid per-step curves of the two engines
+for training runs with the step where they part marked (inline SVG), and decode tables. Failing
+cases come first and open; passing ones are folded (all open when the report is small).
+"""
+
+import html
+import json
+import math
+
+from .axes import label
+from .report import Style, case_lines, jsonable
+
+OPEN_ALL_UP_TO = 12  # cases; larger reports fold the passing ones
+
+
+class _Plain(Style):
+    def __init__(self):
+        self.on = False
+
+
+def _e(text):
+    return html.escape(str(text), quote=True)
+
+
+def _num(x, fmt=".3g"):
+    if x is None:
+        return "-"
+    if isinstance(x, str):
+        return x
+    if isinstance(x, int):
+        return str(x)
+    return "0" if x == 0 else format(x, fmt)
+
+
+CSS = """
+body{font:14px/1.4 system-ui,-apple-system,"Segoe UI",sans-serif;margin:24px;color:#1d1d1f;background:#fff}
+h1{font-size:22px;margin:0 0 4px} h2{font-size:17px;margin:0} h3{font-size:14px;margin:14px 0 6px}
+.pass{color:#0a7d28}.fail{color:#c41a16;font-weight:600}
+.verdict{font-size:18px;padding:6px 10px;border-radius:6px;display:inline-block;margin:8px 0}
+.verdict.pass{background:#e6f4ea}.verdict.fail{background:#fce8e6}
+table{border-collapse:collapse;margin:6px 0}td,th{border:1px solid #ddd;padding:2px 6px;text-align:left;vertical-align:top}
+th{background:#f5f5f7}td.num{text-align:right;font-variant-numeric:tabular-nums}
+pre{background:#f7f7f9;border:1px solid #e3e3e8;padding:8px;overflow-x:auto;font-size:12px}
+details.case[data-verdict=FAIL]{border-color:#c41a16}
+details.case{border:1px solid #ddd;border-radius:6px;margin:10px 0;padding:6px 10px}
+details.case[open]{padding-bottom:12px} summary{cursor:pointer}
+.maps{display:flex;gap:14px;flex-wrap:wrap;align-items:flex-start}
+figure{margin:0} figcaption{font-size:12px;color:#555;max-width:260px}
+canvas.heatmap{border:1px solid #bbb;image-rendering:pixelated}
+.tok{font-family:ui-monospace,monospace} .tok b{background:#fce8e6;color:#c41a16}
+.legend{font-size:12px;color:#555} #tip{position:fixed;pointer-events:none;background:#222;color:#fff;
+font-size:12px;padding:3px 6px;border-radius:4px;display:none;z-index:10}
+nav ul{columns:3;font-size:12px;padding-left:18px}
+"""
+
+SCRIPT = r"""
+(function(){
+  const data = JSON.parse(document.getElementById('verify-data').textContent);
+  const tip = document.getElementById('tip');
+  const num = v => typeof v === 'number' ? v : (v === 'NaN' ? NaN : (v === 'Infinity' ? Infinity : -Infinity));
+  function seq(t){ // viridis-like, t in [0, 1]
+    const s=[[68,1,84],[59,82,139],[33,145,140],[94,201,98],[253,231,37]];
+    t=Math.min(1,Math.max(0,t)); const x=t*(s.length-1), i=Math.min(s.length-2,Math.floor(x)), f=x-i;
+    return s[i].map((c,k)=>Math.round(c+(s[i+1][k]-c)*f));
+  }
+  function heat(t){ // white to dark red
+    t=Math.min(1,Math.max(0,t)); return [255-Math.round(60*t), Math.round(245*(1-t)), Math.round(235*(1-t))];
+  }
+  document.querySelectorAll('canvas.heatmap').forEach(cv => {
+    const sl = data.slices[+cv.dataset.slice], kind = cv.dataset.kind;
+    const grid = sl[kind === 'diff' ? 'abs_diff' : kind].map(r => r.map(num));
+    const rows = grid.length, cols = rows ? grid[0].length : 0, cell = +cv.dataset.cell;
+    cv.width = Math.max(1, cols*cell); cv.height = Math.max(1, rows*cell);
+    const ctx = cv.getContext('2d');
+    let lo = Infinity, hi = -Infinity;
+    if (kind === 'diff') { for (const r of grid) for (const v of r) if (isFinite(v) && v > 0) { lo=Math.min(lo,v); hi=Math.max(hi,v); } }
+    else { for (const k of ['reference','port']) for (const r of sl[k]) for (const v0 of r) { const v=num(v0); if (isFinite(v)) { lo=Math.min(lo,v); hi=Math.max(hi,v); } } }
+    for (let i=0;i<rows;i++) for (let j=0;j<cols;j++) {
+      const v = grid[i][j]; let c;
+      if (Number.isNaN(v)) c=[255,0,255];
+      else if (kind === 'diff') c = v === 0 ? [255,255,255] : (!isFinite(v) ? [90,0,0] :
+          heat(hi > lo ? (Math.log10(v)-Math.log10(lo))/(Math.log10(hi)-Math.log10(lo)) * 0.8 + 0.2 : 1));
+      else c = !isFinite(v) ? [0,0,0] : seq(hi > lo ? (v-lo)/(hi-lo) : 0.5);
+      ctx.fillStyle = `rgb(${c[0]},${c[1]},${c[2]})`; ctx.fillRect(j*cell, i*cell, cell, cell);
+    }
+    if (sl.mark) { ctx.strokeStyle = kind === 'diff' ? '#000' : '#ff2d55'; ctx.lineWidth = 2;
+      ctx.strokeRect(sl.mark[1]*cell+1, sl.mark[0]*cell+1, cell-2, cell-2); }
+    cv.dataset.drawn = '1';
+    cv.addEventListener('mousemove', ev => {
+      const j = Math.floor(ev.offsetX / cell), i = Math.floor(ev.offsetY / cell);
+      if (i<0||j<0||i>=rows||j>=cols) { tip.style.display='none'; return; }
+      const idx = sl.index.concat([sl.rows[0]+i, sl.cols[0]+j]);
+      const names = sl.axes && sl.axes.length === idx.length ? idx.map((x,k)=>sl.axes[k]+' '+x) : idx;
+      tip.textContent = `${sl.tensor} (${names.join(', ')}): reference ${sl.reference[i][j]}, port ${sl.port[i][j]}, |diff| ${sl.abs_diff[i][j]}`;
+      tip.style.left = (ev.clientX+12)+'px'; tip.style.top = (ev.clientY+12)+'px'; tip.style.display='block';
+    });
+    cv.addEventListener('mouseleave', () => { tip.style.display='none'; });
+  });
+  document.body.dataset.heatmapsDrawn = String(document.querySelectorAll('canvas.heatmap[data-drawn="1"]').length);
+})();
+"""
+
+
+def _cell(rows, cols):
+    return max(6, min(32, 300 // max(rows, cols, 1)))
+
+
+def _heatmaps(case, slices_out):
+    parts = []
+    for h in case.get("heatmaps") or []:
+        axes = h["axes"]
+        is_weights = bool(axes) and len(axes) >= 2 and axes[-2:] == ["query", "key"]
+        title = f"{h['role']} {h['tensor']} — shape {tuple(h['shape'])}"
+        if axes:
+            title += f" ({' × '.join(axes)})"
+        badge = "" if h["passed"] else ' <span class="fail">differs</span>'
+        parts.append(f'<h3 class="matrix{" weights" if is_weights else ""}" data-tensor="{_e(h["tensor"])}">'
+                     f'{_e(title)}{badge}</h3>')
+        if h["slices_total"] > len(h["slices"]):
+            parts.append(f'<p class="legend">{len(h["slices"])} of {h["slices_total"]} slices shown '
+                         "(the one with the greatest difference first)</p>")
+        for sl in h["slices"]:
+            k = len(slices_out)
+            rows, cols = len(sl["reference"]), len(sl["reference"][0]) if sl["reference"] else 0
+            mark = None
+            worst = _worst_in(case, h, sl)
+            if worst is not None:
+                mark = worst
+            slices_out.append(dict(sl, tensor=h["tensor"], axes=axes, mark=mark))
+            lead = label(sl["index"], axes[: len(sl["index"])] if axes else None) if sl["index"] else ""
+            window = (f"rows {sl['rows'][0]}–{sl['rows'][1] - 1}, columns {sl['cols'][0]}–{sl['cols'][1] - 1} of "
+                      f"{h['shape'][-2]} × {h['shape'][-1]}")
+            cell = _cell(rows, cols)
+            figs = []
+            for kind, caption in (("reference", "reference"), ("port", "port"), ("diff", "|port − reference|")):
+                figs.append(f'<figure><canvas class="heatmap" data-slice="{k}" data-kind="{kind}" data-cell="{cell}" '
+                            f'width="{cols * cell}" height="{rows * cell}" '
+                            f'aria-label="{_e(h["tensor"])} {kind}"></canvas><figcaption>{_e(caption)}</figcaption></figure>')
+            parts.append(f'<div class="slice"><p class="legend">{_e(h["tensor"])}{_e(lead)}: {_e(window)}'
+                         + (" — outlined: the greatest difference" if mark else "") + "</p>"
+                         f'<div class="maps">{"".join(figs)}</div></div>')
+    if case.get("heatmaps_omitted"):
+        parts.append(f'<p class="legend">{case["heatmaps_omitted"]} more matrices not drawn (cap per case)</p>')
+    return "".join(parts)
+
+
+def _worst_in(case, h, sl):
+    """(row, col) inside the slice's window of the tensor's greatest |difference|, if it is there."""
+    t = next((t for t in case["tensors"] if t["name"] == h["tensor"] and t["role"] == h["role"]), None)
+    if t is None or t["passed"] or not t["max_abs_index"]:
+        return None
+    index = t["max_abs_index"]
+    if list(index[:-2]) != list(sl["index"]):
+        return None
+    r, c = index[-2] - sl["rows"][0], index[-1] - sl["cols"][0]
+    if 0 <= r < sl["rows"][1] - sl["rows"][0] and 0 <= c < sl["cols"][1] - sl["cols"][0]:
+        return [r, c]
+    return None
+
+
+def _finite(values):
+    out = []
+    for v in values:
+        out.append(v if isinstance(v, (int, float)) and math.isfinite(v) else None)
+    return out
+
+
+def _curve_svg(curve, width=640, height=220):
+    """Both engines' per-step values overlaid, the parting step marked; below, |difference| on a
+    log scale."""
+    ref, port = _finite(curve["reference"]), _finite(curve["port"])
+    n = len(ref)
+    values = [v for v in ref + port if v is not None]
+    if not values or n == 0:
+        return "<p>no finite values to plot</p>"
+    lo, hi = min(values), max(values)
+    if hi == lo:
+        hi = lo + 1.0
+    pad_l, pad_r, pad_t, pad_b = 56, 12, 10, 24
+    W, H = width - pad_l - pad_r, height - pad_t - pad_b
+
+    def x(i):
+        return pad_l + (W * i / max(1, n - 1))
+
+    def y(v):
+        return pad_t + H * (1 - (v - lo) / (hi - lo))
+
+    def path(vals, ys):
+        pts = [f"{x(i):.1f},{ys(v):.1f}" for i, v in enumerate(vals) if v is not None]
+        return " ".join(pts)
+
+    name = curve["tensor"]
+    parts = [f'<svg class="curve" data-tensor="{_e(name)}" xmlns="http://www.w3.org/2000/svg" width="{width}" '
+             f'height="{height}" viewBox="0 0 {width} {height}" role="img" aria-label="{_e(name)} per step">',
+             f'<rect x="{pad_l}" y="{pad_t}" width="{W}" height="{H}" fill="#fafafa" stroke="#ccc"/>',
+             f'<text x="4" y="{pad_t + 10}" font-size="11">{_num(hi)}</text>',
+             f'<text x="4" y="{pad_t + H}" font-size="11">{_num(lo)}</text>',
+             f'<text x="{pad_l}" y="{height - 6}" font-size="11">step 1</text>',
+             f'<text x="{pad_l + W - 50}" y="{height - 6}" font-size="11">step {n}</text>',
+             f'<polyline class="reference" fill="none" stroke="#1f77b4" stroke-width="2" points="{path(ref, y)}"/>',
+             f'<polyline class="port" fill="none" stroke="#ff7f0e" stroke-width="1.5" stroke-dasharray="5,3" '
+             f'points="{path(port, y)}"/>']
+    for step, colour, text in ((curve["first_step_beyond"], "#c41a16", "beyond tol"),
+                               (curve["first_step_different"], "#888", "first bit difference")):
+        if step is not None:
+            xs = x(step - 1)
+            parts.append(f'<line class="mark" x1="{xs:.1f}" x2="{xs:.1f}" y1="{pad_t}" y2="{pad_t + H}" '
+                         f'stroke="{colour}" stroke-dasharray="3,3"/>'
+                         f'<text x="{xs + 3:.1f}" y="{pad_t + 12 + (0 if colour != "#888" else 12)}" font-size="11" '
+                         f'fill="{colour}">step {step}: {text}</text>')
+    parts.append("</svg>")
+    # |difference| on a log scale
+    diffs = [abs(a - b) if a is not None and b is not None else None for a, b in zip(ref, port)]
+    positive = [d for d in diffs if d]
+    if positive:
+        dlo, dhi = math.log10(min(positive)), math.log10(max(positive))
+        if dhi == dlo:
+            dhi = dlo + 1
+        h2 = 90
+        H2 = h2 - pad_t - 18
+
+        def yd(d):
+            return pad_t + H2 * (1 - (math.log10(d) - dlo) / (dhi - dlo))
+        pts = " ".join(f"{x(i):.1f},{yd(d):.1f}" for i, d in enumerate(diffs) if d)
+        parts.append(f'<svg class="curve-diff" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{h2}" '
+                     f'viewBox="0 0 {width} {h2}"><rect x="{pad_l}" y="{pad_t}" width="{W}" height="{H2}" fill="#fafafa" '
+                     f'stroke="#ccc"/><text x="4" y="{pad_t + 10}" font-size="11">{max(positive):.1e}</text>'
+                     f'<text x="4" y="{pad_t + H2}" font-size="11">{min(positive):.1e}</text>'
+                     f'<polyline fill="none" stroke="#c41a16" stroke-width="1" points="{pts}"/>'
+                     f'<text x="{pad_l}" y="{h2 - 4}" font-size="11">|port − reference| (log scale; steps with no '
+                     f'difference left out)</text></svg>')
+    else:
+        parts.append('<p class="legend">the two engines are bit-identical at every step</p>')
+    return "".join(parts)
+
+
+def _curves(case):
+    parts = []
+    for c in case.get("curves") or []:
+        part = ("the engines part at step %d (first beyond the tolerance)" % c["first_step_beyond"]
+                if c["first_step_beyond"] else "within the tolerance at every step")
+        bits = ("bit-identical at every step" if c["first_step_different"] is None
+                else f"first bit difference at step {c['first_step_different']}")
+        parts.append(f'<h3 class="curve-title" data-tensor="{_e(c["tensor"])}">{_e(c["tensor"])} per step: '
+                     f'reference <span style="color:#1f77b4">━</span>, port <span style="color:#ff7f0e">╍</span>; '
+                     f'{_e(part)}; {_e(bits)}</h3>' + _curve_svg(c))
+    return "".join(parts)
+
+
+def _tokens(seq, at):
+    out = []
+    for i, tok in enumerate(seq):
+        out.append(f"<b>{tok}</b>" if i == at else str(tok))
+    return " ".join(out) + " ⟨end⟩"
+
+
+def _decodes(case):
+    parts = []
+    for d in case.get("decodes") or []:
+        head = (f"{d['differing']} of {d['sequences']} sequence(s) differ" if d["differing"]
+                else f"all {d['sequences']} sequence(s) identical")
+        if d["drift_allowed"]:
+            head += " (drift allowed)"
+        rows = []
+        for r in d["rows"]:
+            m = r.get("margin")
+            at = r["position"]
+            margin = (f"reference {_num(m['reference'], '.4g')}, port {_num(m['port'], '.4g')}" if m else
+                      ("-" if at is None else ""))
+            rows.append(f'<tr class="{"fail" if at is not None else ""}"><td class="num">{r["sequence"]}</td>'
+                        f'<td class="tok">{_tokens(r["reference"], at)}</td><td class="tok">{_tokens(r["port"], at)}</td>'
+                        f'<td class="num">{"-" if at is None else at}</td><td>{_e(margin)}</td></tr>')
+        parts.append(f'<h3 class="decode" data-tensor="{_e(d["tensor"])}">decode {_e(d["tensor"])}: {_e(head)}</h3>'
+                     '<table class="decode"><tr><th>sequence</th><th>reference</th><th>port</th>'
+                     '<th>first diverging position</th><th>logit margin there</th></tr>' + "".join(rows) + "</table>")
+    return "".join(parts)
+
+
+def _tensor_table(case):
+    rows = []
+    for t in case["tensors"]:
+        if t["role"] == "input" and t["passed"]:
+            continue
+        axes = t.get("axes")
+        rows.append(f'<tr class="{"" if t["passed"] else "fail"}"><td>{_e(t["role"])}</td><td>{_e(t["name"])}</td>'
+                    f'<td>{_e(label(t["shape"], axes) if t["shape"] is not None else "?")}</td>'
+                    f'<td class="num">{t["mismatched"]} / {t["total"]}</td>'
+                    f'<td class="num">{_e(_num(t["max_abs"]))}</td><td>{_e(label(t["max_abs_index"], axes))}</td>'
+                    f'<td class="num">{_e(_num(t["max_ulp"]))}</td>'
+                    f'<td>{"PASS" if t["passed"] else "FAIL"}</td></tr>')
+    if not rows:
+        return ""
+    return ('<table class="tensors"><tr><th>role</th><th>tensor</th><th>shape</th><th>mismatched</th>'
+            '<th>max |diff|</th><th>at</th><th>max ULP</th><th></th></tr>' + "".join(rows) +
+            "</table><p class=\"legend\">inputs are listed only when they differ</p>")
+
+
+def _case(case, tol, open_, slices):
+    verdict = "PASS" if case["passed"] else "FAIL"
+    cls = "pass" if case["passed"] else "fail"
+    goldens = ", ".join(f"{n} {d['label']}" for n, d in case["golden_details"].items())
+    text = "\n".join(case_lines(case, _Plain(), tol))
+    return (f'<details class="case" data-verdict="{verdict}" id="case-{_e(case["id"])}" data-case-id="{_e(case["id"])}"'
+            f'{" open" if open_ else ""}><summary><h2 style="display:inline"><span class="{cls}">{verdict}</span> '
+            f'{_e(case["kind"])} <code>{_e(case["id"])}</code></h2> — goldens: {_e(goldens)}</summary>'
+            f'<pre class="explanation">{_e(text)}</pre>{_tensor_table(case)}{_curves(case)}{_decodes(case)}'
+            f'{_heatmaps(case, slices)}</details>')
+
+
+def dumps(report):
+    report = jsonable(report)
+    cases = sorted(report["cases"], key=lambda c: c["passed"])  # failing first, catalogue order kept
+    small = len(cases) <= OPEN_ALL_UP_TO
+    slices = []
+    body = [_case(c, report["tolerance"], small or not c["passed"], slices) for c in cases]
+    s = report["summary"]
+    verdict = "PASS" if report["passed"] else "FAIL"
+    cls = "pass" if report["passed"] else "fail"
+    nav = "".join(f'<li><a href="#case-{_e(c["id"])}" class="{"pass" if c["passed"] else "fail"}">{_e(c["id"])}</a></li>'
+                  for c in cases)
+    unused = "".join(f"<li>{_e(p)}</li>" for p in report.get("unused_goldens") or [])
+    engines = "".join(f"<tr><th>{_e(n)}</th><td><code>{_e(c)}</code></td></tr>" for n, c in report["engines"].items())
+    data = json.dumps({"slices": slices}, allow_nan=False, separators=(",", ":")).replace("</", "<\\/")
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>verify {_e(report['suite'])}: {s['passed']} passed, {s['failed']} failed</title>
+<style>{CSS}</style></head>
+<body>
+<h1>verify {_e(report['suite'])}</h1>
+<div class="verdict {cls}" id="verdict">{verdict}: {s['passed']} passed, {s['failed']} failed</div>
+<p>Rule: <code>{_e(report['rule'])}</code> with tol = {report['tolerance']:g}. Heatmaps show reference, port and
+|port − reference| of each output matrix (attention weights first; colours per slice; values to 4 significant digits,
+the difference computed from the exact doubles; NaN magenta). Hover a cell for its index and values.</p>
+<table class="engines">{engines}</table>
+{f'<h2 class="fail">Unused goldens</h2><ul>{unused}</ul>' if unused else ''}
+<nav><ul>{nav}</ul></nav>
+{''.join(body)}
+<div id="tip"></div>
+<script type="application/json" id="verify-data">{data}</script>
+<script>{SCRIPT}</script>
+</body></html>
+"""
