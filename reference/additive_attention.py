@@ -22,6 +22,7 @@ import numpy as np
 
 from .dot_product_attention import attention_dropout, attention_dropout_backward, transpose_last
 from .masked_softmax import masked_softmax_backward, masked_softmax_forward
+from .mathlib import tanh
 from .ops import matmul, matmul_nt, sum_last
 
 
@@ -44,7 +45,7 @@ def additive_attention_forward(q, k, v, params, valid_lens=None, dropout_p=0.0, 
     qp = matmul_nt(q, W_q)  # (B, Q, H)
     kp = matmul_nt(k, W_k)  # (B, K, H)
     features = qp[:, :, None, :] + kp[:, None, :, :]  # (B, Q, K, H)
-    t = np.tanh(features)  # (B, Q, K, H)
+    t = tanh(features)  # (B, Q, K, H)
     scores = matmul_nt(t, w_v)[..., 0]  # (B, Q, K)
     weights, softmax_cache = masked_softmax_forward(scores, valid_lens)  # (B, Q, K)
     dropped, keep = attention_dropout(weights, dropout_p, rng)  # (B, Q, K)
@@ -73,7 +74,7 @@ def additive_attention_backward(dout, cache):
     # scores = matmul_nt(t, w_v)[..., 0]
     dt = dscores[..., None] * w_v[0]  # (B, Q, K, H)
     dw_v = matmul(dscores.reshape(1, B * Q * K), t.reshape(B * Q * K, H))  # (1, H): rows (b, i, j) in order
-    # t = np.tanh(features)
+    # t = tanh(features)
     dfeatures = dt * (1.0 - t * t)  # (B, Q, K, H)
     # features = qp[:, :, None, :] + kp[:, None, :, :]
     dqp = sum_last(np.moveaxis(dfeatures, 2, -1))  # (B, Q, H): sum over keys

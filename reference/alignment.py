@@ -30,6 +30,7 @@ import numpy as np
 
 from .additive_attention import additive_attention_backward, additive_attention_forward
 from .init import linear_params
+from .mathlib import log
 from .ops import sum_last
 
 SOURCE = ("the", "red", "car", "<eos>")
@@ -69,7 +70,7 @@ def alignment_loss(params, data):
     out, attn = additive_attention_forward(q, k, identity, params)  # (B, Q, K)
     picked = np.take_along_axis(out, gold[..., None], axis=-1)[..., 0]  # (B, Q)
     N = B * Q
-    loss = float(sum_last((-np.log(picked)).reshape(N)) / N)  # in-order over (b, i)
+    loss = float(sum_last((-log(picked)).reshape(N)) / N)  # in-order over (b, i)
     return loss, {"out": out, "gold": gold, "attn": attn, "weights": attn["weights"], "N": N}
 
 

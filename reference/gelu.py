@@ -10,7 +10,7 @@ coefficients; only the erf half is needed. For a = |x|:
                    (R, S one pair below 1/0.35, another above); erf = sign * (1 - erfc)
   [6, inf]         erf = sign * 1
 Every polynomial is evaluated by Horner's rule from the highest coefficient, in the order
-written, in both engines; exp is np.exp here and Math.exp in the port (may differ in the last bit).
+written, in both engines; exp is mathlib's (the same bits in both engines).
 NaN gives NaN.
 
 GELU (exact, as torch.nn.GELU()): out = (x * 0.5) * (1 + erf(x * SQRT1_2)), left to right,
@@ -21,10 +21,12 @@ forward's erf term and phi(x) = exp(-x^2 / 2) / sqrt(2 pi). One expression, left
   cdf = 0.5 * (1 + erf)
   pdf = exp((x * x) * -0.5) * INV_SQRT_2PI        INV_SQRT_2PI the double nearest 1/sqrt(2 pi)
   dx  = dout * (cdf + x * pdf)
-(PyTorch's CPU GeluBackward computes the same terms; exp may differ in the last bit.)
+(PyTorch's CPU GeluBackward computes the same terms, with libm's exp.)
 """
 
 import numpy as np
+
+from .mathlib import exp
 
 SQRT1_2 = 0.7071067811865476
 INV_SQRT_2PI = 0.3989422804014327
@@ -72,7 +74,7 @@ def _erf_tail(a):
     R = np.where(near, horner(RA, w), horner(RB, w))
     S = np.where(near, horner(SA, w), horner(SB, w))
     t = (a.view(np.uint64) & np.uint64(0xFFFFFFFF00000000)).view(np.float64)  # high word of a
-    r = np.exp(-t * t - 0.5625) * np.exp((t - a) * (t + a) + R / S)
+    r = exp(-t * t - 0.5625) * exp((t - a) * (t + a) + R / S)
     return 1.0 - r / a
 
 
@@ -118,5 +120,5 @@ def gelu_backward(dout, cache):
         raise ValueError(f"gelu_backward: dout must have the forward's shape {x.shape}, got {dout.shape}")
     # inverts: out = (x * 0.5) * (1 + erf(x * SQRT1_2))
     cdf = 0.5 * (1.0 + e)  # (...)
-    pdf = np.exp((x * x) * -0.5) * INV_SQRT_2PI  # (...)
+    pdf = exp((x * x) * -0.5) * INV_SQRT_2PI  # (...)
     return dout * (cdf + x * pdf)

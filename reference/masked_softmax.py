@@ -7,6 +7,7 @@ replaced by -1e6, not -inf, so a row with length 0 gets uniform weights 1/K over
 
 import numpy as np
 
+from .mathlib import exp
 from .ops import sum_last
 
 MASK_VALUE = -1e6
@@ -35,7 +36,7 @@ def masked_softmax_forward(x, valid_lens=None):
     if keep is not None:
         x = np.where(keep, x, MASK_VALUE)
     shifted = x - np.max(x, axis=-1, keepdims=True)  # the max is exact in any order
-    e = np.exp(shifted)
+    e = exp(shifted)
     out = e / sum_last(e)[..., None]
     return out, {"out": out, "keep": keep}
 

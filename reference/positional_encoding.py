@@ -9,8 +9,8 @@
 
 Shape legend: B batch, T steps, L table length (positions), d model dim (even).
 The expressions above are written the same way in both engines: the exponent (2j) / d is one
-rounded division, div_j one pow (np.power / Math.pow, which may differ in the last bit), and the
-angle one division, as in the book's code (but in float64, not float32). Rows of the table do
+rounded division, div_j one mathlib pow_ln (exp of (2j) / d times ln 10000, held as a double
+pair; within 1 ulp), and the angle one division, as in the book's code (but in float64, not float32). Rows of the table do
 not depend on its length, so x + P[:T] uses a table of exactly T rows. Dot products and norms in
 position_similarity are in-order sums over the d features.
 Backward: the table is a constant, so dx = d summed = dropout_backward(dout) (a copy at p = 0).
@@ -19,9 +19,11 @@ Backward: the table is a constant, so dx = d summed = dropout_backward(dout) (a 
 import numpy as np
 
 from .dropout import dropout_backward, dropout_forward
+from .mathlib import cos, pow_ln, sin
 from .ops import matmul_nt, sum_last
 
 BASE = 10000.0
+LN_BASE = (9.210340371976184, -8.683024893528997e-16)  # ln 10000 = hi + lo: the nearest double, then the rest's
 
 
 def sinusoidal_table(max_len, d):
@@ -32,11 +34,11 @@ def sinusoidal_table(max_len, d):
     if max_len < 0:
         raise ValueError(f"sinusoidal_table needs max_len >= 0, got {max_len}")
     exponent = np.arange(0, d, 2, dtype=np.float64) / d  # (d/2,)  (2j) / d
-    div = np.power(BASE, exponent)  # (d/2,)  10000 ** ((2j) / d) = 1 / w_j
+    div = pow_ln(LN_BASE, exponent)  # (d/2,)  10000 ** ((2j) / d) = 1 / w_j
     angle = np.arange(max_len, dtype=np.float64)[:, None] / div[None, :]  # (L, d/2)
     P = np.empty((max_len, d))
-    P[:, 0::2] = np.sin(angle)
-    P[:, 1::2] = np.cos(angle)
+    P[:, 0::2] = sin(angle)
+    P[:, 1::2] = cos(angle)
     return P
 
 

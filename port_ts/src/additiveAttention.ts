@@ -21,6 +21,7 @@ import type { Generator } from "./rng.ts";
 import { type Tensor, type IntTensor, matmul, matmulNT, zeros } from "./ops.ts";
 import { type MaskedSoftmaxCache, maskedSoftmaxForward, maskedSoftmaxBackward } from "./maskedSoftmax.ts";
 import { attentionDropout, attentionDropoutBackward, transposeLast } from "./dotProductAttention.ts";
+import * as mathlib from "./mathlib.ts";
 
 export interface AdditiveAttentionCache {
   q: Tensor; k: Tensor; v: Tensor;
@@ -72,7 +73,7 @@ export function additiveAttentionForward(
         const o = ((b * Q + i) * K + j) * H, qo = (b * Q + i) * H, ko = (b * K + j) * H;
         for (let h = 0; h < H; h++) {
           F[o + h] = QP[qo + h] + KP[ko + h];
-          T[o + h] = Math.tanh(F[o + h]);
+          T[o + h] = mathlib.tanh(F[o + h]);
         }
       }
     }
@@ -110,7 +111,7 @@ export function additiveAttentionBackward(
   const DS = dscores.data, WV = w_v.data, DT = dt.data;
   for (let r = 0; r < B * Q * K; r++) for (let h = 0; h < H; h++) DT[r * H + h] = DS[r] * WV[h];
   const dw_v = matmul({ shape: [1, B * Q * K], data: DS }, { shape: [B * Q * K, H], data: tanh.data }); // (1, H)
-  // T[o + h] = Math.tanh(F[o + h])
+  // T[o + h] = mathlib.tanh(F[o + h])
   const dfeatures = zeros([B, Q, K, H]); // (B, Q, K, H)
   const T = tanh.data, DF = dfeatures.data;
   for (let i = 0; i < DF.length; i++) DF[i] = DT[i] * (1 - T[i] * T[i]);

@@ -29,6 +29,7 @@ import type { Generator } from "./rng.ts";
 import { type Tensor, type IntTensor, zeros } from "./ops.ts";
 import { type AdditiveAttentionCache, additiveAttentionBackward, additiveAttentionForward } from "./additiveAttention.ts";
 import { linearParams } from "./init.ts";
+import { log } from "./mathlib.ts";
 
 export const SOURCE = ["the", "red", "car", "<eos>"] as const;
 export const TARGET = ["la", "voiture", "rouge", "<eos>"] as const;
@@ -75,7 +76,7 @@ export function alignmentLoss(params: Record<string, Tensor>, data: AlignmentDat
   const { out, cache: attn } = additiveAttentionForward(q, k, identity, params); // (B, Q, K)
   const N = B * Q;
   let acc = 0; // in-order over (b, i)
-  for (let n = 0; n < N; n++) acc += -Math.log(out.data[n * K + gold.data[n]]);
+  for (let n = 0; n < N; n++) acc += -log(out.data[n * K + gold.data[n]]);
   return { loss: acc / N, cache: { out, gold, attn, weights: attn.weights, N } };
 }
 

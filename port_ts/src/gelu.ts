@@ -9,8 +9,7 @@
 //                    (R, S one pair below 1/0.35, another above); erf = sign * (1 - erfc)
 //   [6, inf]         erf = sign * 1
 // Every polynomial is evaluated by Horner's rule from the highest coefficient, in the order
-// written, in both engines; exp is Math.exp here and np.exp in the reference (may differ in the
-// last bit). NaN gives NaN.
+// written, in both engines; exp is mathlib's (the same bits in both engines). NaN gives NaN.
 //
 // GELU (exact, as torch.nn.GELU()): out = (x * 0.5) * (1 + erf(x * SQRT1_2)), left to right,
 // SQRT1_2 the double nearest 1/sqrt(2). Shapes: x (...) -> out (...).
@@ -20,9 +19,10 @@
 //   cdf = 0.5 * (1 + erf)
 //   pdf = exp((x * x) * -0.5) * INV_SQRT_2PI        INV_SQRT_2PI the double nearest 1/sqrt(2 pi)
 //   dx  = dout * (cdf + x * pdf)
-// (PyTorch's CPU GeluBackward computes the same terms; exp may differ in the last bit.)
+// (PyTorch's CPU GeluBackward computes the same terms, with libm's exp.)
 
 import { type Tensor, zeros } from "./ops.ts";
+import { exp } from "./mathlib.ts";
 
 export const SQRT1_2 = 0.7071067811865476;
 export const INV_SQRT_2PI = 0.3989422804014327;
@@ -77,7 +77,7 @@ function erfTail(a: number): number {
   const R = near ? horner(RA, w) : horner(RB, w);
   const S = near ? horner(SA, w) : horner(SB, w);
   const t = highWord(a);
-  const r = Math.exp(-t * t - 0.5625) * Math.exp((t - a) * (t + a) + R / S);
+  const r = exp(-t * t - 0.5625) * exp((t - a) * (t + a) + R / S);
   return 1 - r / a;
 }
 
@@ -125,7 +125,7 @@ export function geluBackward(dout: Tensor, cache: GeluCache): Tensor {
   // inverts: out = (x * 0.5) * (1 + erf(x * SQRT1_2))
   for (let i = 0; i < X.length; i++) {
     const cdf = 0.5 * (1 + E[i]);
-    const pdf = Math.exp((X[i] * X[i]) * -0.5) * INV_SQRT_2PI;
+    const pdf = exp((X[i] * X[i]) * -0.5) * INV_SQRT_2PI;
     DX[i] = D[i] * (cdf + X[i] * pdf);
   }
   return dx;

@@ -15,6 +15,7 @@
 //   dlogits[n] = (p - onehot(t)) * coef[n]
 
 import { type Tensor, type IntTensor, zeros } from "./ops.ts";
+import { exp, log } from "./mathlib.ts";
 
 export interface CrossEntropyCache {
   probs: Tensor; // (N, V) softmax of each row
@@ -67,10 +68,10 @@ export function crossEntropyForward(
     for (let v = 1; v < V; v++) if (Z[o + v] > m) m = Z[o + v];
     let s = 0;
     for (let v = 0; v < V; v++) {
-      P[o + v] = Math.exp(Z[o + v] - m); // exp(z - m) for now
+      P[o + v] = exp(Z[o + v] - m); // exp(z - m) for now
       s += P[o + v];
     }
-    losses[n] = Math.log(s) - (Z[o + t] - m);
+    losses[n] = log(s) - (Z[o + t] - m);
     for (let v = 0; v < V; v++) P[o + v] = P[o + v] / s; // softmax
   }
   const coef = new Float64Array(N); // (N,)

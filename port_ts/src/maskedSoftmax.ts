@@ -4,6 +4,7 @@
 // scores are replaced by -1e6, not -Infinity, so a row with length 0 gets uniform weights 1/K.
 
 import { type Tensor, type IntTensor, zeros, sizeOf } from "./ops.ts";
+import { exp } from "./mathlib.ts";
 
 export const MASK_VALUE = -1e6;
 
@@ -47,7 +48,7 @@ export function maskedSoftmaxForward(x: Tensor, validLens: IntTensor | null = nu
     }
     let sum = 0;
     for (let k = 0; k < K; k++) {
-      const e = Math.exp(O[o + k] - max);
+      const e = exp(O[o + k] - max);
       O[o + k] = e;
       sum += e;
     }

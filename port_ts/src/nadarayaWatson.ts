@@ -18,11 +18,12 @@
 
 import type { Generator } from "./rng.ts";
 import { type Tensor, zeros } from "./ops.ts";
+import { exp, sin } from "./mathlib.ts";
 
 export type Kernel = (u: number) => number;
 
 export function gaussian(u: number): number {
-  return Math.exp(-(u * u) / 2);
+  return exp(-(u * u) / 2);
 }
 
 export function boxcar(u: number): number {
@@ -41,7 +42,7 @@ export const KERNELS: Record<string, Kernel> = { gaussian, boxcar, constant, epa
 
 /** f(x) = 2 sin(x) + x. */
 export function target(x: number): number {
-  return 2 * Math.sin(x) + x;
+  return 2 * sin(x) + x;
 }
 
 export interface RegressionData {

@@ -8,8 +8,8 @@
 //   sim        = (P P^T)[i, j] / (|P_i| |P_j|)    (L, L)   cosine similarity of two positions
 //
 // Shape legend: B batch, T steps, L table length (positions), d model dim (even).
-// Written as in the reference: (2j) / d is one rounded division, div_j one Math.pow (may differ
-// from np.power in the last bit), the angle one division; float64 throughout. Rows do not depend
+// Written as in the reference: (2j) / d is one rounded division, div_j one mathlib powLn (exp of
+// (2j)/d times ln 10000 held as a double pair), the angle one division; float64 throughout. Rows do not depend
 // on the table's length, so x + P[:T] uses a table of exactly T rows. Dot products and norms are
 // in-order sums over the d features.
 // Backward: the table is a constant, so dx = d summed = dropoutBackward(dout) (a copy at p = 0).
@@ -17,8 +17,10 @@
 import type { Generator } from "./rng.ts";
 import { type Tensor, zeros, matmulNT, sumLast } from "./ops.ts";
 import { dropoutBackward, dropoutForward } from "./dropout.ts";
+import { cos, powLn, sin } from "./mathlib.ts";
 
 export const BASE = 10000;
+export const LN_BASE: [number, number] = [9.210340371976184, -8.683024893528997e-16]; // ln 10000 = hi + lo: the nearest double, then the rest's
 
 /** P (maxLen, d) in float64: sin on even features, cos on odd ones. */
 export function sinusoidalTable(maxLen: number, d: number): Tensor {
@@ -30,13 +32,13 @@ export function sinusoidalTable(maxLen: number, d: number): Tensor {
   }
   const half = d / 2;
   const div = new Float64Array(half); // 10000 ** ((2j) / d) = 1 / w_j
-  for (let j = 0; j < half; j++) div[j] = Math.pow(BASE, (2 * j) / d);
+  for (let j = 0; j < half; j++) div[j] = powLn(LN_BASE, (2 * j) / d);
   const P = zeros([maxLen, d]);
   for (let i = 0; i < maxLen; i++) {
     for (let j = 0; j < half; j++) {
       const angle = i / div[j];
-      P.data[i * d + 2 * j] = Math.sin(angle);
-      P.data[i * d + 2 * j + 1] = Math.cos(angle);
+      P.data[i * d + 2 * j] = sin(angle);
+      P.data[i * d + 2 * j + 1] = cos(angle);
     }
   }
   return P;
