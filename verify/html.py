@@ -135,8 +135,11 @@ def _heatmaps(case, slices_out):
             window = (f"rows {sl['rows'][0]}–{sl['rows'][1] - 1}, columns {sl['cols'][0]}–{sl['cols'][1] - 1} of "
                       f"{h['shape'][-2]} × {h['shape'][-1]}")
             cell = _cell(rows, cols)
+            diffs = [v for r in sl["abs_diff"] for v in r if isinstance(v, (int, float))]
+            top = max(diffs, default=0.0)
             figs = []
-            for kind, caption in (("reference", "reference"), ("port", "port"), ("diff", "|port − reference|")):
+            for kind, caption in (("reference", "reference"), ("port", "port"),
+                                  ("diff", f"|port − reference|, max {_num(top)} (log scale; white: equal)")):
                 figs.append(f'<figure><canvas class="heatmap" data-slice="{k}" data-kind="{kind}" data-cell="{cell}" '
                             f'width="{cols * cell}" height="{rows * cell}" '
                             f'aria-label="{_e(h["tensor"])} {kind}"></canvas><figcaption>{_e(caption)}</figcaption></figure>')
