@@ -16,7 +16,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from . import catalogue, diff, engines, goldens, html, junit, suite
+from . import assets, catalogue, diff, engines, goldens, html, junit, suite
+from . import inspect as inspect_cmd  # not `import inspect`: that would shadow the standard library's
 from .compare import DEFAULT_TOL, compare_named
 from .documents import DocumentError, Schemas, read
 from .errors import EXIT_INPUT, EXIT_MISMATCH, EXIT_PASS, InputError
@@ -126,6 +127,7 @@ def build_parser():
     r.add_argument("--port-cmd", metavar="CMD",
                    help="take the port's goldens from CMD instead of node port_ts/src/cli.ts run (for testing "
                         "another implementation; the committed port goldens come from port_ts)")
+    inspect_cmd.add_parser(sub)
     s = sub.add_parser("show", help="re-render a saved JSON report (terminal, and optionally HTML or JUnit)",
                        description="Print a saved JSON report (reports/verify-<suite>.json or one written with "
                                    "--report) as `verify <suite>` printed it; --html / --junit render it again as "
@@ -236,11 +238,15 @@ def cmd_regen(args, out):
     every, selected = project.cases(args.case)
     ctx = project.context(args.timeout)
     engine_list = [engines.reference_engine(project.root), engines.port_engine(project.root, args.port_cmd)]
+    extra, not_run = assets.plan(selected)  # a pretrained case whose model is missing keeps its goldens
+    for case_id, why in not_run.items():
+        print(f"skipped {case_id}: {why}", file=out)
+    selected = [c for c in selected if c.id not in not_run]
     progress = Progress(out)
     with tempfile.TemporaryDirectory(prefix="verify-regen-") as work:
         try:
             runs = engines.run_all(engine_list, [c.spec for c in selected], work, args.timeout, jobs=args.jobs,
-                                   progress=progress)
+                                   progress=progress, extra=extra)
         finally:
             progress.clear()
         problems, disagree, fresh_files = [], [], {e.name: {} for e in engine_list}
@@ -255,6 +261,10 @@ def cmd_regen(args, out):
             results = []
             for part, role in (("inputs", "input"), ("outputs", "output")):
                 results += compare_named(role, fresh["reference"].tensors[part], fresh["port"].tensors[part], args.tol)
+            if case.kind == "pretrained":
+                full, errs = assets.compare_full(case, {n: r.out_dir for n, r in runs.items()}, args.tol, project.schemas)
+                results += full
+                problems += [f"{case.id}: {e}" for e in errs]
             may_drift = set(case.spec.get("expect", {}).get("may_drift", []))  # allowed to drift, as in a run
             bad = [f"{t.role} '{t.name}'" for t in results
                    if not t.passed and not (t.role == "output" and t.name in may_drift and t.message is None)]
@@ -340,6 +350,8 @@ def main(argv=None):
     try:
         if args.command == "regen":
             return cmd_regen(args, out)
+        if args.command == "inspect":
+            return inspect_cmd.run(args, out, repo_root())
         if args.command == "show":
             return cmd_show(args, out)
         if args.command == "diff":

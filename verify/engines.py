@@ -211,11 +211,12 @@ def _merge(engine, out_dir, runs):
     return merged
 
 
-def run_all(engines, case_specs, work_dir, timeout, jobs=2, progress=None):
+def run_all(engines, case_specs, work_dir, timeout, jobs=2, progress=None, extra=None):
     """Run the engines, each into work_dir/<name>; {name: EngineRun}. jobs is how many engine
     processes may run at once: 1 runs the engines one after the other, 2 (the default) both at
     once, more splits each engine's cases across jobs // len(engines) processes writing into the
-    same directory. The first engine-level error (in the order given) is raised once all have
+    same directory. extra: further request fields for every process (the pretrained cases'
+    assets). The first engine-level error (in the order given) is raised once all have
     stopped."""
     per_engine = max(1, jobs // len(engines)) if jobs > 1 else 1
     tasks = []  # (engine, shard)
@@ -230,7 +231,7 @@ def run_all(engines, case_specs, work_dir, timeout, jobs=2, progress=None):
     def one(engine, part):
         tick = (lambda status: progress.advance(engine.name)) if progress is not None else None
         try:
-            r = run(engine, part, Path(work_dir) / engine.name, timeout, on_status=tick)
+            r = run(engine, part, Path(work_dir) / engine.name, timeout, extra=extra, on_status=tick)
             with lock:
                 results.setdefault(engine.name, []).append(r)
         except InputError as exc:

@@ -6,6 +6,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import assets
 from . import engines as engines_mod
 from . import goldens
 from . import replay as replay_mod
@@ -76,17 +77,19 @@ def _unknown_op(run, case, display):
 def run(ctx, selected, all_ids, engines, tol, check_unused, jobs=2, progress=None, timings=None):
     """Run the engines on the selected cases and build the report dict. progress and timings are
     optional observers (verify/progress.py, verify/timings.py); they change nothing reported."""
-    specs = [c.spec for c in selected]
+    extra, not_run = assets.plan(selected)  # pretrained cases: the model's directory, or why not run
+    specs = [c.spec for c in selected if c.id not in not_run]
     timings = timings or Timings()
     with tempfile.TemporaryDirectory(prefix="verify-") as work:
         with timings.section("engines"):
-            runs = engines_mod.run_all(engines, specs, work, ctx.timeout, jobs=jobs, progress=progress)
+            runs = engines_mod.run_all(engines, specs, work, ctx.timeout, jobs=jobs, progress=progress, extra=extra)
         for r in runs.values():
             timings.engine(r)
             for case in selected:
                 timings.case(case.op, r.engine.name, (r.statuses.get(case.id) or {}).get("seconds"))
         for case in selected:
-            _unknown_op(runs["reference"], case, ctx.display)
+            if case.id not in not_run:
+                _unknown_op(runs["reference"], case, ctx.display)
         runs = {e.name: runs[e.name] for e in engines}  # report in the engines' order
         reference_dir = runs["reference"].out_dir
         to_replay = [c for c in selected if c.kind == "training" and replay_mod.segments_of(c)
@@ -103,7 +106,15 @@ def run(ctx, selected, all_ids, engines, tol, check_unused, jobs=2, progress=Non
         cases = []
         with timings.section("comparison"):
             for case in selected:
+                if case.id in not_run:
+                    cases.append(assets.not_run_result(case, ctx.display, not_run[case.id]))
+                    continue
                 result = _case_result(ctx, case, runs, tol)
+                if case.kind == "pretrained" and all((r.statuses.get(case.id) or {}).get("ok") for r in runs.values()):
+                    full, errors = assets.compare_full(case, {n: r.out_dir for n, r in runs.items()}, tol, ctx.schemas)
+                    result["tensors"] += [t.to_dict() for t in full]
+                    result["errors"] += errors
+                    result["passed"] = result["passed"] and not errors and all(t.passed for t in full)
                 if case.kind == "training" and replay_mod.segments_of(case):
                     result["replay"] = replay_mod.compare(case, reference_dir, replayed, tol)
                     result["passed"] = result["passed"] and all(r["passed"] for r in result["replay"])
