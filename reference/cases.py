@@ -6,14 +6,14 @@ A builder returns (inputs, outputs); a training builder (cases_training) returns
 out_dir/<id>.states/step_<t>.json, each with the case echoed into it. A pretrained builder
 (cases_pretrained) also takes the request's assets {model name: directory}."""
 
-from . import cases_attention, cases_gradcheck, cases_layers, cases_lesson, cases_models, cases_pretrained, cases_training
+from . import cases_attention, cases_faults, cases_gradcheck, cases_layers, cases_lesson, cases_models, cases_pretrained, cases_training
 from .case_config import CaseError
 from .golden import case_document
 from .rng import Generator
 
 BUILDERS = {}
 for _family in (cases_attention, cases_layers, cases_models, cases_lesson, cases_gradcheck, cases_training,
-                cases_pretrained):
+                cases_pretrained, cases_faults):
     BUILDERS.update(_family.BUILDERS)
 
 

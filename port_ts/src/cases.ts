@@ -16,9 +16,10 @@ import { BUILDERS as lesson } from "./casesLesson.ts";
 import { BUILDERS as gradcheck } from "./casesGradcheck.ts";
 import { BUILDERS as training, type TrainingResult } from "./casesTraining.ts";
 import { BUILDERS as pretrained, type Assets } from "./casesPretrained.ts";
+import { BUILDERS as faults } from "./casesFaults.ts";
 import type { StateDocument } from "./train.ts";
 
-export const BUILDERS: Record<string, Builder> = { ...attention, ...layers, ...models, ...lesson, ...gradcheck, ...training, ...pretrained };
+export const BUILDERS: Record<string, Builder> = { ...attention, ...layers, ...models, ...lesson, ...gradcheck, ...training, ...pretrained, ...faults };
 
 export interface CaseSpec {
   id: string;

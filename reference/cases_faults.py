@@ -1,0 +1,106 @@
+"""Cheap forward cases that reach what otherwise only the training runs reach (twin:
+casesFaults.ts; docs/faults.md): the digits data, greedy decoding on a small untrained model,
+a few steps of clipping and Adam on drawn gradients, the garment images, and the bits of erf
+and GELU. Each exists so that a fault of the catalogue (faults/attention.json) is caught in
+seconds instead of by a 600-step run, or at all (erf_bits: a 1e-7-accurate erf moves GELU by
+less than the tolerance; its digests are bit-exact)."""
+
+import numpy as np
+
+from . import case_config as cc
+from .decode import greedy_decode
+from .digits import BOS, EOS, batch_rows, digits_data, draw_digit_set, encode_inputs
+from .garments import make_garments
+from .gelu import erf, gelu_backward, gelu_forward
+from .optim import adam_init, adam_step, clip_gradients
+from .reversal import exact_rows, reversal_model_config
+from .train import state_digest
+from .transformer import init_transformer_params
+
+
+def _ids(x):
+    return np.asarray(x, dtype=np.int64)
+
+
+def digits_data_case(config, rng):
+    # config: n_train, n_test, min_digits, max_digits, batch, steps
+    # draws: digits_data (the training set, then the held-out set)
+    lo, hi = cc.get(config, "min_digits"), cc.get(config, "max_digits")
+    data = digits_data(rng, cc.get(config, "n_train"), cc.get(config, "n_test"), lo, hi)
+    outputs = {}
+    for split in ("train", "test"):
+        for name, value in data[split].items():
+            outputs[f"{split}.{name}"] = _ids(value)
+    batch, steps = cc.get(config, "batch"), cc.get(config, "steps")
+    outputs["batch_rows"] = _ids([batch_rows(cc.get(config, "n_train"), batch, t) for t in range(1, steps + 1)])
+    return {}, outputs
+
+
+def greedy_decode_case(config, rng):
+    # config: the reversal model's sizes (d, heads, ffn_hidden, enc_blocks, dec_blocks), n,
+    #   min_digits, max_digits, eos_bias (added to the output bias of <eos>, so rows end early)
+    # draws: init_transformer_params; n distinct inputs (draw_digit_set)
+    model = reversal_model_config(config)
+    params = init_transformer_params(rng, model)
+    params["dec.out.b"] = params["dec.out.b"].copy()
+    params["dec.out.b"][EOS] = params["dec.out.b"][EOS] + cc.get(config, "eos_bias", 0.0)
+    hi = cc.get(config, "max_digits")
+    inputs = draw_digit_set(rng, cc.get(config, "n"), cc.get(config, "min_digits"), hi)
+    arrays = encode_inputs(inputs, hi)
+    dec = greedy_decode(params, model, arrays["src"], arrays["src_lens"], hi + 1, BOS, EOS)
+    outputs = {
+        "decode.tokens": dec["tokens"], "decode.margin": dec["margins"], "decode.lengths": dec["lengths"],
+        "decode.exact": exact_rows(dec["tokens"], arrays), "cross_weights": dec["cross_weights"][0],
+    }
+    return {"src": arrays["src"], "src_lens": arrays["src_lens"], **params}, outputs
+
+
+def optim_steps_case(config, rng):
+    # config: shapes (a list of parameter shapes), steps, lr, clip (null: never), grad_scale (one per step)
+    # draws: every parameter ~ N(0, 1) in order; then per step every gradient ~ N(0, 1) in order,
+    #   multiplied by that step's grad_scale
+    shapes = cc.get(config, "shapes")
+    names = [f"p{i}" for i in range(len(shapes))]
+    params = {name: rng.normal(tuple(s), 0.0, 1.0) for name, s in zip(names, shapes)}
+    start = {name: params[name].copy() for name in names}
+    state = adam_init(params, names)
+    clip, lr, scales = cc.get(config, "clip"), cc.get(config, "lr"), cc.get(config, "grad_scale")
+    norms = []
+    for t in range(cc.get(config, "steps")):
+        grads = {name: rng.normal(tuple(s), 0.0, 1.0) * scales[t] for name, s in zip(names, shapes)}
+        norms.append(clip_gradients(grads, names, clip) if clip is not None else 0.0)
+        adam_step(params, grads, names, state, lr)
+    outputs = {"grad_norm": np.array(norms), "opt": np.array([state["t"], state["b1t"], state["b2t"]])}
+    for name in names:
+        outputs[f"param.{name}"] = params[name]
+        outputs[f"m.{name}"] = state["m"][name]
+        outputs[f"v.{name}"] = state["v"][name]
+    return {f"init.{name}": start[name] for name in names}, outputs, {"state": state_digest(params, names, state)}, {}
+
+
+def garments_data_case(config, rng):
+    # config: n, classes; draws: make_garments (permutation, variants, shifts, scales, noise)
+    images, labels = make_garments(rng, cc.get(config, "n"), cc.get(config, "classes"))
+    return {}, {"images": images, "labels": _ids(labels)}
+
+
+def erf_bits_case(config, rng):
+    # config: grid [lo, hi, n] (no draws); outputs erf, GELU and GELU's derivative on the grid,
+    # and their SHA-256 digests (bit identity, where the tolerance would let a 1e-7 erf through)
+    lo, hi, n = cc.get(config, "grid")
+    x = lo + np.arange(n) * ((hi - lo) / (n - 1))
+    e = erf(x)
+    out, cache = gelu_forward(x)
+    dx = gelu_backward(np.ones_like(x), cache)
+    outputs = {"erf": e, "gelu": out, "dgelu": dx}
+    digests = {name: state_digest({name: value}, [name]) for name, value in outputs.items()}
+    return {"x": x}, outputs, digests, {}
+
+
+BUILDERS = {
+    "digits_data": digits_data_case,
+    "greedy_decode": greedy_decode_case,
+    "optim_steps": optim_steps_case,
+    "garments_data": garments_data_case,
+    "erf_bits": erf_bits_case,
+}
