@@ -2,9 +2,10 @@
 // Backward: the ReLU gate at 0, and finite differences for x and every parameter.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { type Tensor, tensor } from "../src/ops.ts";
+import { tensor } from "../src/ops.ts";
 import { Generator } from "../src/rng.ts";
 import { ffnBackward, ffnForward, relu, reluBackward } from "../src/ffn.ts";
+import { checkFd, dot } from "./fd.ts";
 
 test("x = [1, -1] through F = 3 hidden units, computed by hand", () => {
   const params = {
@@ -31,32 +32,6 @@ test("a missing parameter is an error naming it", () => {
 });
 
 // ---- backward ----
-// The finite-difference checks use L = sum(out * dout) and the fourth-order central stencil
-// (f(x-2h) - 8 f(x-h) + 8 f(x+h) - f(x+2h)) / (12 h) with h = 1e-3: truncation ~1e-13 for these
-// smooth O(1) functions, rounding ~eps |L| / h (L summed in order here, not exactly). FD_RTOL
-// 1e-9 of the gradient's scale leaves a wide margin; a wrong gradient is off by O(1).
-const FD_STEP = 1e-3;
-const FD_RTOL = 1e-9;
-
-function dot(a: Tensor, b: Tensor): number {
-  let s = 0;
-  for (let i = 0; i < a.data.length; i++) s += a.data[i] * b.data[i];
-  return s;
-}
-
-/** Checks grad against fourth-order central differences of f() in every coordinate of a. */
-function checkFd(label: string, f: () => number, a: Tensor, grad: Tensor): void {
-  let scale = 0;
-  for (const g of grad.data) scale = Math.max(scale, Math.abs(g));
-  for (let i = 0; i < a.data.length; i++) {
-    const x0 = a.data[i];
-    const v = [-2, -1, 1, 2].map((s) => { a.data[i] = x0 + s * FD_STEP; return f(); });
-    a.data[i] = x0;
-    const numeric = (v[0] - 8 * v[1] + 8 * v[2] - v[3]) / (12 * FD_STEP);
-    assert.ok(Math.abs(numeric - grad.data[i]) <= FD_RTOL * Math.max(scale, 1e-300),
-      `${label}[${i}]: analytic ${grad.data[i]}, numeric ${numeric} (scale ${scale})`);
-  }
-}
 
 test("reluBackward passes dout where x > 0 and gives +0 at x <= 0 (0 and -0 included)", () => {
   const d = reluBackward(tensor([5], [1, 2, 3, 4, -5]), tensor([5], [0.5, 0, -0, -1, 2]));

@@ -3,8 +3,9 @@
 // derivative at known points and finite differences across the erf pieces.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { type Tensor, tensor } from "../src/ops.ts";
+import { tensor } from "../src/ops.ts";
 import { erf, geluBackward, geluForward } from "../src/gelu.ts";
+import { checkFd, dot } from "./fd.ts";
 
 /** One unit in the last place of |v| (v normal, non-zero). */
 function ulp(v: number): number {
@@ -84,32 +85,6 @@ test("the tanh approximation is 4.7e-4 away near x = -2.7: this GELU is not it",
 });
 
 // ---- backward ----
-// The finite-difference checks use L = sum(out * dout) and the fourth-order central stencil
-// (f(x-2h) - 8 f(x-h) + 8 f(x+h) - f(x+2h)) / (12 h) with h = 1e-3: truncation ~1e-13 for these
-// smooth O(1) functions, rounding ~eps |L| / h (L summed in order here, not exactly). FD_RTOL
-// 1e-9 of the gradient's scale leaves a wide margin; a wrong gradient is off by O(1).
-const FD_STEP = 1e-3;
-const FD_RTOL = 1e-9;
-
-function dot(a: Tensor, b: Tensor): number {
-  let s = 0;
-  for (let i = 0; i < a.data.length; i++) s += a.data[i] * b.data[i];
-  return s;
-}
-
-/** Checks grad against fourth-order central differences of f() in every coordinate of a. */
-function checkFd(label: string, f: () => number, a: Tensor, grad: Tensor): void {
-  let scale = 0;
-  for (const g of grad.data) scale = Math.max(scale, Math.abs(g));
-  for (let i = 0; i < a.data.length; i++) {
-    const x0 = a.data[i];
-    const v = [-2, -1, 1, 2].map((s) => { a.data[i] = x0 + s * FD_STEP; return f(); });
-    a.data[i] = x0;
-    const numeric = (v[0] - 8 * v[1] + 8 * v[2] - v[3]) / (12 * FD_STEP);
-    assert.ok(Math.abs(numeric - grad.data[i]) <= FD_RTOL * Math.max(scale, 1e-300),
-      `${label}[${i}]: analytic ${grad.data[i]}, numeric ${numeric} (scale ${scale})`);
-  }
-}
 
 test("the derivative Phi(x) + x phi(x) at known points", () => {
   const x = tensor([5], [0, 1, -1, 10, -10]);

@@ -4,8 +4,9 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { Generator } from "../src/rng.ts";
-import { type Tensor, tensor } from "../src/ops.ts";
+import { tensor } from "../src/ops.ts";
 import { sinusoidalTable, positionalEncodingForward, positionalEncodingBackward, positionSimilarity } from "../src/positionalEncoding.ts";
+import { checkFd, dot } from "./fd.ts";
 
 const ULP_1 = 2.3e-16; // one rounding of a value of size <= 1
 const PAIR = 4.5e-16; // sin^2 + cos^2: two products and a sum, each rounded once
@@ -87,32 +88,6 @@ test("cosine similarity: 1 on the diagonal, symmetric, a function of the gap alo
 });
 
 // ---- backward ----
-// The finite-difference checks use L = sum(out * dout) and the fourth-order central stencil
-// (f(x-2h) - 8 f(x-h) + 8 f(x+h) - f(x+2h)) / (12 h) with h = 1e-3: truncation ~1e-13 for these
-// smooth O(1) functions, rounding ~eps |L| / h (L summed in order here, not exactly). FD_RTOL
-// 1e-9 of the gradient's scale leaves a wide margin; a wrong gradient is off by O(1).
-const FD_STEP = 1e-3;
-const FD_RTOL = 1e-9;
-
-function dot(a: Tensor, b: Tensor): number {
-  let s = 0;
-  for (let i = 0; i < a.data.length; i++) s += a.data[i] * b.data[i];
-  return s;
-}
-
-/** Checks grad against fourth-order central differences of f() in every coordinate of a. */
-function checkFd(label: string, f: () => number, a: Tensor, grad: Tensor): void {
-  let scale = 0;
-  for (const g of grad.data) scale = Math.max(scale, Math.abs(g));
-  for (let i = 0; i < a.data.length; i++) {
-    const x0 = a.data[i];
-    const v = [-2, -1, 1, 2].map((s) => { a.data[i] = x0 + s * FD_STEP; return f(); });
-    a.data[i] = x0;
-    const numeric = (v[0] - 8 * v[1] + 8 * v[2] - v[3]) / (12 * FD_STEP);
-    assert.ok(Math.abs(numeric - grad.data[i]) <= FD_RTOL * Math.max(scale, 1e-300),
-      `${label}[${i}]: analytic ${grad.data[i]}, numeric ${numeric} (scale ${scale})`);
-  }
-}
 
 test("backward: the table is a constant, so dx = dout through the forward's dropout", () => {
   const x = new Generator(39).normal([2, 3, 4]), dout = new Generator(40).normal([2, 3, 4]);
