@@ -5,6 +5,7 @@
   verify regen attention [--case PATTERN ...] [--force] [--jobs N] [--port-cmd CMD]
   verify show REPORT [--case PATTERN ...] [--html FILE] [--junit FILE] [--timings]
   verify diff OLD NEW
+  verify faults attention [--fault PATTERN ...] [--jobs N] [--all-stages]
 
 Exit codes: 0 everything passed, 1 a mismatch (or a refused regen), 2 a usage or input error.
 """
@@ -16,7 +17,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from . import assets, catalogue, diff, engines, goldens, html, junit, suite
+from . import assets, catalogue, diff, engines, faults, goldens, html, junit, suite
 from . import inspect as inspect_cmd  # not `import inspect`: that would shadow the standard library's
 from .compare import DEFAULT_TOL, compare_named
 from .documents import DocumentError, Schemas, read
@@ -128,6 +129,22 @@ def build_parser():
                    help="take the port's goldens from CMD instead of node port_ts/src/cli.ts run (for testing "
                         "another implementation; the committed port goldens come from port_ts)")
     inspect_cmd.add_parser(sub)
+    f = sub.add_parser("faults", help="apply each fault of faults/<suite>.json to a copy of its engine and report "
+                                      "which cases catch it (docs/faults.md)",
+                       description="For each fault (one text edit of one engine's source) run the verification with "
+                                   "the faulty engine against the unmodified other engine's kept output, stage by "
+                                   "stage (fast cases first), and name the cases that catch it. Exit 0 only when "
+                                   "every fault is caught, 1 when one is missed, 2 on a usage or input error.")
+    f.add_argument("suite", choices=SUITES, help="the suite whose fault catalogue to run")
+    f.add_argument("--fault", metavar="PATTERN", action="append", default=[],
+                   help="run only faults whose id matches PATTERN (glob on the whole id, or a substring); repeatable")
+    f.add_argument("--jobs", type=_jobs, default=2, metavar="N", help="faults run at once (default 2)")
+    f.add_argument("--timeout", type=_positive, default=300.0, metavar="SECONDS",
+                   help="stop a faulty engine that runs longer than this; counted as caught (default 300)")
+    f.add_argument("--tol", type=_positive, default=DEFAULT_TOL, metavar="T", help=f"tolerance (default {DEFAULT_TOL:g})")
+    f.add_argument("--all-stages", action="store_true",
+                   help="run every stage for every fault, also after a stage has caught it")
+    f.add_argument("--catalogue", type=Path, metavar="FILE", help="read the faults from FILE instead of faults/<suite>.json")
     s = sub.add_parser("show", help="re-render a saved JSON report (terminal, and optionally HTML or JUnit)",
                        description="Print a saved JSON report (reports/verify-<suite>.json or one written with "
                                    "--report) as `verify <suite>` printed it; --html / --junit render it again as "
@@ -356,6 +373,8 @@ def main(argv=None):
             return cmd_show(args, out)
         if args.command == "diff":
             return cmd_diff(args, out)
+        if args.command == "faults":
+            return faults.run(args, out, Project(args, args.suite))
         return cmd_verify(args, out)
     except InputError as exc:
         out.flush()

@@ -1,0 +1,307 @@
+"""`verify faults attention`: does the verification catch porting bugs? (docs/faults.md)
+
+The catalogue (faults/<suite>.json) lists faults, each one text edit (find, exactly once; replace)
+of one engine's source. For each fault the engine's tree is copied to a temporary directory, the
+edit applied, and the verification run with that engine in place of the real one; the fault is
+caught when a case that passes on the unmodified tree fails (how: tensor mismatch, gradcheck
+bound, digest, quality bar, replay, golden, engine error), or when the faulty engine fails as a
+whole (crashes, hangs, prints garbage).
+
+Speed:
+- The unmodified engines run once per invocation per stage (the baseline, below); their outputs
+  are kept, and a port fault is compared against the unmodified reference's kept output (and a
+  reference fault against the unmodified port's): the other engine is never re-run. The baseline
+  is itself a full verification of the stage's cases: a case that fails there cannot witness a
+  fault and is named; an engine that cannot run the unmodified tree stops the command (exit 2).
+- Cases run in stages, cheapest first: every forward and gradcheck case (seconds); then the
+  pretrained cases and the training runs other than the reversal; then the reversal run. A
+  fault caught in a stage is not run through the later ones (--all-stages runs them all).
+- Faults run in parallel, --jobs at a time (each fault one engine process at a time).
+"""
+
+import json
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import assets, catalogue
+from . import engines as engines_mod
+from . import suite
+from .errors import EXIT_MISMATCH, EXIT_PASS, InputError
+
+AREAS = ("forward", "backward", "optimiser", "generator", "init", "decoding", "data")
+ENGINES = ("port", "reference")
+KEYS = {"id", "engine", "file", "find", "replace", "description", "area"}
+SLOW_OPS = {"train_reversal"}  # the last stage
+STAGES = (
+    ("fast", lambda c: c.kind in ("forward", "gradcheck")),
+    ("training", lambda c: c.kind not in ("forward", "gradcheck") and c.op not in SLOW_OPS),
+    ("reversal", lambda c: c.op in SLOW_OPS),
+)
+TREES = {"port": ("port_ts/src", "port_ts/package.json"), "reference": ("reference",)}
+
+
+@dataclass
+class Fault:
+    id: str
+    engine: str
+    file: str
+    find: str
+    replace: str
+    description: str
+    area: str
+
+
+@dataclass
+class Outcome:
+    fault: Fault
+    caught: list = field(default_factory=list)  # [(case id, [how, ...])]
+    engine_error: str = None
+    stage: str = None
+    seconds: float = 0.0
+    problem: str = None  # the fault could not be applied
+
+    @property
+    def is_caught(self):
+        return bool(self.caught) or self.engine_error is not None
+
+
+def load(path, root, display):
+    """The catalogue's faults, checked: every key present, a known engine and area, a file of
+    that engine's tree in which `find` occurs exactly once."""
+    try:
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise InputError(f"cannot read the fault catalogue {display(path)} ({exc.strerror}); "
+                         "it lists the faults, one text edit each (docs/faults.md)") from None
+    except ValueError as exc:
+        raise InputError(f"the fault catalogue {display(path)} is not valid JSON ({exc}); fix it") from None
+    entries = doc.get("faults") if isinstance(doc, dict) else None
+    if not isinstance(entries, list) or not entries:
+        raise InputError(f"the fault catalogue {display(path)} needs a non-empty list 'faults' (docs/faults.md)")
+    faults, seen = [], set()
+    for n, entry in enumerate(entries):
+        where = f"fault {n} of {display(path)}"
+        if not isinstance(entry, dict) or set(entry) != KEYS or not all(isinstance(entry[k], str) for k in KEYS):
+            raise InputError(f"{where} must have exactly the string fields {sorted(KEYS)}")
+        fault = Fault(**entry)
+        where = f"fault '{fault.id}' in {display(path)}"
+        if fault.id in seen:
+            raise InputError(f"{where}: the id is used twice")
+        seen.add(fault.id)
+        if fault.engine not in ENGINES or fault.area not in AREAS:
+            raise InputError(f"{where}: engine must be one of {ENGINES} and area one of {AREAS}")
+        if not fault.file.startswith(TREES[fault.engine][0] + "/"):
+            raise InputError(f"{where}: file {fault.file} is not in the {fault.engine}'s tree {TREES[fault.engine][0]}/")
+        try:
+            count = (Path(root) / fault.file).read_text(encoding="utf-8").count(fault.find)
+        except OSError:
+            raise InputError(f"{where}: there is no file {fault.file}; update the fault to today's sources") from None
+        if count != 1 or fault.find == fault.replace:
+            raise InputError(f"{where}: its 'find' text occurs {count} times in {fault.file} (must be exactly once, "
+                             "and differ from 'replace'); update the fault to today's sources")
+        faults.append(fault)
+    return faults
+
+
+def apply(fault, root, into):
+    """Copy the fault's engine tree from root into `into` and apply the edit there."""
+    for part in TREES[fault.engine]:
+        source, target = Path(root) / part, Path(into) / part
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if source.is_dir():
+            shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__", "node_modules"))
+        else:
+            shutil.copy2(source, target)
+    path = Path(into) / fault.file
+    text = path.read_text(encoding="utf-8")
+    path.write_text(text.replace(fault.find, fault.replace, 1), encoding="utf-8")
+
+
+def faulty_engine(fault, copy_root, root):
+    if fault.engine == "port":
+        return engines_mod.Engine("port", [str(engines_mod.node_binary()), str(Path(copy_root) / "port_ts/src/cli.ts"), "run"], Path(root))
+    return engines_mod.Engine("reference", [sys.executable, "-m", "reference", "run"], Path(copy_root))
+
+
+def cached_engine(real, cache_dir):
+    """An engine answering from cache_dir (verify/cached_engine.py); a replay goes to `real`."""
+    return engines_mod.Engine(real.name, [sys.executable, "-m", "verify.cached_engine", str(cache_dir), "--", *real.argv], real.cwd)
+
+
+def how(case):
+    """How a failing case (a report entry) failed: the kinds of evidence, in a fixed order."""
+    kinds = []
+    if any(not t["passed"] for t in case.get("tensors", [])):
+        kinds.append("tensor mismatch")
+    for check in case.get("checks", []):
+        if check["passed"]:
+            continue
+        if check["name"].startswith("digest"):
+            kinds.append("digest")
+        elif check["name"].endswith("rel_err") or check["name"] == "coverage":
+            kinds.append("gradcheck bound")
+        else:
+            kinds.append("quality bar")
+    if any(not r["passed"] for r in case.get("replay", [])):
+        kinds.append("replay")
+    for error in case.get("errors", []):
+        kinds.append("golden" if error.startswith("golden ") else "engine error")
+    return list(dict.fromkeys(kinds)) or ["failed"]
+
+
+class Baselines:
+    """The unmodified engines' outputs per stage, run once (lazily, one stage at a time)."""
+
+    def __init__(self, ctx, every, work, timeout, tol, display, out):
+        self.ctx, self.every, self.work, self.timeout, self.tol = ctx, every, Path(work), timeout, tol
+        self.display, self.out = display, out
+        self.real = {"reference": engines_mod.reference_engine(ctx.root), "port": engines_mod.port_engine(ctx.root)}
+        self.done, self.lock = {}, threading.Lock()
+        self.seconds = 0.0
+
+    def cases(self, stage):
+        rule = dict(STAGES)[stage]
+        return [c for c in self.every if rule(c)]
+
+    def get(self, stage):
+        """(cached engines {name: Engine}, ids of the stage's cases that pass unmodified)."""
+        with self.lock:
+            if stage not in self.done:
+                self.done[stage] = self._run(stage)
+            return self.done[stage]
+
+    def _run(self, stage):
+        started = time.monotonic()
+        selected = self.cases(stage)
+        extra, not_run = assets.plan(selected)
+        specs = [c.spec for c in selected if c.id not in not_run]
+        base = self.work / f"baseline-{stage}"
+        try:
+            runs = engines_mod.run_all(list(self.real.values()), specs, base / "runs", self.timeout, jobs=2, extra=extra)
+        except InputError as exc:
+            raise InputError(f"the unmodified engines do not run the {stage} cases ({exc}); "
+                             "fix that first: `verify attention` must run before faults can be judged") from None
+        cached = {}
+        for name, run in runs.items():
+            cache = base / f"cache-{name}"
+            cache.mkdir(parents=True)
+            (cache / "statuses.json").write_text(json.dumps(run.statuses), encoding="utf-8")
+            (cache / "out").symlink_to(run.out_dir.resolve(), target_is_directory=True)
+            cached[name] = cached_engine(self.real[name], cache)
+        report = suite.run(self.ctx, selected, {c.id for c in self.every}, [cached["reference"], cached["port"]],
+                           self.tol, check_unused=False, jobs=1)
+        passing = {c["id"] for c in report["cases"] if c["passed"]}
+        failing = [c["id"] for c in report["cases"] if not c["passed"]]
+        self.seconds += time.monotonic() - started
+        print(f"baseline {stage}: {len(passing)} of {len(selected)} cases pass on the unmodified tree "
+              f"({time.monotonic() - started:.1f} s)", file=self.out, flush=True)
+        if failing:
+            print(f"  note: failing already, so they cannot witness a fault: {', '.join(failing)}", file=self.out, flush=True)
+        return cached, passing
+
+
+def run_fault(fault, root, baselines, all_ids, stages, timeout, tol):
+    outcome = Outcome(fault)
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix=f"verify-fault-") as copy_root:
+        apply(fault, root, copy_root)
+        faulty = faulty_engine(fault, copy_root, root)
+        for stage in stages:
+            selected = baselines.cases(stage)
+            if not selected:
+                continue
+            cached, passing = baselines.get(stage)
+            engine_list = [faulty, cached["port"]] if fault.engine == "reference" else [cached["reference"], faulty]
+            ctx = suite.Context(baselines.ctx.root, baselines.ctx.suite, baselines.ctx.schemas,
+                                baselines.ctx.golden_dir, timeout, baselines.ctx.display)
+            outcome.stage = stage
+            try:
+                report = suite.run(ctx, selected, all_ids, engine_list, tol, check_unused=False, jobs=1)
+            except InputError as exc:
+                outcome.engine_error = str(exc)
+                break
+            outcome.caught += [(c["id"], how(c)) for c in report["cases"] if not c["passed"] and c["id"] in passing]
+            if outcome.caught and not baselines.all_stages:
+                break
+    outcome.seconds = time.monotonic() - started
+    return outcome
+
+
+def line(outcome):
+    f = outcome.fault
+    head = f"{'CAUGHT' if outcome.is_caught else 'MISSED'} {f.engine:<9} {f.area:<9} {f.id}"
+    if outcome.engine_error is not None:
+        return f"{head}: engine error in stage {outcome.stage}: {outcome.engine_error[:160]} ({outcome.seconds:.1f} s)"
+    if not outcome.caught:
+        return f"{head}: no case failed in any stage ({outcome.seconds:.1f} s): {f.description}"
+    shown = ", ".join(f"{cid} ({'; '.join(kinds)})" for cid, kinds in outcome.caught[:4])
+    more = f" and {len(outcome.caught) - 4} more" if len(outcome.caught) > 4 else ""
+    return f"{head}: {len(outcome.caught)} case(s) in stage {outcome.stage}: {shown}{more} ({outcome.seconds:.1f} s)"
+
+
+_memo, _memo_lock = {}, threading.Lock()
+
+
+def _read_fresh_memo(run, case, schemas, _read=suite.read_fresh):
+    """suite.read_fresh, remembered for the kept baseline outputs (the cached engine links them,
+    so a link is the mark): the same bytes are read and validated once, not once per fault."""
+    path = Path(run.out_dir) / f"{case.id}.json"
+    if not path.is_symlink():
+        return _read(run, case, schemas)
+    key = (str(path.resolve()), json.dumps(run.statuses.get(case.id), sort_keys=True))
+    with _memo_lock:
+        if key not in _memo:
+            _memo[key] = _read(run, case, schemas)
+        return _memo[key]
+
+
+def run(args, out, project):
+    """The `verify faults SUITE` command; returns the exit code."""
+    started = time.monotonic()
+    suite.read_fresh = _read_fresh_memo  # for this process only: the command is its last user
+    path = args.catalogue or project.root / "faults" / f"{project.suite}.json"
+    faults = load(path, project.root, project.display)
+    if args.fault:
+        faults = [f for f in faults if any(catalogue.matches(f.id, p) for p in args.fault)]
+        if not faults:
+            raise InputError(f"no fault in {project.display(path)} matches {', '.join(map(repr, args.fault))}")
+    every, _ = project.cases([])
+    stages = [name for name, _ in STAGES]
+    report = {"suite": project.suite, "catalogue": project.display(path), "faults": []}
+    with tempfile.TemporaryDirectory(prefix="verify-faults-") as work:
+        baselines = Baselines(project.context(args.timeout), every, work, args.timeout, args.tol, project.display, out)
+        baselines.all_stages = args.all_stages
+        baselines.get("fast")  # refuse early when the unmodified tree does not run
+        all_ids = {c.id for c in every}
+        with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+            futures = [pool.submit(run_fault, f, project.root, baselines, all_ids, stages, args.timeout, args.tol)
+                       for f in faults]
+            outcomes = []
+            for future in futures:
+                outcome = future.result()
+                outcomes.append(outcome)
+                print(line(outcome), file=out, flush=True)
+    caught = sum(o.is_caught for o in outcomes)
+    wall = time.monotonic() - started
+    for o in outcomes:
+        report["faults"].append({
+            "id": o.fault.id, "engine": o.fault.engine, "area": o.fault.area, "description": o.fault.description,
+            "caught": o.is_caught, "stage": o.stage, "engine_error": o.engine_error, "seconds": round(o.seconds, 2),
+            "cases": [{"id": cid, "how": kinds} for cid, kinds in o.caught],
+        })
+    report.update(caught=caught, total=len(outcomes), seconds=round(wall, 1), baseline_seconds=round(baselines.seconds, 1))
+    target = project.root / "reports" / f"faults-{project.suite}.json"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    missed = [o.fault.id for o in outcomes if not o.is_caught]
+    if missed:
+        print(f"missed: {', '.join(missed)}; add a case that catches each (docs/faults.md), never weaken a fault", file=out)
+    print(f"{caught} of {len(outcomes)} faults caught in {wall:.0f} s (baselines {baselines.seconds:.0f} s, "
+          f"--jobs {args.jobs}); report {project.display(target)}", file=out)
+    return EXIT_PASS if not missed else EXIT_MISMATCH
