@@ -1,0 +1,101 @@
+// The port's fast verification, for mutation testing (docs/faults.md, "Mutation testing"):
+//   node mutation/check.ts [--all]
+// runs the port in-process on every forward and gradcheck case of cases/attention and on the
+// short training run train.alignment (not the 600-step reversal, not the ViT run, not the
+// pretrained cases: too slow to run once per mutant), and compares each document with its
+// committed golden (golden/attention/port, which equals the reference's fresh output) by the
+// runner's rule: |port - golden| <= 1e-6 * (1 + |golden|), NaN matching nothing, infinities only
+// themselves, shapes, dtypes, names and digests exactly. Exit 0 when every case agrees, 1 at the
+// first that does not (or that throws): Stryker's command runner counts a mutant killed on a
+// non-zero exit. --all keeps going and lists every disagreeing case.
+//
+// The checkout is found by walking up from the working directory (Stryker runs this from a
+// sandbox copy of port_ts inside the checkout) to the directory that holds cases/attention.
+
+import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { dirname, join, resolve } from "node:path";
+import { runCase, type CaseSpec } from "../src/cases.ts";
+
+const TOL = 1e-6;
+const SKIPPED_OPS = new Set(["train_reversal", "train_vit"]);
+const KINDS = ["forward", "gradcheck", "training"]; // this order: the cheap cases first
+
+type TensorDoc = { dtype: string; shape: number[]; data: (number | string)[] };
+type Doc = { [key: string]: unknown };
+
+function checkout(): string {
+  let dir = resolve(process.cwd());
+  while (!existsSync(join(dir, "cases", "attention")) || !existsSync(join(dir, "golden", "attention"))) {
+    const up = dirname(dir);
+    if (up === dir) throw new Error("mutation/check.ts: no checkout (cases/attention, golden/attention) above the working directory");
+    dir = up;
+  }
+  return dir;
+}
+
+function value(x: number | string): number {
+  if (typeof x === "number") return x;
+  if (x === "NaN") return NaN;
+  if (x === "Infinity") return Infinity;
+  if (x === "-Infinity") return -Infinity;
+  throw new Error(`not a number: ${JSON.stringify(x)}`);
+}
+
+/** null when close, else what differs. */
+function compareTensor(name: string, got: TensorDoc, want: TensorDoc): string | null {
+  if (got === undefined) return `${name}: not written`;
+  if (got.dtype !== want.dtype || JSON.stringify(got.shape) !== JSON.stringify(want.shape) || got.data.length !== want.data.length) {
+    return `${name}: dtype/shape ${got.dtype} [${got.shape}] instead of ${want.dtype} [${want.shape}]`;
+  }
+  for (let i = 0; i < want.data.length; i++) {
+    const a = value(got.data[i]), e = value(want.data[i]);
+    const ok = Number.isFinite(e) ? Math.abs(a - e) <= TOL * (1 + Math.abs(e)) : a === e; // NaN !== NaN
+    if (!ok) return `${name}[${i}]: ${a} instead of ${e}`;
+  }
+  return null;
+}
+
+function compareDoc(got: Doc, want: Doc): string | null {
+  for (const part of ["inputs", "outputs"]) {
+    const g = got[part] as Record<string, TensorDoc>, w = want[part] as Record<string, TensorDoc>;
+    const extra = Object.keys(g).filter((k) => !(k in w));
+    if (extra.length) return `${part}: unexpected ${extra.join(", ")}`;
+    for (const name of Object.keys(w)) {
+      const problem = compareTensor(`${part}.${name}`, g[name], w[name]);
+      if (problem) return problem;
+    }
+  }
+  const digests = (d: unknown) => JSON.stringify(Object.entries((d ?? {}) as Record<string, string>).sort());
+  if (digests(got.digests) !== digests(want.digests)) return "digests differ";
+  return null;
+}
+
+function main(): number {
+  const all = process.argv.includes("--all");
+  const root = checkout();
+  const casesDir = join(root, "cases", "attention");
+  const specs: CaseSpec[] = [];
+  for (const file of readdirSync(casesDir).filter((f) => f.endsWith(".json")).sort()) {
+    specs.push(...(JSON.parse(readFileSync(join(casesDir, file), "utf8")).cases as CaseSpec[]));
+  }
+  const chosen = KINDS.flatMap((kind) => specs.filter((s) => s.kind === kind && !SKIPPED_OPS.has(s.op)));
+  let failed = 0;
+  for (const spec of chosen) {
+    let problem: string | null;
+    try {
+      const want = JSON.parse(readFileSync(join(root, "golden", "attention", "port", `${spec.id}.json`), "utf8")) as Doc;
+      problem = compareDoc(JSON.parse(JSON.stringify(runCase(spec))) as Doc, want);
+    } catch (err) {
+      problem = `threw ${(err as Error).message}`;
+    }
+    if (problem) {
+      failed++;
+      process.stdout.write(`FAIL ${spec.id}: ${problem}\n`);
+      if (!all) return 1;
+    }
+  }
+  process.stdout.write(`${chosen.length - failed} of ${chosen.length} cases agree with golden/attention/port\n`);
+  return failed ? 1 : 0;
+}
+
+process.exitCode = main();
