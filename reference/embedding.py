@@ -38,6 +38,5 @@ def embedding_backward(dout, cache):
     dout2 = dout.reshape(-1, d)  # (N, d)
     dE = np.zeros((V, d))  # (V, d)
     # inverts: out = E[tokens]
-    for n, token in enumerate(tokens.reshape(-1)):
-        dE[token] += dout2[n]  # in row-major token order
+    np.add.at(dE, tokens.reshape(-1), dout2)  # unbuffered, one row at a time in row-major token order
     return dE

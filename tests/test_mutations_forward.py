@@ -17,8 +17,8 @@ MUTATIONS = [
     ("additiveAttention.ts", "T[o + h] = mathlib.tanh(F[o + h]);", "T[o + h] = mathlib.tanh(F[o + h] * 0.5);", "additive_attention.*", "additive_attention."),
     ("positionalEncoding.ts", "P.data[i * d + 2 * j] = sin(angle);", "P.data[i * d + 2 * j] = cos(angle);", "sinusoidal_table.*", "sinusoidal_table."),
     ("gelu.ts", "export const SQRT1_2 = 0.7071067811865476;", "export const SQRT1_2 = 0.7071;", "gelu.*", "gelu."),
-    ("ops.ts", "for (let k = 0; k < K; k++) acc += A[ao + m * K + k] * B[bo + k * N + n];",
-     "for (let k = 1; k < K; k++) acc += A[ao + m * K + k] * B[bo + k * N + n];", "multi_head_attention.*", "multi_head_attention."),
+    ("ops.ts", "const ka = k * sak, kb = k * sbk;", "const ka = k * sak, kb = k * sbk; if (k === 0) continue;",
+     "multi_head_attention.*", "multi_head_attention."),
     ("rng.ts", "const PARITY = 0x1bd11bda;", "const PARITY = 0x1bd11bdb;", "linear.*", "linear."),
 ]
 

@@ -8,7 +8,7 @@
 //   dW[o, i] = sum over rows m of dout[m, o] * x[m, i]   a loop over m, as ops.matmul(dout^T, x)
 //   db[o]    = sum over rows m of dout[m, o]             a loop over m, as ops.sumLast(dout^T)
 
-import { type Tensor, matmul, matmulNT, zeros } from "./ops.ts";
+import { type Tensor, matmul, matmulNT, matmulTn, zeros } from "./ops.ts";
 
 export interface LinearCache {
   x: Tensor; // (..., I)
@@ -57,14 +57,7 @@ export function linearBackward(dout: Tensor, cache: LinearCache): { dx: Tensor; 
       db.data[o] = acc;
     }
   }
-  const dW = zeros([O, I]); // (O, I)  in-order over rows m
-  for (let o = 0; o < O; o++) {
-    for (let i = 0; i < I; i++) {
-      let acc = 0;
-      for (let m = 0; m < M; m++) acc += D[m * O + o] * X[m * I + i];
-      dW.data[o * I + i] = acc;
-    }
-  }
+  const dW = matmulTn({ shape: [M, O], data: D }, { shape: [M, I], data: X }); // (O, I)  in-order over rows m
   const dx2 = matmul({ shape: [M, O], data: D }, W); // (M, I)  in-order over o
   return { dx: { shape: [...x.shape], data: dx2.data }, dW, db };
 }
