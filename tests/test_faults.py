@@ -48,7 +48,7 @@ FAULT = {"id": "x", "engine": "port", "file": "port_ts/src/layerNorm.ts", "find"
     ([], ["non-empty list 'faults'"]),
     ([dict(FAULT, find="no such text")], ["occurs 0 times", "update the fault to today's sources"]),
     ([dict(FAULT, find="d")], ["occurs", "must be exactly once"]),
-    ([dict(FAULT, area="elsewhere")], ["area must be one of"]),
+    ([dict(FAULT, area="elsewhere")], ["area one of"]),
     ([dict(FAULT, file="reference/layer_norm.py")], ["not in the port's tree"]),
     ([FAULT, FAULT], ["the id is used twice"]),
     ([{"id": "x"}], ["must have exactly the string fields"]),
