@@ -38,13 +38,14 @@ def _size(config, key, default=...):
     return value
 
 
-def _lens(config, key, B, limit):
+def _lens(config, key, B, limit, low=1):
+    # low 0 for the source: an empty source masks every key (uniform weights 1/K)
     value = cc.get(config, key, None)
     if value is None:
         return None
     lens = cc.int_array(value, key)
-    if lens.shape != (B,) or np.any(lens < 1) or np.any(lens > limit):
-        raise cc.CaseError(f"config {key!r} must list {B} lengths in [1, {limit}], got {value!r}")
+    if lens.shape != (B,) or np.any(lens < low) or np.any(lens > limit):
+        raise cc.CaseError(f"config {key!r} must list {B} lengths in [{low}, {limit}], got {value!r}")
     return lens
 
 
@@ -102,7 +103,7 @@ def gradcheck_transformer_case(config, rng):
     src = rng.integers((B, S), 0, model["vocab_src"])
     tgt_out = rng.integers((B, T), 0, model["vocab_tgt"])
     tgt_in = np.concatenate([np.zeros((B, 1), dtype=np.int64), tgt_out[:, :-1]], axis=1)  # (B, T)
-    src_lens, tgt_lens = _lens(config, "src_valid_lens", B, S), _lens(config, "tgt_valid_lens", B, T)
+    src_lens, tgt_lens = _lens(config, "src_valid_lens", B, S, 0), _lens(config, "tgt_valid_lens", B, T)
     seed = _mask_seed(config, rng)
 
     def loss_fn(p):

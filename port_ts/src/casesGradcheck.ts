@@ -38,12 +38,13 @@ function size(config: Config, key: string, fallback?: number): number {
   return value as number;
 }
 
-function lens(config: Config, key: string, B: number, limit: number): IntTensor | null {
+// low 0 for the source: an empty source masks every key (uniform weights 1/K)
+function lens(config: Config, key: string, B: number, limit: number, low = 1): IntTensor | null {
   const value = get<unknown>(config, key, null);
   if (value === null) return null;
   const t = intArray(value, key);
-  if (t.shape.length !== 1 || t.shape[0] !== B || t.data.some((n) => n < 1 || n > limit)) {
-    throw new CaseError(`config '${key}' must list ${B} lengths in [1, ${limit}], got ${JSON.stringify(value)}`);
+  if (t.shape.length !== 1 || t.shape[0] !== B || t.data.some((n) => n < low || n > limit)) {
+    throw new CaseError(`config '${key}' must list ${B} lengths in [${low}, ${limit}], got ${JSON.stringify(value)}`);
   }
   return t;
 }
@@ -122,7 +123,7 @@ function gradcheckTransformerCase(config: Config, rng: Generator): { inputs: Nam
   const tgtOut = rng.integers([B, T], 0, vocabTgt);
   const tgtIn: IntTensor = { shape: [B, T], data: new Int32Array(B * T) }; // (B, T)  <bos> = 0, then tgt_out[:, :-1]
   for (let b = 0; b < B; b++) for (let t = 1; t < T; t++) tgtIn.data[b * T + t] = tgtOut.data[b * T + t - 1];
-  const srcLens = lens(config, "src_valid_lens", B, S), tgtLens = lens(config, "tgt_valid_lens", B, T);
+  const srcLens = lens(config, "src_valid_lens", B, S, 0), tgtLens = lens(config, "tgt_valid_lens", B, T);
   const seed = maskSeed(config, rng);
   const lossFn: LossFn = (p) => {
     const { loss, cache } = transformerLoss(p, model, src, srcLens, tgtIn, tgtOut, tgtLens, masks(seed));
