@@ -18,7 +18,8 @@ Tolerances, each with its reason:
   20 Adam steps leave differences near 1e-13 (Adam divides by sqrt(v), which can magnify a
   last-bit difference of a small gradient entry to a few ulps of lr).
 - MARGIN = 1e-12 absolute: the port's decode margins of the same parameters; the two engines sum
-  in the same order and differ only through exp/log/sqrt in the last bit.
+  in the same order and compute exp/log/sqrt with the same bits (mathlib), so the margins are in
+  fact identical; the bound is kept as the documented tolerance.
 """
 
 import json
@@ -48,8 +49,8 @@ MARGIN = 1e-12
 # The baked run (cases/attention/training.json, train.reversal); docs/reversal.md says why.
 RUN_SEED = 601
 RUN_CONFIG = {"d": 16, "heads": 2, "ffn_hidden": 64, "enc_blocks": 1, "dec_blocks": 1,
-              "min_digits": 6, "max_digits": 6, "n_train": 9600, "n_test": 256, "batch": 64,
-              "steps": 600, "lr": 0.01, "clip": 1.0, "checkpoint_every": 50}
+              "min_digits": 6, "max_digits": 6, "n_train": 9600, "n_test": 256, "batch": 96,
+              "steps": 600, "lr": 0.007, "clip": 1.0, "checkpoint_every": 50}
 SMALL = dict(vocab_src=dg.VOCAB, vocab_tgt=dg.VOCAB, d=16, ffn_hidden=64, heads=2, enc_blocks=1, dec_blocks=1, dropout=0.0)
 
 
@@ -262,11 +263,11 @@ def torch_loss(P, cfg, batch):
     return (ce * w).sum() / w.sum()
 
 
-@pytest.mark.parametrize("min_digits, clip", [(6, 1.0), (1, 0.35)])
+@pytest.mark.parametrize("min_digits, clip", [(6, 1.0), (1, 0.3)])
 def test_first_20_steps_match_torch_adam(min_digits, clip):
     """The baked run's model and schedule (its gradient norms stay below theta = 1 for these 20
-    steps: clipping starts later), and variable lengths (padded batches) with theta = 0.35, which
-    clips in most of the 20 steps."""
+    steps: clipping starts later), and variable lengths (padded batches) with theta = 0.3, which
+    clips in most of the 20 steps (15 of 20 at batch 96, lr 0.007)."""
     config = {**RUN_CONFIG, "min_digits": min_digits, "clip": clip, "n_train": 1280, "n_test": 200, "steps": 20}
     run = reversal_setup(config, Generator(RUN_SEED))
     names = run["names"]
@@ -300,7 +301,7 @@ def test_first_20_steps_match_torch_adam(min_digits, clip):
         assert diff.max() <= TORCH, f"{k} after 20 steps: greatest difference {diff.max():.3e} at {idx}"
 
 
-# ---- the full run (about 20-30 s in the reference) ----
+# ---- the full run (about 12-20 s in the reference) ----
 
 @pytest.fixture(scope="module")
 def final_run():
