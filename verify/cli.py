@@ -17,7 +17,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from . import assets, catalogue, diff, engines, faults, goldens, html, junit, suite
+from . import assets, catalogue, diff, engines, export, faults, goldens, html, junit, suite
 from . import inspect as inspect_cmd  # not `import inspect`: that would shadow the standard library's
 from .compare import DEFAULT_TOL, compare_named
 from .documents import DocumentError, Schemas, read
@@ -128,6 +128,17 @@ def build_parser():
     r.add_argument("--port-cmd", metavar="CMD",
                    help="take the port's goldens from CMD instead of node port_ts/src/cli.ts run (for testing "
                         "another implementation; the committed port goldens come from port_ts)")
+    x = sub.add_parser("export", help="write the baked training runs in the form a site replays",
+                       description="Run the port on the training cases and write, per run, one JSON file with its "
+                                   "configuration and seed, loss and gradient norm per step, what the site shows "
+                                   "(decodes, attention maps, metrics), the trained parameters and the digests "
+                                   "that tie it to the goldens (docs/training.md, \"Export\").")
+    x.add_argument("suite", choices=SUITES, help="the suite whose training runs to export")
+    x.add_argument("--case", action="append", metavar="PATTERN", help="select runs (default: every training case)")
+    x.add_argument("--out", type=Path, metavar="DIR", help="where to write <id>.json (default exports/<suite>)")
+    x.add_argument("--timeout", type=_positive, default=engines.DEFAULT_TIMEOUT, metavar="SECONDS",
+                   help=f"stop the port if it runs longer than this (default {engines.DEFAULT_TIMEOUT:g})")
+    x.add_argument("--port-cmd", metavar="CMD", help="export from CMD instead of node port_ts/src/cli.ts run")
     inspect_cmd.add_parser(sub)
     f = sub.add_parser("faults", help="apply each fault of faults/<suite>.json to a copy of its engine and report "
                                       "which cases catch it (docs/faults.md)",
@@ -353,6 +364,15 @@ def cmd_show(args, out):
     return EXIT_PASS if all(c["passed"] for c in report["cases"]) and not report.get("unused_goldens") else EXIT_MISMATCH
 
 
+def cmd_export(args, out):
+    project = Project(args, args.suite)
+    _, selected = project.cases(args.case)
+    out_dir = args.out or project.root / "exports" / args.suite
+    for path in export.export(project, selected, out_dir, args.timeout, args.port_cmd):
+        print(f"wrote {project.display(path)}", file=out)
+    return EXIT_PASS
+
+
 def cmd_diff(args, out):
     lines, differ = diff.diff_paths(args.old, args.new, _schemas(repo_root()), args.tol)
     for line in lines:
@@ -367,6 +387,8 @@ def main(argv=None):
     try:
         if args.command == "regen":
             return cmd_regen(args, out)
+        if args.command == "export":
+            return cmd_export(args, out)
         if args.command == "inspect":
             return inspect_cmd.run(args, out, repo_root())
         if args.command == "show":
