@@ -13,6 +13,7 @@ from .digits import BOS, EOS, batch_rows, digits_data, draw_digit_set, encode_in
 from .garments import make_garments
 from .gelu import erf, gelu_backward, gelu_forward
 from .optim import adam_init, adam_step, clip_gradients
+from .positional_encoding import sinusoidal_table
 from .reversal import exact_rows, reversal_model_config
 from .train import state_digest
 from .transformer import init_transformer_params
@@ -85,14 +86,21 @@ def garments_data_case(config, rng):
 
 
 def erf_bits_case(config, rng):
-    # config: grid [lo, hi, n] (no draws); outputs erf, GELU and GELU's derivative on the grid,
-    # and their SHA-256 digests (bit identity, where the tolerance would let a 1e-7 erf through)
-    lo, hi, n = cc.get(config, "grid")
-    x = lo + np.arange(n) * ((hi - lo) / (n - 1))
+    # config: grid [lo, hi, n] or points [x, ...] (no draws); table [L, d] (optional); outputs erf,
+    # GELU and GELU's derivative at x, the sinusoidal table when asked, and the SHA-256 digest of
+    # each (bit identity, where the tolerance would let a 1e-7 erf or a last-bit ln 10000 through)
+    if "points" in config:
+        x = np.array(cc.get(config, "points"), dtype=np.float64)
+    else:
+        lo, hi, n = cc.get(config, "grid")
+        x = lo + np.arange(n) * ((hi - lo) / (n - 1))
     e = erf(x)
     out, cache = gelu_forward(x)
     dx = gelu_backward(np.ones_like(x), cache)
     outputs = {"erf": e, "gelu": out, "dgelu": dx}
+    if "table" in config:
+        L, d = cc.get(config, "table")
+        outputs["table"] = sinusoidal_table(L, d)
     digests = {name: state_digest({name: value}, [name]) for name, value in outputs.items()}
     return {"x": x}, outputs, digests, {}
 

@@ -13,6 +13,7 @@ import { type DigitArrays, BOS, EOS, batchRows, digitsData, drawDigitSet, encode
 import { makeGarments } from "./garments.ts";
 import { erf, geluBackward, geluForward } from "./gelu.ts";
 import { type Params, adamInit, adamStep, clipGradients } from "./optim.ts";
+import { sinusoidalTable } from "./positionalEncoding.ts";
 import { exactRows, reversalModelConfig } from "./reversal.ts";
 import { stateDigest } from "./train.ts";
 import { initTransformerParams } from "./transformer.ts";
@@ -100,13 +101,21 @@ function garmentsDataCase(config: Config, rng: Generator) {
   return { inputs: {}, outputs: { images, labels } as Named };
 }
 
-// config: grid [lo, hi, n] (no draws); outputs erf, GELU and GELU's derivative on the grid, and
-// their SHA-256 digests (bit identity, where the tolerance would let a 1e-7 erf through)
+// config: grid [lo, hi, n] or points [x, ...] (no draws); table [L, d] (optional); outputs erf,
+// GELU and GELU's derivative at x, the sinusoidal table when asked, and the SHA-256 digest of each
+// (bit identity, where the tolerance would let a 1e-7 erf or a last-bit ln 10000 through)
 function erfBitsCase(config: Config, _rng: Generator) {
-  const [lo, hi, n] = get<number[]>(config, "grid");
-  const x = zeros([n]);
-  const step = (hi - lo) / (n - 1);
-  for (let i = 0; i < n; i++) x.data[i] = lo + i * step;
+  let x: Tensor;
+  if ("points" in config) {
+    const points = get<number[]>(config, "points");
+    x = { shape: [points.length], data: Float64Array.from(points) };
+  } else {
+    const [lo, hi, n] = get<number[]>(config, "grid");
+    x = zeros([n]);
+    const step = (hi - lo) / (n - 1);
+    for (let i = 0; i < n; i++) x.data[i] = lo + i * step;
+  }
+  const n = x.data.length;
   const e = zeros([n]);
   for (let i = 0; i < n; i++) e.data[i] = erf(x.data[i]);
   const { out, cache } = geluForward(x);
@@ -114,6 +123,10 @@ function erfBitsCase(config: Config, _rng: Generator) {
   ones.data.fill(1);
   const dx = geluBackward(ones, cache);
   const outputs: Record<string, Tensor> = { erf: e, gelu: out, dgelu: dx };
+  if ("table" in config) {
+    const [L, d] = get<number[]>(config, "table");
+    outputs.table = sinusoidalTable(L, d);
+  }
   const digests: Record<string, string> = {};
   for (const [name, value] of Object.entries(outputs)) digests[name] = stateDigest({ [name]: value }, [name]);
   return { inputs: { x } as Named, outputs: outputs as Named, digests };
