@@ -11,6 +11,7 @@ from . import case_config as cc
 from .decode import greedy_decode
 from .digits import BOS, EOS, batch_rows, digits_data, draw_digit_set, encode_inputs
 from .garments import make_garments
+from .loss import cross_entropy_backward, cross_entropy_forward, sequence_weights
 from .gelu import erf, gelu_backward, gelu_forward
 from .optim import adam_init, adam_step, clip_gradients
 from .positional_encoding import sinusoidal_table
@@ -105,7 +106,21 @@ def erf_bits_case(config, rng):
     return {"x": x}, outputs, digests, {}
 
 
+def cross_entropy_case(config, rng):
+    # config: B, T, V, scale, valid_lens (B,) (weights: sequence_weights)
+    # draws: logits ~ N(0, scale^2) (B, T, V); targets uniform in [0, V) (B, T)
+    B, T, V = cc.get(config, "B"), cc.get(config, "T"), cc.get(config, "V")
+    logits = rng.normal((B, T, V), 0.0, cc.get(config, "scale"))
+    targets = rng.integers((B, T), 0, V)
+    lens = cc.int_array(cc.get(config, "valid_lens"), "valid_lens")
+    loss, cache = cross_entropy_forward(logits, targets, sequence_weights(lens, T))
+    dlogits = cross_entropy_backward(cache)
+    return ({"logits": logits, "targets": _ids(targets), "valid_lens": lens},
+            {"loss": np.array(loss), "dlogits": dlogits})
+
+
 BUILDERS = {
+    "cross_entropy": cross_entropy_case,
     "digits_data": digits_data_case,
     "greedy_decode": greedy_decode_case,
     "optim_steps": optim_steps_case,

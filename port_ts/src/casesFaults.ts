@@ -7,10 +7,11 @@ import type { Builder } from "./casesAttention.ts";
 import type { Generator } from "./rng.ts";
 import type { Named } from "./golden.ts";
 import { type Tensor, zeros } from "./ops.ts";
-import { type Config, get } from "./caseConfig.ts";
+import { type Config, get, intArray } from "./caseConfig.ts";
 import { greedyDecode } from "./decode.ts";
 import { type DigitArrays, BOS, EOS, batchRows, digitsData, drawDigitSet, encodeInputs } from "./digits.ts";
 import { makeGarments } from "./garments.ts";
+import { crossEntropyBackward, crossEntropyForward, sequenceWeights } from "./loss.ts";
 import { erf, geluBackward, geluForward } from "./gelu.ts";
 import { type Params, adamInit, adamStep, clipGradients } from "./optim.ts";
 import { sinusoidalTable } from "./positionalEncoding.ts";
@@ -132,7 +133,23 @@ function erfBitsCase(config: Config, _rng: Generator) {
   return { inputs: { x } as Named, outputs: outputs as Named, digests };
 }
 
+// config: B, T, V, scale, valid_lens (B,) (weights: sequenceWeights)
+// draws: logits ~ N(0, scale^2) (B, T, V); targets uniform in [0, V) (B, T)
+function crossEntropyCase(config: Config, rng: Generator) {
+  const B = get<number>(config, "B"), T = get<number>(config, "T"), V = get<number>(config, "V");
+  const logits = rng.normal([B, T, V], 0, get<number>(config, "scale"));
+  const targets = rng.integers([B, T], 0, V);
+  const lens = intArray(get<unknown>(config, "valid_lens"), "valid_lens");
+  const { loss, cache } = crossEntropyForward(logits, targets, sequenceWeights(lens, T));
+  const dlogits = crossEntropyBackward(cache);
+  return {
+    inputs: { logits, targets, valid_lens: lens } as Named,
+    outputs: { loss: { shape: [], data: Float64Array.of(loss) }, dlogits } as Named,
+  };
+}
+
 export const BUILDERS: Record<string, Builder> = {
+  cross_entropy: crossEntropyCase,
   digits_data: digitsDataCase,
   greedy_decode: greedyDecodeCase,
   optim_steps: optimStepsCase,
