@@ -2,26 +2,13 @@
 sources, every fault is caught, a harmless edit is reported missed, a broken catalogue is exit 2."""
 
 import json
-import subprocess
-import sys
 
 import pytest
 
 from verify.faults import AREAS, load
 
 
-def run_verify(root, *args, timeout=900):
-    return subprocess.run([sys.executable, "-m", "verify", *map(str, args)], cwd=root,
-                          capture_output=True, text=True, timeout=timeout)
-
-
-def assert_one_line_error(proc, *fragments):
-    assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert "Traceback" not in proc.stderr + proc.stdout
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1, proc.stderr
-    for fragment in fragments:
-        assert fragment in lines[0], lines[0]
+from helpers import assert_one_line_error, run_verify
 
 
 def test_the_catalogue_is_valid_and_covers_every_area(repo_root):
