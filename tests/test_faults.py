@@ -6,8 +6,6 @@ import json
 import pytest
 
 from verify.faults import AREAS, load
-
-
 from helpers import assert_one_line_error, run_verify
 
 

@@ -16,8 +16,6 @@ from reference import golden as golden_text
 from verify.documents import Schemas, parse
 
 OP = "masked_softmax"
-
-
 from helpers import assert_one_line_error, run_verify
 
 
