@@ -14,9 +14,9 @@ import pytest
 
 from reference import golden as golden_text
 from verify.documents import Schemas, parse
+from helpers import assert_one_line_error, run_verify
 
 OP = "masked_softmax"
-from helpers import assert_one_line_error, run_verify
 
 
 def last_line(proc):
