@@ -23,13 +23,8 @@ import numpy as np
 from .dot_product_attention import attention_dropout, attention_dropout_backward, transpose_last
 from .masked_softmax import masked_softmax_backward, masked_softmax_forward
 from .mathlib import tanh
-from .ops import matmul, matmul_nt, sum_last
+from .ops import matmul, matmul_nt, sum_last, weight_grad
 
-
-def _weight_grad(dy, x):
-    """dW of y = x W^T: dy (..., out), x (..., in) -> (out, in), summed over every leading row
-    in row-major order."""
-    return matmul(transpose_last(dy.reshape(-1, dy.shape[-1])), x.reshape(-1, x.shape[-1]))
 
 
 def additive_attention_forward(q, k, v, params, valid_lens=None, dropout_p=0.0, rng=None):
@@ -81,8 +76,8 @@ def additive_attention_backward(dout, cache):
     dkp = sum_last(np.moveaxis(dfeatures, 1, -1))  # (B, K, H): sum over queries
     # kp = matmul_nt(k, W_k)
     dk = matmul(dkp, W_k)  # (B, K, Dk): sum over H
-    dW_k = _weight_grad(dkp, k)  # (H, Dk)
+    dW_k = weight_grad(dkp, k)  # (H, Dk)
     # qp = matmul_nt(q, W_q)
     dq = matmul(dqp, W_q)  # (B, Q, Dq): sum over H
-    dW_q = _weight_grad(dqp, q)  # (H, Dq)
+    dW_q = weight_grad(dqp, q)  # (H, Dq)
     return dq, dk, dv, {"W_q": dW_q, "W_k": dW_k, "w_v": dw_v}

@@ -19,14 +19,9 @@ sum over every (batch, step) row in row-major order.
 
 import numpy as np
 
-from .dot_product_attention import dot_product_attention_backward, dot_product_attention_forward, transpose_last
-from .ops import matmul, matmul_nt
+from .dot_product_attention import dot_product_attention_backward, dot_product_attention_forward
+from .ops import matmul, matmul_nt, weight_grad
 
-
-def _weight_grad(dy, x):
-    """dW of y = x W^T: dy (B, T, out), x (B, T, in) -> (out, in), summed over the B*T rows in
-    row-major order."""
-    return matmul(transpose_last(dy.reshape(-1, dy.shape[-1])), x.reshape(-1, x.shape[-1]))
 
 
 def split_heads(x, num_heads):
@@ -78,7 +73,7 @@ def multi_head_attention_backward(dout, cache):
                          f"got {dout.shape}")
     # out = matmul_nt(concat, W_o)
     dconcat = matmul(dout, W_o)  # (B, Q, d): sum over output features
-    dW_o = _weight_grad(dout, cache["concat"])  # (d, d)
+    dW_o = weight_grad(dout, cache["concat"])  # (d, d)
     # concat = merge_heads(heads)
     dheads = split_heads(dconcat, num_heads)  # (B, H, Q, D)
     # heads, attn = dot_product_attention_forward(qh, kh, vh, valid_lens, dropout_p, rng)
@@ -87,9 +82,9 @@ def multi_head_attention_backward(dout, cache):
     dq, dk, dv = merge_heads(dqh), merge_heads(dkh), merge_heads(dvh)  # (B, Q|K, d)
     # v = matmul_nt(x_kv, W_v); k = matmul_nt(x_kv, W_k): x_kv feeds both, one add
     dx_kv = matmul(dk, W_k) + matmul(dv, W_v)  # (B, K, dkv_in): each product sums over d
-    dW_v = _weight_grad(dv, x_kv)  # (d, dkv_in)
-    dW_k = _weight_grad(dk, x_kv)  # (d, dkv_in)
+    dW_v = weight_grad(dv, x_kv)  # (d, dkv_in)
+    dW_k = weight_grad(dk, x_kv)  # (d, dkv_in)
     # q = matmul_nt(x_q, W_q)
     dx_q = matmul(dq, W_q)  # (B, Q, dq_in)
-    dW_q = _weight_grad(dq, x_q)  # (d, dq_in)
+    dW_q = weight_grad(dq, x_q)  # (d, dq_in)
     return dx_q, dx_kv, {"W_q": dW_q, "W_k": dW_k, "W_v": dW_v, "W_o": dW_o}

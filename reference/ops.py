@@ -88,6 +88,14 @@ def matmul_tn(a, b):
     return matmul(np.swapaxes(np.asarray(a, dtype=np.float64), -1, -2), b)
 
 
+def weight_grad(dy, x):
+    """dW of y = x W^T: dy (..., out), x (..., in) -> (out, in), summed over every leading row
+    in row-major order (twin: weightGrad)."""
+    dy = np.asarray(dy, dtype=np.float64)
+    x = np.asarray(x, dtype=np.float64)
+    return matmul_tn(dy.reshape(-1, dy.shape[-1]), x.reshape(-1, x.shape[-1]))
+
+
 def sum_last(x):
     """Sum over the last axis in index order: (..., K) -> (...)."""
     x = np.asarray(x, dtype=np.float64)

@@ -18,7 +18,7 @@
 // gradients sum over every (batch, query[, key]) row in row-major order.
 
 import type { Generator } from "./rng.ts";
-import { type Tensor, type IntTensor, matmul, matmulNT, zeros } from "./ops.ts";
+import { type Tensor, type IntTensor, matmul, matmulNT, weightGrad, zeros } from "./ops.ts";
 import { type MaskedSoftmaxCache, maskedSoftmaxForward, maskedSoftmaxBackward } from "./maskedSoftmax.ts";
 import { attentionDropout, attentionDropoutBackward, transposeLast } from "./dotProductAttention.ts";
 import * as mathlib from "./mathlib.ts";
@@ -40,14 +40,6 @@ export interface AdditiveAttentionCache {
 
 function same(a: readonly number[], b: readonly number[]): boolean {
   return a.length === b.length && a.every((s, i) => s === b[i]);
-}
-
-/** dW of y = x W^T: dy (..., out), x (..., in) -> (out, in), summed over every leading row in
- * row-major order. */
-function weightGrad(dy: Tensor, x: Tensor): Tensor {
-  const o = dy.shape[dy.shape.length - 1], n = x.shape[x.shape.length - 1];
-  const rows = dy.data.length / o;
-  return matmul(transposeLast({ shape: [rows, o], data: dy.data }), { shape: [rows, n], data: x.data });
 }
 
 /** q (B, Q, Dq), k (B, K, Dk), v (B, K, V) -> out (B, Q, V). */

@@ -17,9 +17,9 @@
 // sum over every (batch, step) row in row-major order.
 
 import type { Generator } from "./rng.ts";
-import { type Tensor, type IntTensor, matmul, matmulNT, zeros } from "./ops.ts";
+import { type Tensor, type IntTensor, matmul, matmulNT, weightGrad, zeros } from "./ops.ts";
 import {
-  type DotProductAttentionCache, dotProductAttentionForward, dotProductAttentionBackward, transposeLast,
+  type DotProductAttentionCache, dotProductAttentionForward, dotProductAttentionBackward,
 } from "./dotProductAttention.ts";
 
 export interface MultiHeadAttentionCache {
@@ -56,14 +56,6 @@ export function mergeHeads(x: Tensor): Tensor {
       for (let t = 0; t < T; t++)
         for (let j = 0; j < D; j++) out.data[(b * T + t) * d + h * D + j] = x.data[((b * H + h) * T + t) * D + j];
   return out;
-}
-
-/** dW of y = x W^T: dy (B, T, out), x (B, T, in) -> (out, in), summed over the B*T rows in
- * row-major order. */
-function weightGrad(dy: Tensor, x: Tensor): Tensor {
-  const o = dy.shape[dy.shape.length - 1], n = x.shape[x.shape.length - 1];
-  const rows = dy.data.length / o;
-  return matmul(transposeLast({ shape: [rows, o], data: dy.data }), { shape: [rows, n], data: x.data });
 }
 
 function checkShape(name: string, t: Tensor, expected: number[]): void {

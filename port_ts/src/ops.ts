@@ -153,6 +153,14 @@ export function matmulTn(a: Tensor, b: Tensor): Tensor {
   return out;
 }
 
+/** dW of y = x W^T: dy (..., out), x (..., in) -> (out, in), summed over every leading row in
+ * row-major order (twin: weight_grad). */
+export function weightGrad(dy: Tensor, x: Tensor): Tensor {
+  const o = dy.shape[dy.shape.length - 1], n = x.shape[x.shape.length - 1];
+  const rows = dy.data.length / o;
+  return matmulTn({ shape: [rows, o], data: dy.data }, { shape: [rows, n], data: x.data });
+}
+
 /** Sum over the last axis in index order: (..., K) -> (...). */
 export function sumLast(x: Tensor): Tensor {
   const K = x.shape[x.shape.length - 1];
