@@ -51,7 +51,9 @@ def matmul(a, b):
     b = np.asarray(b, dtype=np.float64)
     if a.ndim < 2 or b.ndim < 2 or a.shape[-1] != b.shape[-2]:
         raise ValueError(f"matmul: inner sizes differ: {a.shape} @ {b.shape}")
-    lead = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    lead = a.shape[:-2]  # the common case, equal leading axes or a single matrix b, needs no broadcast
+    if b.ndim > 2 and b.shape[:-2] != lead:
+        lead = np.broadcast_shapes(lead, b.shape[:-2])
     M, K, N = a.shape[-2], a.shape[-1], b.shape[-1]
     if math.prod(lead) * M * N >= _LOOP_RATIO * K:  # few long terms: the plain loop
         acc = np.zeros(lead + (M, N))
@@ -62,8 +64,9 @@ def matmul(a, b):
         return matmul(a.reshape(-1, K), b).reshape(lead + (M, N))
     a = a.reshape((1,) * (len(lead) + 2 - a.ndim) + a.shape)  # the same rank, so k lines up
     b = b.reshape((1,) * (len(lead) + 2 - b.ndim) + b.shape)
-    a_k = np.ascontiguousarray(np.moveaxis(a, -1, 0))  # (K, ..., M)  a[..., m, k]
-    b_k = np.ascontiguousarray(np.moveaxis(b, -2, 0))  # (K, ..., N)  b[..., k, n]
+    n = a.ndim  # transpose with the axes spelled out: np.moveaxis costs more than the move here
+    a_k = np.ascontiguousarray(a.transpose((n - 1,) + tuple(range(n - 1))))  # (K, ..., M)  a[..., m, k]
+    b_k = np.ascontiguousarray(b.transpose((n - 2,) + tuple(range(n - 2)) + (n - 1,)))  # (K, ..., N)  b[..., k, n]
     # term k is a[..., :, k:k+1] * b[..., k:k+1, :], the loop's product at step k (a first). The
     # terms are laid out with the longer of M and N innermost: (K, ..., M, N) or (K, ..., N, M).
     if N >= M:
@@ -106,7 +109,7 @@ def sum_last(x):
         for k in range(x.shape[-1]):
             acc += x[..., k]
         return acc
-    x_k = np.moveaxis(x, -1, 0)  # (K, ...)  term k: x[..., k]
+    x_k = x.transpose((x.ndim - 1,) + tuple(range(x.ndim - 1)))  # (K, ...)  term k: x[..., k]
     return _sum_terms(lambda k0, k1, out: np.copyto(out, x_k[k0:k1]), x.shape[-1], x.shape[:-1])
 
 

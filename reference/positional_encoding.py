@@ -16,6 +16,8 @@ position_similarity are in-order sums over the d features.
 Backward: the table is a constant, so dx = d summed = dropout_backward(dout) (a copy at p = 0).
 """
 
+import functools
+
 import numpy as np
 
 from .dropout import dropout_backward, dropout_forward
@@ -42,13 +44,22 @@ def sinusoidal_table(max_len, d):
     return P
 
 
+@functools.lru_cache(maxsize=32)
+def _cached_table(max_len, d):
+    """sinusoidal_table(max_len, d), computed once per shape and read-only: a model's forward
+    adds the same rows at every call (a gradient check makes thousands of calls)."""
+    P = sinusoidal_table(max_len, d)
+    P.flags.writeable = False
+    return P
+
+
 def positional_encoding_forward(x, dropout_p=0.0, rng=None):
     """x (B, T, d) -> (out (B, T, d), cache): rows 0..T-1 of the table added, then dropout."""
     x = np.asarray(x, dtype=np.float64)
     if x.ndim != 3:
         raise ValueError(f"positional_encoding_forward needs x of shape (B, T, d), got {x.shape}")
     T, d = x.shape[1], x.shape[2]
-    P = sinusoidal_table(T, d)  # (T, d)
+    P = _cached_table(T, d)  # (T, d)
     summed = x + P[None, :, :]  # (B, T, d)
     out, dropout_cache = dropout_forward(summed, dropout_p, rng)  # backward: d summed = d out via dropout
     return out, {"dropout": dropout_cache, "mask": dropout_cache["mask"]}
