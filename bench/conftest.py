@@ -38,4 +38,6 @@ def pytest_terminal_summary(terminalreporter):
     terminalreporter.write_line(f"reference {r:.2f} ms   port {p:.2f} ms (timed inside Node)   "
                                 f"torch float64 eager {t:.2f} ms ({torch.get_num_threads()} threads), "
                                 f"{MEDIANS.get('torch_1', float('nan')):.2f} ms (1 thread)")
-    terminalreporter.write_line(f"reference / port = {r / p:.2f}  (budget >= 2)    torch / port = {t / p:.2f}  (budget > 1)")
+    t1 = MEDIANS.get("torch_1", float("nan"))
+    terminalreporter.write_line(f"reference / port = {r / p:.2f}  (budget >= 2)    torch 1 thread / port = {t1 / p:.2f}  "
+                                f"(budget > 1)    torch default threads / port = {t / p:.2f}")

@@ -1,23 +1,35 @@
 """One training step of the reverse-the-digits model (docs/performance.md), in the reference.
 
-The run of cases/attention/training.json (train.reversal: d 16, heads 2, FFN 64, 1 + 1 blocks,
-batch 64 of six-digit inputs, T 7) with a smaller training set (the step's cost does not depend on
-n_train). `step(t)` is the loss and gradients of batch t, no Adam update, so repeats are the same work.
+The seed and config of the case train.reversal, read from cases/attention/training.json so the
+benchmark cannot drift from the real run (today d 16, heads 2, FFN 64, 1 + 1 blocks, batch 96 of
+six-digit inputs, T 7). `step(t)` is the loss and gradients of batch t, no Adam update, so repeats
+are the same work.
 
-    python bench/reversal_step.py [--steps N] [--profile out.prof]   # median ms per step
+    python bench/reversal_step.py [--steps N] [--profile out.prof]   # median ms per step (wall, CPU)
 """
 
 import argparse
+import json
 import statistics
 import time
+from pathlib import Path
 
 from reference.reversal import reversal_setup
 from reference.rng import Generator
 
-SEED = 601
-CONFIG = {"d": 16, "heads": 2, "ffn_hidden": 64, "enc_blocks": 1, "dec_blocks": 1,
-          "min_digits": 6, "max_digits": 6, "n_train": 640, "n_test": 64, "batch": 64,
-          "steps": 600, "lr": 0.01, "clip": 1.0, "checkpoint_every": 50}
+CASE_ID = "train.reversal"
+
+
+def _case():
+    path = Path(__file__).resolve().parent.parent / "cases" / "attention" / "training.json"
+    for case in json.loads(path.read_text())["cases"]:
+        if case["id"] == CASE_ID:
+            return case
+    raise LookupError(f"{CASE_ID} not found in {path}")
+
+
+SEED = _case()["seed"]
+CONFIG = _case()["config"]
 
 
 def make_step():
@@ -39,13 +51,14 @@ def main():
         cProfile.runctx("for t in range(args.steps): step(t % 10 + 1)", globals(), {"step": step, "args": args},
                         filename=args.profile)
         return
-    times = []
+    times, cpu = [], []
     for t in range(args.steps):
-        t0 = time.perf_counter()
+        c0, t0 = time.process_time(), time.perf_counter()
         step(t % 10 + 1)
         times.append(time.perf_counter() - t0)
+        cpu.append(time.process_time() - c0)
     print(f"reference: median {1e3 * statistics.median(times):.2f} ms per step over {args.steps} "
-          f"(min {1e3 * min(times):.2f})")
+          f"(min {1e3 * min(times):.2f}; median CPU time {1e3 * statistics.median(cpu):.2f})")
 
 
 if __name__ == "__main__":

@@ -3,8 +3,10 @@
     python -m pytest bench/ -p no:cacheprovider --benchmark-columns=min,median,mean,rounds
 
 (docs/performance.md). Not part of the default test command (testpaths is tests/). The same work in
-each engine: the run's model (d 16, heads 2, FFN 64, 1 + 1 blocks, V 13), the batch of step t of the
-seed-601 data (64 six-digit inputs, T 7), loss and gradients of every parameter, no Adam update.
+each engine: the model of the case train.reversal (seed and config read from
+cases/attention/training.json by bench/reversal_step.py; today d 16, heads 2, FFN 64, 1 + 1 blocks,
+V 13), the batch of step t of its data (96 six-digit inputs, T 7), loss and gradients of every
+parameter, no Adam update.
 
 - reference: reversal_setup's step_fn, timed by pytest-benchmark.
 - port: a Node process started once (bench/reversal_step.mts serve) runs the steps; each step is
@@ -30,7 +32,7 @@ from reference.reversal import reversal_model_config, reversal_setup
 from reference.rng import Generator
 
 sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parent))
-from reversal_step import CONFIG, SEED  # noqa: E402  the step's config, shared with the script
+from reversal_step import CONFIG, SEED  # noqa: E402  the case's config, shared with the script
 
 ROUNDS = 60
 
