@@ -1,11 +1,13 @@
-// ops: the blocked product kernel and the hoisted sums give the naive loops' bits
-// (docs/performance.md). The specification is the loop: acc = +0, then acc = acc + a*b for
-// k = 0..K-1, one output at a time. Every result is compared bit for bit (BigUint64Array views:
+// ops: the blocked product kernel, its WebAssembly SIMD twin and the hoisted sums give the naive
+// loops' bits (docs/performance.md). The specification is the loop: acc = +0, then acc = acc + a*b
+// for k = 0..K-1, one output at a time. Every result is compared bit for bit (BigUint64Array views:
 // -0 and +0 differ) on data mixing signs, magnitudes 1e-20..1e20 and zeros of both signs, where
-// another order gives other bits (shown below, so these tests can fail).
+// another order gives other bits (shown below, so these tests can fail). Each product test runs
+// twice on the same random shapes: with the JavaScript kernel forced (productEngine.mode "js") and
+// with the Wasm kernel forced ("wasm", even for the smallest products).
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { type Tensor, matmul, matmulNT, matmulTn, meanLast, sizeOf, sumLast, tensor } from "../src/ops.ts";
+import { type Tensor, matmul, matmulNT, matmulTn, meanLast, productEngine, sizeOf, sumLast, tensor } from "../src/ops.ts";
 
 /** A small deterministic generator (xorshift64*), independent of the port's generator. */
 function makeRandom(seed: number): () => number {
@@ -85,36 +87,71 @@ function randomCase(rand: () => number): { a: Tensor; b: Tensor } {
   return { a, b };
 }
 
-test("matmul is the loop, bit for bit: batches, one shared b, 0-size axes, K = 1, odd M and N", () => {
-  const rand = makeRandom(1);
-  for (let i = 0; i < 1500; i++) {
-    const { a, b } = randomCase(rand);
-    assertSameBits(matmul(a, b), loopMatmul(a, b), `matmul [${a.shape}] @ [${b.shape}]`);
-  }
+test("the Wasm SIMD kernel is there under Node 24 (else the \"wasm\" runs below would test the fallback)", () => {
+  assert.equal(productEngine.simd, true);
+  // a synchronous new WebAssembly.Module on a browser's main thread is limited to 4 KB
+  assert.ok(productEngine.moduleBytes > 8 && productEngine.moduleBytes < 4096, `${productEngine.moduleBytes} bytes`);
 });
 
-test("matmulNT and matmulTn are the loop on the transposed operand, bit for bit", () => {
-  const rand = makeRandom(2);
-  for (let i = 0; i < 1000; i++) {
-    const { a, b } = randomCase(rand);
-    const want = loopMatmul(a, b);
-    assertSameBits(matmulNT(a, transposeLast(b)), want, `matmulNT [${a.shape}] @ [${b.shape}]^T`);
-    assertSameBits(matmulTn(transposeLast(a), b), want, `matmulTn [${a.shape}]^T @ [${b.shape}]`);
-  }
-});
+for (const mode of ["js", "wasm"] as const) {
+  const modeTest = (name: string, body: () => void) => test(`[${mode}] ${name}`, () => {
+    productEngine.mode = mode;
+    try { body(); } finally { productEngine.mode = "auto"; }
+  });
 
-test("the model's shapes: (448, 16) x (16, 64), (16, 448) x (448, 16), batched (128, 7, 7) x (128, 7, 8)", () => {
-  const rand = makeRandom(3);
-  const cases: [number[], number[]][] = [[[448, 16], [16, 64]], [[448, 64], [64, 16]], [[16, 448], [448, 16]],
-    [[64, 7, 16], [16, 16]], [[128, 7, 7], [128, 7, 8]], [[128, 7, 8], [128, 8, 7]], [[448, 16], [16, 13]], [[1, 448], [448, 1]]];
-  for (const [sa, sb] of cases) {
-    const a = wild(rand, sa), b = wild(rand, sb);
-    const want = loopMatmul(a, b);
-    assertSameBits(matmul(a, b), want, `[${sa}] @ [${sb}]`);
-    assertSameBits(matmulNT(a, transposeLast(b)), want, `NT [${sa}] @ [${sb}]`);
-    assertSameBits(matmulTn(transposeLast(a), b), want, `Tn [${sa}] @ [${sb}]`);
-  }
-});
+  modeTest("matmul is the loop, bit for bit: batches, one shared b, 0-size axes, K = 1, odd M and N", () => {
+    const rand = makeRandom(1);
+    for (let i = 0; i < 1500; i++) {
+      const { a, b } = randomCase(rand);
+      assertSameBits(matmul(a, b), loopMatmul(a, b), `matmul [${a.shape}] @ [${b.shape}]`);
+    }
+  });
+
+  modeTest("matmulNT and matmulTn are the loop on the transposed operand, bit for bit", () => {
+    const rand = makeRandom(2);
+    for (let i = 0; i < 1000; i++) {
+      const { a, b } = randomCase(rand);
+      const want = loopMatmul(a, b);
+      assertSameBits(matmulNT(a, transposeLast(b)), want, `matmulNT [${a.shape}] @ [${b.shape}]^T`);
+      assertSameBits(matmulTn(transposeLast(a), b), want, `matmulTn [${a.shape}]^T @ [${b.shape}]`);
+    }
+  });
+
+  modeTest("the model's shapes: (448, 16) x (16, 64), (16, 448) x (448, 16), batched (128, 7, 7) x (128, 7, 8)", () => {
+    const rand = makeRandom(3);
+    const cases: [number[], number[]][] = [[[448, 16], [16, 64]], [[448, 64], [64, 16]], [[16, 448], [448, 16]],
+      [[64, 7, 16], [16, 16]], [[128, 7, 7], [128, 7, 8]], [[128, 7, 8], [128, 8, 7]], [[448, 16], [16, 13]], [[1, 448], [448, 1]]];
+    for (const [sa, sb] of cases) {
+      const a = wild(rand, sa), b = wild(rand, sb);
+      const want = loopMatmul(a, b);
+      assertSameBits(matmul(a, b), want, `[${sa}] @ [${sb}]`);
+      assertSameBits(matmulNT(a, transposeLast(b)), want, `NT [${sa}] @ [${sb}]`);
+      assertSameBits(matmulTn(transposeLast(a), b), want, `Tn [${sa}] @ [${sb}]`);
+    }
+  });
+
+  modeTest("a sum of -0 terms is +0 (the loop starts from +0)", () => {
+    for (const K of [1, 2, 5, 9]) {
+      for (const [M, N] of [[1, 1], [2, 4], [3, 5], [4, 8]]) {
+        const a = tensor([M, K], new Float64Array(M * K).fill(-0)), b = tensor([K, N], new Float64Array(K * N).fill(1));
+        for (const y of [matmul(a, b), matmulNT(a, transposeLast(b)), matmulTn(transposeLast(a), b)]) {
+          for (const v of y.data) assert.ok(Object.is(v, 0), `K ${K}, ${M} x ${N}: got ${v}`);
+        }
+        for (const v of sumLast(a).data) assert.ok(Object.is(v, 0));
+      }
+    }
+  });
+
+  modeTest("infinities and NaN as in the loop; shape errors", () => {
+    const a = tensor([3, 4], [1e308, 1e308, -Infinity, 1, Infinity, -Infinity, 1, 2, NaN, 1, 2, 3]);
+    const b = tensor([4, 2], [10, 1, 10, -1, 0, 1, 1, 1]);
+    const got = matmul(a, b), want = loopMatmul(a, b);
+    for (let i = 0; i < want.data.length; i++) assert.ok(Object.is(got.data[i], want.data[i]), `element ${i}`);
+    assert.throws(() => matmul(tensor([2, 3], [1, 2, 3, 4, 5, 6]), tensor([2, 2], [1, 2, 3, 4])), /do not fit/);
+    assert.throws(() => matmulNT(tensor([2, 3], [1, 2, 3, 4, 5, 6]), tensor([2, 2], [1, 2, 3, 4])), /do not fit/);
+    assert.throws(() => matmulTn(tensor([2, 3], [1, 2, 3, 4, 5, 6]), tensor([3, 2], [1, 2, 3, 4, 5, 6])), /do not fit/);
+  });
+}
 
 test("sumLast and meanLast are the loop, bit for bit", () => {
   const rand = makeRandom(4);
@@ -126,28 +163,6 @@ test("sumLast and meanLast are the loop, bit for bit", () => {
     assertSameBits(sumLast(x), want, `sumLast [${x.shape}]`);
     assertSameBits(meanLast(x), want.map((v) => v / K), `meanLast [${x.shape}]`);
   }
-});
-
-test("a sum of -0 terms is +0 (the loop starts from +0)", () => {
-  for (const K of [1, 2, 5, 9]) {
-    for (const [M, N] of [[1, 1], [2, 4], [3, 5], [4, 8]]) {
-      const a = tensor([M, K], new Float64Array(M * K).fill(-0)), b = tensor([K, N], new Float64Array(K * N).fill(1));
-      for (const y of [matmul(a, b), matmulNT(a, transposeLast(b)), matmulTn(transposeLast(a), b)]) {
-        for (const v of y.data) assert.ok(Object.is(v, 0), `K ${K}, ${M} x ${N}: got ${v}`);
-      }
-      for (const v of sumLast(a).data) assert.ok(Object.is(v, 0));
-    }
-  }
-});
-
-test("infinities and NaN as in the loop; shape errors", () => {
-  const a = tensor([3, 4], [1e308, 1e308, -Infinity, 1, Infinity, -Infinity, 1, 2, NaN, 1, 2, 3]);
-  const b = tensor([4, 2], [10, 1, 10, -1, 0, 1, 1, 1]);
-  const got = matmul(a, b), want = loopMatmul(a, b);
-  for (let i = 0; i < want.data.length; i++) assert.ok(Object.is(got.data[i], want.data[i]), `element ${i}`);
-  assert.throws(() => matmul(tensor([2, 3], [1, 2, 3, 4, 5, 6]), tensor([2, 2], [1, 2, 3, 4])), /do not fit/);
-  assert.throws(() => matmulNT(tensor([2, 3], [1, 2, 3, 4, 5, 6]), tensor([2, 2], [1, 2, 3, 4])), /do not fit/);
-  assert.throws(() => matmulTn(tensor([2, 3], [1, 2, 3, 4, 5, 6]), tensor([3, 2], [1, 2, 3, 4, 5, 6])), /do not fit/);
 });
 
 test("the data is order-sensitive: a reversed or two-lane sum gives other bits", () => {
@@ -163,4 +178,64 @@ test("the data is order-sensitive: a reversed or two-lane sum gives other bits",
     if (!Object.is(even + odd, inOrder[r])) lanesDiffer++;
   }
   assert.ok(reversedDiffers > 0 && lanesDiffer > 0, `${reversedDiffers} reversed, ${lanesDiffer} two-lane sums differ`);
+});
+
+// What a wrong SIMD kernel would compute, through the same checks: the two f64x2 lanes across k
+// (lane 0 sums the even terms, lane 1 the odd ones, then one horizontal add), and a kernel whose
+// accumulators start from the first term instead of +0 (a -0 product then stays -0).
+function wrongProduct(a: Tensor, b: Tensor, kind: "lanes across k" | "no +0 start"): Tensor {
+  const M = a.shape[a.shape.length - 2], K = a.shape[a.shape.length - 1], N = b.shape[b.shape.length - 1];
+  const batch = sizeOf(a.shape.slice(0, -2)), bStride = b.shape.length === 2 ? 0 : K * N;
+  const out = new Float64Array(batch * M * N);
+  for (let p = 0; p < batch; p++) {
+    for (let m = 0; m < M; m++) {
+      for (let n = 0; n < N; n++) {
+        const term = (k: number) => a.data[p * M * K + m * K + k] * b.data[p * bStride + k * N + n];
+        let acc: number;
+        if (kind === "lanes across k") {
+          let lane0 = 0, lane1 = 0;
+          for (let k = 0; k + 1 < K; k += 2) { lane0 = lane0 + term(k); lane1 = lane1 + term(k + 1); }
+          if (K % 2 === 1) lane0 = lane0 + term(K - 1);
+          acc = lane0 + lane1;
+        } else {
+          acc = K === 0 ? 0 : term(0);
+          for (let k = 1; k < K; k++) acc = acc + term(k);
+        }
+        out[p * M * N + m * N + n] = acc;
+      }
+    }
+  }
+  return { shape: [...a.shape.slice(0, -2), M, N], data: out };
+}
+
+test("the checks above reject a kernel with lanes across k, and one that does not start from +0", () => {
+  for (const kind of ["lanes across k", "no +0 start"] as const) {
+    const rand = makeRandom(1);
+    let rejected = 0;
+    for (let i = 0; i < 1500; i++) {
+      const { a, b } = randomCase(rand);
+      try { assertSameBits(wrongProduct(a, b, kind), loopMatmul(a, b), kind); } catch { rejected++; }
+    }
+    assert.ok(rejected > 50, `${kind}: only ${rejected} of 1500 random products rejected`);
+  }
+});
+
+test("[wasm] infinities and NaN among many terms, every lane and pad position", () => {
+  productEngine.mode = "wasm";
+  try {
+    const rand = makeRandom(6);
+    for (let i = 0; i < 300; i++) {
+      const { a, b } = randomCase(rand);
+      for (const t of [a, b]) {
+        for (let j = 0; j < t.data.length; j++) {
+          const u = rand();
+          if (u < 0.03) t.data[j] = Infinity; else if (u < 0.06) t.data[j] = -Infinity; else if (u < 0.08) t.data[j] = NaN;
+        }
+      }
+      const want = loopMatmul(a, b);
+      for (const [what, got] of [["matmul", matmul(a, b)], ["NT", matmulNT(a, transposeLast(b))], ["Tn", matmulTn(transposeLast(a), b)]] as const) {
+        for (let j = 0; j < want.data.length; j++) assert.ok(Object.is(got.data[j], want.data[j]), `${what} [${a.shape}] @ [${b.shape}], element ${j}`);
+      }
+    }
+  } finally { productEngine.mode = "auto"; }
 });
