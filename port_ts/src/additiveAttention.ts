@@ -18,9 +18,9 @@
 // gradients sum over every (batch, query[, key]) row in row-major order.
 
 import type { Generator } from "./rng.ts";
-import { type Tensor, type IntTensor, matmul, matmulNT, weightGrad, zeros } from "./ops.ts";
+import { type Tensor, type IntTensor, matmul, matmulNT, matmulTn, weightGrad, zeros } from "./ops.ts";
 import { type MaskedSoftmaxCache, maskedSoftmaxForward, maskedSoftmaxBackward } from "./maskedSoftmax.ts";
-import { attentionDropout, attentionDropoutBackward, transposeLast } from "./dotProductAttention.ts";
+import { attentionDropout, attentionDropoutBackward } from "./dotProductAttention.ts";
 import * as mathlib from "./mathlib.ts";
 
 export interface AdditiveAttentionCache {
@@ -93,7 +93,7 @@ export function additiveAttentionBackward(
   }
   // const out = matmul(dropped, v)
   const ddropped = matmulNT(dout, v); // (B, Q, K): sum over V
-  const dv = matmul(transposeLast(cache.dropped), dout); // (B, K, V): sum over queries
+  const dv = matmulTn(cache.dropped, dout); // (B, K, V): dropped^T dout, sum over queries in order
   // const { dropped, mask } = attentionDropout(weights, dropoutP, rng)
   const dweights = attentionDropoutBackward(ddropped, cache.mask, cache.dropoutP); // (B, Q, K)
   // const { out: weights, cache: softmax } = maskedSoftmaxForward(scores, validLens)

@@ -14,7 +14,7 @@
 // V for the weights, over queries for dk and dv, over keys for dq.
 
 import type { Generator } from "./rng.ts";
-import { type Tensor, type IntTensor, matmul, matmulNT, zeros } from "./ops.ts";
+import { type Tensor, type IntTensor, matmul, matmulNT, matmulTn, zeros } from "./ops.ts";
 import { type MaskedSoftmaxCache, maskedSoftmaxForward, maskedSoftmaxBackward } from "./maskedSoftmax.ts";
 
 export interface DotProductAttentionCache {
@@ -91,7 +91,7 @@ export function dotProductAttentionBackward(dout: Tensor, cache: DotProductAtten
   }
   // const out = matmul(dropped, v)
   const ddropped = matmulNT(dout, v); // (B, ..., Q, K): sum over V
-  const dv = matmul(transposeLast(cache.dropped), dout); // (B, ..., K, V): sum over queries
+  const dv = matmulTn(cache.dropped, dout); // (B, ..., K, V): dropped^T dout, sum over queries in order
   // const { dropped, mask } = attentionDropout(weights, dropoutP, rng)
   const dweights = attentionDropoutBackward(ddropped, cache.mask, cache.dropoutP); // (B, ..., Q, K)
   // const { out: weights, cache: softmax } = maskedSoftmaxForward(scores, validLens)
@@ -100,6 +100,6 @@ export function dotProductAttentionBackward(dout: Tensor, cache: DotProductAtten
   const G = dqk.data, scale = Math.sqrt(q.shape[q.shape.length - 1]);
   for (let i = 0; i < G.length; i++) G[i] = G[i] / scale;
   const dq = matmul(dqk, k); // (B, ..., Q, D): sum over keys
-  const dk = matmul(transposeLast(dqk), q); // (B, ..., K, D): sum over queries
+  const dk = matmulTn(dqk, q); // (B, ..., K, D): dqk^T q, sum over queries in order
   return { dq, dk, dv };
 }

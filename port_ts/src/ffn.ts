@@ -48,7 +48,10 @@ export function ffnForward(x: Tensor, params: Record<string, Tensor>): { out: Te
 /** Returns dx (..., d) and the parameter gradients under W1, b1, W2, b2. */
 export function ffnBackward(dout: Tensor, cache: FfnCache): { dx: Tensor; grads: Record<string, Tensor> } {
   const { dx: dh, dW: dW2, db: db2 } = linearBackward(dout, cache.lin2); // inverts: out = h W2^T + b2
-  const dhPre = reluBackward(dh, cache.hPre); // inverts: h = relu(hPre)
+  // inverts: h = relu(hPre); reluBackward's rule written into dh itself (dh is this function's
+  // own temporary), which saves an (..., F) allocation: the same values, element by element
+  const dhPre = dh, D = dh.data, X = cache.hPre.data;
+  for (let i = 0; i < D.length; i++) D[i] = X[i] > 0 ? D[i] : 0;
   const { dx, dW: dW1, db: db1 } = linearBackward(dhPre, cache.lin1); // inverts: hPre = x W1^T + b1
   return { dx, grads: { W1: dW1, b1: db1!, W2: dW2, b2: db2! } };
 }

@@ -39,10 +39,11 @@ export function splitHeads(x: Tensor, numHeads: number): Tensor {
   const [B, T, d] = x.shape;
   const D = d / numHeads;
   const out = zeros([B, numHeads, T, D]);
-  for (let b = 0; b < B; b++)
+  const X = x.data, O = out.data;
+  for (let b = 0, o = 0; b < B; b++)
     for (let h = 0; h < numHeads; h++)
-      for (let t = 0; t < T; t++)
-        for (let j = 0; j < D; j++) out.data[((b * numHeads + h) * T + t) * D + j] = x.data[(b * T + t) * d + h * D + j];
+      for (let t = 0, i = b * T * d + h * D; t < T; t++, i += d)
+        for (let j = 0; j < D; j++) O[o++] = X[i + j]; // out[b, h, t, j] = x[b, t, h*D + j]
   return out;
 }
 
@@ -51,10 +52,11 @@ export function mergeHeads(x: Tensor): Tensor {
   const [B, H, T, D] = x.shape;
   const d = H * D;
   const out = zeros([B, T, d]);
-  for (let b = 0; b < B; b++)
+  const X = x.data, O = out.data;
+  for (let b = 0, i = 0; b < B; b++)
     for (let h = 0; h < H; h++)
-      for (let t = 0; t < T; t++)
-        for (let j = 0; j < D; j++) out.data[(b * T + t) * d + h * D + j] = x.data[((b * H + h) * T + t) * D + j];
+      for (let t = 0, o = b * T * d + h * D; t < T; t++, o += d)
+        for (let j = 0; j < D; j++) O[o + j] = X[i++]; // out[b, t, h*D + j] = x[b, h, t, j]
   return out;
 }
 
