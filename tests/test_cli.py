@@ -54,13 +54,16 @@ def _without_time(report):
     return dict({k: v for k, v in report.items() if k != "timings"}, cases=cases)
 
 
-def test_jobs_one_and_four_give_the_same_report(repo_root, cases_dir, goldens, tmp_path, case_ids):  # noqa: F811
+def test_jobs_one_two_and_four_give_the_same_report(repo_root, cases_dir, goldens, tmp_path, case_ids):  # noqa: F811
     one, r1 = _run(repo_root, cases_dir, goldens, tmp_path, "--jobs", "1")
+    two, r2 = _run(repo_root, cases_dir, goldens, tmp_path, "--jobs", "2")
     four, r4 = _run(repo_root, cases_dir, goldens, tmp_path, "--jobs", "4")
-    assert one.returncode == four.returncode == 0, one.stdout + four.stdout
-    assert one.stdout == four.stdout and _without_time(r1) == _without_time(r4)
+    assert one.returncode == two.returncode == four.returncode == 0, one.stdout + two.stdout + four.stdout
+    assert one.stdout == two.stdout == four.stdout
+    assert _without_time(r1) == _without_time(r2) == _without_time(r4)
     assert r1["timings"]["engines"]["port"]["processes"] == 1
-    assert r4["timings"]["engines"]["port"]["processes"] == min(2, len(case_ids))
+    # the masked-softmax cases are cheap: however many jobs, no process per case
+    assert r4["timings"]["engines"]["port"]["processes"] < len(case_ids)
 
 
 def test_timings_say_where_the_time_went(repo_root, cases_dir, goldens, tmp_path, schemas):  # noqa: F811
@@ -69,7 +72,8 @@ def test_timings_say_where_the_time_went(repo_root, cases_dir, goldens, tmp_path
     schemas.check("report", report)
     text = proc.stdout
     for fragment in ("timings (wall", "engine reference", "engine port", "start-up", "engines", "comparison",
-                     "report: json", "report: junit", "case families", "masked_softmax"):
+                     "report: json", "report: junit", "case families", "masked_softmax", "runner's own work",
+                     "% of the wall"):
         assert fragment in text, fragment
     assert text.strip().splitlines()[-1].endswith("passed, 0 failed")  # still the last line
     root = ET.parse(tmp_path / "j.xml").getroot()

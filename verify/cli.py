@@ -236,17 +236,21 @@ def _write_outputs(args, report, timings, out, json_paths=()):
 
 
 def cmd_verify(args, out):
-    project = Project(args, args.suite)
-    every, selected = project.cases(args.case)
+    timings = Timings(from_process_start=True)  # the interpreter, imports, schemas and catalogue count too
+    with timings.section("loading: schemas, catalogue"):
+        project = Project(args, args.suite)
+        every, selected = project.cases(args.case)
     if args.list:
         for case in selected:
             print(f"{case.id:<48} {case.kind:<8} {case.op:<28} {project.display(case.file)}", file=out)
         return EXIT_PASS
     engine_list = [engines.reference_engine(project.root), engines.port_engine(project.root, args.port_cmd)]
-    timings, progress = Timings(), Progress(out)
+    progress = Progress(out)
+    previous = project.root / DEFAULT_REPORT.format(suite=args.suite)  # its per-case seconds order the work
     try:
         report = suite.run(project.context(args.timeout), selected, {c.id for c in every}, engine_list,
-                           args.tol, check_unused=not args.case, jobs=args.jobs, progress=progress, timings=timings)
+                           args.tol, check_unused=not args.case, jobs=args.jobs, progress=progress, timings=timings,
+                           previous_report=previous)
     finally:
         progress.clear()
     with timings.section("report: terminal"):

@@ -47,6 +47,7 @@ class EngineRun:
     wall: float = 0.0  # seconds from start to exit (the longest process, when split by --jobs)
     startup: float = None  # seconds before the first case began (start-up: interpreter, imports)
     processes: int = 1
+    busy: float = 0.0  # seconds summed over the engine's processes (each from its start to its exit)
 
 
 def node_binary():
@@ -189,76 +190,24 @@ def _status(line):
     return status
 
 
-def shards(case_specs, count):
-    """Split the cases into `count` lists of about equal work: training runs (by far the longest)
-    are dealt out first, then the rest round-robin; each list keeps catalogue order."""
-    count = max(1, min(count, len(case_specs)))
-    order = sorted(range(len(case_specs)), key=lambda i: case_specs[i].get("kind") != "training")
-    parts = [[] for _ in range(count)]
-    for n, i in enumerate(order):
-        parts[n % count].append(i)
-    return [[case_specs[i] for i in sorted(part)] for part in parts if part]
-
-
-def _merge(engine, out_dir, runs):
-    merged = EngineRun(engine=engine, out_dir=Path(out_dir), processes=len(runs))
-    for r in runs:
-        merged.statuses.update(r.statuses)
-        merged.stderr += r.stderr
-    merged.wall = max((r.wall for r in runs), default=0.0)
-    starts = [r.startup for r in runs if r.startup is not None]
-    merged.startup = sum(starts) / len(starts) if starts else None
-    return merged
-
-
 def run_all(engines, case_specs, work_dir, timeout, jobs=2, progress=None, extra=None):
-    """Run the engines, each into work_dir/<name>; {name: EngineRun}. jobs is how many engine
-    processes may run at once: 1 runs the engines one after the other, 2 (the default) both at
-    once, more splits each engine's cases across jobs // len(engines) processes writing into the
-    same directory. extra: further request fields for every process (the pretrained cases'
-    assets). The first engine-level error (in the order given) is raised once all have
-    stopped."""
-    per_engine = max(1, jobs // len(engines)) if jobs > 1 else 1
-    tasks = []  # (engine, shard)
-    for engine in engines:
-        tasks += [(engine, part) for part in shards(case_specs, per_engine)] or [(engine, [])]
-    results, errors = {}, {}
-    lock = threading.Lock()
-    if progress is not None:
-        for engine in engines:
-            progress.start(engine.name, len(case_specs))
+    """Run the engines on the cases, each into work_dir/<name>; {name: EngineRun}. Scheduled as
+    `verify attention` schedules them (verify/schedule.py): jobs is how many engine processes may
+    run at once; 1 runs the engines one after the other, each in one process. extra: further
+    request fields for every process (the pretrained cases' assets). The first engine-level
+    error stops the other processes and is raised."""
+    from . import schedule  # it imports this module
 
-    def one(engine, part):
-        tick = (lambda status: progress.advance(engine.name)) if progress is not None else None
-        try:
-            r = run(engine, part, Path(work_dir) / engine.name, timeout, extra=extra, on_status=tick)
-            with lock:
-                results.setdefault(engine.name, []).append(r)
-        except InputError as exc:
-            with lock:
-                errors.setdefault(engine.name, exc)
-
-    if jobs <= 1:
-        try:
-            for engine, part in tasks:
-                one(engine, part)
-        except KeyboardInterrupt:
-            _kill_live()
-            raise
-    else:
-        threads = [threading.Thread(target=one, args=task, daemon=True) for task in tasks]
-        for t in threads:
-            t.start()
-        try:
-            for t in threads:
-                t.join()
-        except KeyboardInterrupt:  # the engines run in their own sessions: stop them too
-            _kill_live()
-            raise
-    for engine in engines:
-        if engine.name in errors:
-            raise errors[engine.name]
-    return {e.name: _merge(e, Path(work_dir) / e.name, results.get(e.name, [])) for e in engines}
+    sched = schedule.Scheduler(engines, case_specs, work_dir, timeout, jobs=jobs, extra=extra, progress=progress)
+    sched.start()
+    try:
+        while sched.next_event() is not None:
+            pass
+    except KeyboardInterrupt:  # the engines run in their own sessions: stop them too
+        sched.stop()
+        raise
+    runs, _ = sched.result()
+    return runs
 
 
 def _kill_live():

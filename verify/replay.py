@@ -30,12 +30,16 @@ def coverage_problem(case):
     return None
 
 
+def request_entry(case):
+    """The case's entry of a replay request, without `from_dir` (the reference's states, added
+    by whoever knows where they are): every segment, no free run (docs/protocol.md)."""
+    return {"segments": segments_of(case), "free_run": False}
+
+
 def run_port(port_engine, cases, reference_dir, work, timeout):
     """One port run replaying every segment of the given training cases (no free runs)."""
-    request = {
-        case.id: {"from_dir": str(Path(reference_dir) / f"{case.id}.states"), "segments": segments_of(case), "free_run": False}
-        for case in cases
-    }
+    request = {case.id: dict(request_entry(case), from_dir=str(Path(reference_dir) / f"{case.id}.states"))
+               for case in cases}
     return engines_mod.run(port_engine, [c.spec for c in cases], Path(work) / "port-replay", timeout, {"replay": request})
 
 

@@ -211,7 +211,8 @@ def timing_lines(timings):
         lines.append(f"  engine {name:<10} wall {e['wall']:7.2f} s  start-up {start:>8}  cases {e['cases']:7.2f} s"
                      f"  ({e['processes']} process{'es' if e['processes'] != 1 else ''})")
     for name, seconds in timings["sections"].items():
-        lines.append(f"  {name:<17} {seconds:7.2f} s")
+        share = f"  ({100.0 * seconds / timings['total']:.0f} % of the wall)" if name == "runner's own work" and timings["total"] else ""
+        lines.append(f"  {name:<30} {seconds:7.2f} s{share}")
     families = sorted(timings["families"].items(), key=lambda kv: -sum(kv[1].values()))
     if families:
         lines.append("  case families (each engine's own seconds, slowest first):")

@@ -3,13 +3,14 @@ the report (a plain dict, the shape of golden/schemas/report.schema.json before 
 numbers are turned into strings)."""
 
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import assets
-from . import engines as engines_mod
 from . import goldens
 from . import replay as replay_mod
+from . import schedule
 from . import views
 from .compare import compare_named
 from .expectations import case_checks
@@ -74,49 +75,104 @@ def _unknown_op(run, case, display):
         raise InputError(f"case '{case.id}' in {display(case.file)} has an op the reference engine does not know: {error}")
 
 
-def run(ctx, selected, all_ids, engines, tol, check_unused, jobs=2, progress=None, timings=None):
+def run(ctx, selected, all_ids, engines, tol, check_unused, jobs=2, progress=None, timings=None, previous_report=None):
     """Run the engines on the selected cases and build the report dict. progress and timings are
-    optional observers (verify/progress.py, verify/timings.py); they change nothing reported."""
+    optional observers (verify/progress.py, verify/timings.py); they change nothing reported.
+
+    The engine processes are scheduled by verify/schedule.py (previous_report: the last JSON
+    report, whose per-case seconds order the work). With jobs > 1 a case is compared as soon as
+    both engines have reported it (and its replay part once the replay has), while the other
+    processes still run; the result is the same as comparing everything at the end, which is
+    what jobs == 1 does: every case whose statuses changed after it was compared (an engine that
+    printed a case's status line twice) is compared again, and an input error found while
+    comparing is raised only after the engines' own errors, in catalogue order."""
     extra, not_run = assets.plan(selected)  # pretrained cases: the model's directory, or why not run
-    specs = [c.spec for c in selected if c.id not in not_run]
+    to_run = [c for c in selected if c.id not in not_run]
+    specs = [c.spec for c in to_run]
     timings = timings or Timings()
+    replays = {c.id: replay_mod.request_entry(c) for c in to_run if c.kind == "training" and replay_mod.segments_of(c)}
+    costs = schedule.estimate_costs(specs, previous_report)
+    by_id = {c.id: c for c in to_run}
+    names = [e.name for e in engines]
     with tempfile.TemporaryDirectory(prefix="verify-") as work:
-        with timings.section("engines"):
-            runs = engines_mod.run_all(engines, specs, work, ctx.timeout, jobs=jobs, progress=progress, extra=extra)
+        sched = schedule.Scheduler(engines, specs, work, ctx.timeout, jobs=jobs, extra=extra, replays=replays,
+                                   costs=costs, progress=progress)
+        live = {n: sched.live[n] for n in names}
+        reference_dir = live["reference"].out_dir
+        mains, replay_parts, failures = {}, {}, {}  # case id -> (statuses used, result); -> InputError
+        reported = {label: set() for label in names + [schedule.REPLAY]}
+
+        def compare_main(case, runs):
+            used = tuple(runs[n].statuses.get(case.id) for n in names)
+            try:
+                mains[case.id] = (used, _main_result(ctx, case, runs, tol))
+                failures.pop(case.id, None)
+            except InputError as exc:  # a damaged committed golden: raised at the end, in order
+                mains[case.id], failures[case.id] = (used, None), exc
+
+        def compare_replay(case, replay_run):
+            used = replay_run.statuses.get(case.id) if replay_run is not None else None
+            replay_parts[case.id] = (used, replay_mod.compare(case, reference_dir, replay_run, tol))
+
+        def advance(case_id):
+            case = by_id[case_id]
+            if case_id not in mains and all(case_id in reported[n] for n in names):
+                compare_main(case, live)
+            if case_id in replays and case_id not in replay_parts:
+                ref_status = live["reference"].statuses.get(case_id)
+                no_replay = case_id in reported["reference"] and not (ref_status or {}).get("ok")
+                if case_id in reported[schedule.REPLAY] or no_replay:
+                    compare_replay(case, sched.live[schedule.REPLAY])
+
+        overlap = jobs > 1
+        timings.add("engines", 0.0)  # listed before the comparisons; the span is added at the end
+        sched.start()
+        try:
+            while True:
+                waited = time.monotonic()
+                event = sched.next_event()
+                timings.waited(time.monotonic() - waited)
+                if event is None:
+                    break
+                label, case_id = event
+                reported[label].add(case_id)
+                if overlap:
+                    with timings.section("comparison: during the engines"):
+                        advance(case_id)
+        except KeyboardInterrupt:  # the engines run in their own sessions: stop them too
+            sched.stop()
+            raise
+        runs, replayed = sched.result()  # an engine's own error (exit 2) comes first
+        timings.add("engines", sched.span())
         for r in runs.values():
             timings.engine(r)
             for case in selected:
                 timings.case(case.op, r.engine.name, (r.statuses.get(case.id) or {}).get("seconds"))
-        for case in selected:
-            if case.id not in not_run:
-                _unknown_op(runs["reference"], case, ctx.display)
-        runs = {e.name: runs[e.name] for e in engines}  # report in the engines' order
-        reference_dir = runs["reference"].out_dir
-        to_replay = [c for c in selected if c.kind == "training" and replay_mod.segments_of(c)
-                     and runs["reference"].statuses.get(c.id, {}).get("ok")]
-        port = next(e for e in engines if e.name == "port")
-        replayed = None
-        if to_replay:
-            if progress is not None:
-                progress.start("replay", len(to_replay))
-            with timings.section("replay"):
-                replayed = replay_mod.run_port(port, to_replay, reference_dir, work, ctx.timeout)
-            if progress is not None:
-                progress.advance("replay", len(to_replay))
+        if replayed is not None:
+            timings.engine(replayed, schedule.REPLAY)
+            for case in selected:
+                if case.id in replayed.statuses:
+                    timings.case(case.op, schedule.REPLAY, replayed.statuses[case.id].get("seconds"))
+        for case in to_run:
+            _unknown_op(runs["reference"], case, ctx.display)
+        runs = {n: runs[n] for n in names}  # report in the engines' order
         cases = []
-        with timings.section("comparison"):
+        with timings.section("comparison: after the engines"):
             for case in selected:
                 if case.id in not_run:
                     cases.append(assets.not_run_result(case, ctx.display, not_run[case.id]))
                     continue
-                result = _case_result(ctx, case, runs, tol)
-                if case.kind == "pretrained" and all((r.statuses.get(case.id) or {}).get("ok") for r in runs.values()):
-                    full, errors = assets.compare_full(case, {n: r.out_dir for n, r in runs.items()}, tol, ctx.schemas)
-                    result["tensors"] += [t.to_dict() for t in full]
-                    result["errors"] += errors
-                    result["passed"] = result["passed"] and not errors and all(t.passed for t in full)
-                if case.kind == "training" and replay_mod.segments_of(case):
-                    result["replay"] = replay_mod.compare(case, reference_dir, replayed, tol)
+                final = tuple(runs[n].statuses.get(case.id) for n in names)
+                if case.id not in mains or mains[case.id][0] != final:
+                    compare_main(case, runs)
+                if case.id in failures:
+                    raise failures[case.id]
+                result = mains[case.id][1]
+                if case.id in replays:
+                    final_replay = replayed.statuses.get(case.id) if replayed is not None else None
+                    if case.id not in replay_parts or replay_parts[case.id][0] != final_replay:
+                        compare_replay(case, replayed)
+                    result["replay"] = replay_parts[case.id][1]
                     result["passed"] = result["passed"] and all(r["passed"] for r in result["replay"])
                 else:
                     result["replay"] = []
@@ -135,6 +191,18 @@ def run(ctx, selected, all_ids, engines, tol, check_unused, jobs=2, progress=Non
         "cases": cases,
         "unused_goldens": unused,
     }
+
+
+def _main_result(ctx, case, runs, tol):
+    """A case's report entry without its replay part: both engines against each other and their
+    goldens, the expectations, the views, and for a pretrained case the full documents."""
+    result = _case_result(ctx, case, runs, tol)
+    if case.kind == "pretrained" and all((r.statuses.get(case.id) or {}).get("ok") for r in runs.values()):
+        full, errors = assets.compare_full(case, {n: r.out_dir for n, r in runs.items()}, tol, ctx.schemas)
+        result["tensors"] += [t.to_dict() for t in full]
+        result["errors"] += errors
+        result["passed"] = result["passed"] and not errors and all(t.passed for t in full)
+    return result
 
 
 def _case_result(ctx, case, runs, tol):

@@ -1,16 +1,41 @@
 """Where the wall time of a run goes (`--timings`): named sections measured with a context
-manager, plus the engines' own figures (start-up, run, the seconds each case took)."""
+manager, plus the engines' own figures (start-up, run, the seconds each case took).
 
+The engines, the replay and the first comparisons overlap (verify/schedule.py), so the sections
+do not add up to the wall: "engines" is the span from the first engine process's start to the last
+one's exit; each engine's `wall` is its own span; "runner's own work" is everything the runner's
+process did itself (start-up, reading, validating, comparing, reporting), measured as the wall
+minus the time it spent waiting for the engines."""
+
+import os
 import time
 from contextlib import contextmanager
 
+OWN_WORK = "runner's own work"
+
+
+def _process_age():
+    """Seconds since this process started (Linux /proc; 0.0 elsewhere): the interpreter's start-up
+    and imports are the runner's own work too."""
+    try:
+        with open("/proc/self/stat", encoding="ascii") as fh:
+            start_ticks = int(fh.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/uptime", encoding="ascii") as fh:
+            uptime = float(fh.read().split()[0])
+        return max(0.0, uptime - start_ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
 
 class Timings:
-    def __init__(self):
+    def __init__(self, from_process_start=False):
         self.sections = {}  # name -> seconds, in the order first measured
         self.engines = {}  # name -> {"processes", "wall", "startup", "cases"}
         self.families = {}  # op -> {engine: seconds}
-        self.started = time.monotonic()
+        self.started = time.monotonic() - (_process_age() if from_process_start else 0.0)
+        self.waiting = 0.0  # seconds the runner spent waiting for engine processes
+        if from_process_start:
+            self.add("runner start-up", time.monotonic() - self.started)
 
     @contextmanager
     def section(self, name):
@@ -23,9 +48,12 @@ class Timings:
     def add(self, name, seconds):
         self.sections[name] = self.sections.get(name, 0.0) + seconds
 
-    def engine(self, run):
-        """Record one EngineRun's figures."""
-        self.engines[run.engine.name] = {
+    def waited(self, seconds):
+        self.waiting += seconds
+
+    def engine(self, run, name=None):
+        """Record one EngineRun's figures (under `name`, by default the engine's)."""
+        self.engines[name or run.engine.name] = {
             "processes": run.processes,
             "wall": round(run.wall, 4),
             "startup": None if run.startup is None else round(run.startup, 4),
@@ -40,9 +68,12 @@ class Timings:
         family[engine] = round(family.get(engine, 0.0) + float(seconds), 4)
 
     def to_dict(self):
+        total = time.monotonic() - self.started
+        sections = dict(self.sections)
+        sections[OWN_WORK] = max(0.0, total - self.waiting)
         return {
-            "total": round(time.monotonic() - self.started, 4),
-            "sections": {k: round(v, 4) for k, v in self.sections.items()},
+            "total": round(total, 4),
+            "sections": {k: round(v, 4) for k, v in sections.items()},
             "engines": self.engines,
             "families": self.families,
         }

@@ -1,0 +1,146 @@
+"""The scheduler of engine processes (verify/schedule.py), with fake engines that speak
+docs/protocol.md, sleep as told (the reference only) and log when each process starts and ends: the replay of a
+training case starts as soon as the reference has reported that case (before the reference's
+other cases finish), at most `jobs` processes run at once, the expensive cases start first,
+every case runs exactly once per engine, --jobs 1 is strictly sequential, and an engine error
+stops the other processes at once."""
+
+import json
+import sys
+import textwrap
+import time
+
+import pytest
+
+from verify import engines, schedule
+from verify.errors import InputError
+
+FAKE = textwrap.dedent('''
+    import json, sys, time
+    name, log = sys.argv[1], sys.argv[2]
+    request = json.loads(sys.stdin.read())
+    label = "replay" if request.get("replay") else name
+    def note(what):
+        with open(log, "a") as fh:
+            fh.write(json.dumps([label, what, time.monotonic(), [c["id"] for c in request["cases"]]]) + "\\n")
+    note("start")
+    for case in request["cases"]:
+        if case["config"].get("fail_" + name):
+            sys.exit(3)
+        pause = 0.0 if label == "replay" else case["config"].get("sleep", 0.0) * (name == "reference")
+        time.sleep(pause)
+        note("case " + case["id"])
+        print(json.dumps({"id": case["id"], "ok": True, "seconds": pause}), flush=True)
+    note("end")
+''')
+
+
+@pytest.fixture
+def fake(tmp_path):
+    script = tmp_path / "fake_engine.py"
+    script.write_text(FAKE)
+    log = tmp_path / "log.jsonl"
+
+    def make():
+        return [engines.Engine(name, [sys.executable, str(script), name, str(log)], tmp_path)
+                for name in ("reference", "port")]
+
+    def events():
+        return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+    return make, events
+
+
+def spec(case_id, sleep=0.0, op="x", **config):
+    return {"id": case_id, "kind": "training" if op.startswith("train") else "forward", "op": op, "seed": 1,
+            "config": dict(config, sleep=sleep)}
+
+
+def run(engine_list, specs, tmp_path, jobs, replays=None, costs=None):
+    sched = schedule.Scheduler(engine_list, specs, tmp_path / "work", 60, jobs=jobs, replays=replays, costs=costs)
+    sched.start()
+    seen = []
+    while (event := sched.next_event()) is not None:
+        seen.append(event)
+    runs, replay = sched.result()
+    return sched, runs, replay, seen
+
+
+def test_the_replay_starts_before_the_references_last_case_finishes(fake, tmp_path):
+    make, events = fake
+    specs = [spec("train.a", 0.0, op="train_a"), spec("slow.b", 2.0)]
+    costs = {("reference", "train.a"): 1.0, ("reference", "slow.b"): 1.0, ("port", "train.a"): 0.1,
+             ("port", "slow.b"): 0.1, ("replay", "train.a"): 0.1, ("replay", "slow.b"): 0.1}
+    sched, runs, replay, seen = run(make(), specs, tmp_path, 2, replays={"train.a": {"segments": [[0, 1]]}},
+                                    costs=costs)
+    log = events()
+    replay_start = next(t for label, what, t, _ in log if label == "replay" and what == "start")
+    slow_done = next(t for label, what, t, _ in log if label == "reference" and what == "case slow.b")
+    assert replay_start < slow_done - 1.0  # while the reference still works on its slow case
+    assert set(replay.statuses) == {"train.a"} and ("replay", "train.a") in seen
+    assert seen.index(("replay", "train.a")) < seen.index(("reference", "slow.b"))
+
+
+def test_at_most_jobs_processes_and_every_case_once_per_engine(fake, tmp_path):
+    make, events = fake
+    specs = [spec(f"c{i}", 0.3 if i % 3 == 0 else 0.05) for i in range(12)]
+    costs = {(label, s["id"]): s["config"]["sleep"] * 5 for s in specs for label in ("reference", "port", "replay")}
+    sched, runs, _, _ = run(make(), specs, tmp_path, 2, costs=costs)
+    spans = [(p.started, p.ended) for p in sched.processes]
+    for start, _ in spans:  # at every process start, at most 2 processes are running
+        assert sum(s <= start < e for s, e in spans) <= 2
+    assert len(sched.processes) > 2  # the work was split, not one process per engine
+    for name in ("reference", "port"):
+        ran = [i for label, what, _, ids in events() if label == name and what == "start" for i in ids]
+        assert sorted(ran) == sorted(s["id"] for s in specs)  # each case exactly once
+        assert set(runs[name].statuses) == {s["id"] for s in specs}
+    first = {}
+    for p in sched.processes:
+        first.setdefault(p.label, p.ids)
+    assert first["reference"][0] in {"c0", "c3", "c6", "c9"}  # an expensive case first
+
+
+def test_jobs_one_is_sequential_reference_then_port_then_replay(fake, tmp_path):
+    make, events = fake
+    specs = [spec("train.a", 0.1, op="train_a"), spec("b", 0.1), spec("c", 0.1)]
+    sched, runs, replay, _ = run(make(), specs, tmp_path, 1, replays={"train.a": {"segments": [[0, 1]]}})
+    assert [(p.label, p.ids) for p in sched.processes] == [
+        ("reference", ["train.a", "b", "c"]), ("port", ["train.a", "b", "c"]), ("replay", ["train.a"])]
+    for before, after in zip(sched.processes, sched.processes[1:]):
+        assert before.ended <= after.started
+    assert runs["reference"].processes == runs["port"].processes == replay.processes == 1
+
+
+def test_no_replay_when_the_reference_fails_the_case(fake, tmp_path):
+    make, _ = fake
+    script_dir = tmp_path
+    specs = [spec("train.a", op="train_a")]
+    reference, port = make()
+    status = '{"id": "train.a", "ok": false, "error": "boom"}'
+    reference = engines.Engine("reference", [sys.executable, "-c", f"import sys; sys.stdin.read(); print({status!r})"],
+                               script_dir)
+    sched, runs, replay, seen = run([reference, port], specs, tmp_path, 2, replays={"train.a": {"segments": [[0, 1]]}})
+    assert replay is None and not runs["reference"].statuses["train.a"]["ok"]
+    assert all(label != "replay" for label, _ in seen)
+
+
+def test_an_engine_error_stops_the_other_processes_at_once(fake, tmp_path):
+    make, _ = fake
+    specs = [spec("slow", 30.0), spec("bad", 0.0, fail_port=True)]
+    costs = {("reference", "slow"): 30.0, ("port", "slow"): 0.01, ("reference", "bad"): 0.01, ("port", "bad"): 0.01}
+    started = time.monotonic()
+    with pytest.raises(InputError, match="port engine exited with code 3"):
+        run(make(), specs, tmp_path, 2, costs=costs)
+    assert time.monotonic() - started < 15  # the reference's 30 s case was killed, not waited for
+
+
+def test_costs_come_from_the_previous_report_else_the_static_table(tmp_path):
+    specs = [spec("train.r", op="train_reversal"), spec("m", op="masked_softmax")]
+    report = tmp_path / "previous.json"
+    report.write_text(json.dumps({"cases": [{"id": "m", "seconds": {"reference": 3.0, "port": None}}]}))
+    costs = schedule.estimate_costs(specs, report)
+    assert costs[("reference", "m")] == 3.0 and costs[("port", "m")] == schedule.DEFAULT_COST
+    assert costs[("reference", "train.r")] == schedule.COSTS["train_reversal"][0]
+    assert costs[("replay", "train.r")] == pytest.approx(schedule.REPLAY_SHARE * schedule.COSTS["train_reversal"][1])
+    report.write_text("{not json")
+    assert schedule.estimate_costs(specs, report) == schedule.estimate_costs(specs, None)  # only a hint
