@@ -25,7 +25,7 @@ import torch.nn.functional as F
 from reference.masked_softmax import MASK_VALUE
 from reference.positional_encoding import sinusoidal_table
 
-from workloads import CASES, DROPOUT_P, PRIMITIVES, STEP_CYCLE, dout_for
+from workloads import ADAM_LR, CASES, DROPOUT_P, PRIMITIVES, STEP_CYCLE, dout_for
 
 EPS = 1e-5  # layer norm's, as reference/layer_norm.py
 
@@ -192,6 +192,20 @@ def decoder_block(s, a, cache):
     return TorchCase(forward, L)
 
 
+def adam(s, a, cache):
+    """torch.optim.Adam (its defaults: betas 0.9, 0.999, eps 1e-8; on the CPU one loop over the
+    parameters), the gradients set once."""
+    P = {n: t(v, grad=True) for n, v in a["params"].items()}
+    for n, p in P.items():
+        p.grad = t(a["grads"][n])
+    opt = torch.optim.Adam(list(P.values()), lr=ADAM_LR)
+
+    def forward():
+        opt.step()
+        return {n: p.detach() for n, p in P.items()}
+    return TorchCase(forward)
+
+
 # ---- the models' steps and the gradient check ------------------------------------------------
 
 def _stepper(P, loss_of_batch):
@@ -291,5 +305,6 @@ def torch_call(workload, inputs, cache):
         grads = torch.autograd.grad(out, leaves, dout, retain_graph=True)
         outputs = {f"d{n}": g.numpy() for n, g in zip(case.leaves, grads)}
         return (lambda: torch.autograd.grad(out, leaves, dout, retain_graph=True)), outputs
-    outputs = {n: (v.detach().numpy() if torch.is_tensor(v) else v) for n, v in first.items()}
+    # copies: later calls may change the tensors in place (Adam does)
+    outputs = {n: np.array(v.detach().numpy() if torch.is_tensor(v) else v) for n, v in first.items()}
     return case.forward, outputs

@@ -31,6 +31,7 @@ import { crossEntropyForward, crossEntropyBackward, sequenceWeights } from "../p
 import {
   addGrads, encoderBlockBackward, encoderBlockForward, initEncoderBlockParams, initFfnParams, initMhaParams,
 } from "../port_ts/src/encoderBlock.ts";
+import { adamInit, adamStep } from "../port_ts/src/optim.ts";
 import { decoderBlockForward, decoderBlockBackward, initDecoderBlockParams } from "../port_ts/src/decoderBlock.ts";
 import { reversalSetup } from "../port_ts/src/reversal.ts";
 import { vitSetup } from "../port_ts/src/garments.ts";
@@ -38,6 +39,7 @@ import { alignmentSetup, type Run } from "../port_ts/src/casesTraining.ts";
 import { BUILDERS as GRADCHECK_BUILDERS } from "../port_ts/src/casesGradcheck.ts";
 
 const DROPOUT_P = 0.1; // the dropout and positional-encoding workloads (as DROPOUT_P in workloads.py)
+const ADAM_LR = 0.01;
 const STEP_CYCLE = 10; // a step workload cycles over the batches of steps t = 1..STEP_CYCLE
 const MAX_WARMUP_CALLS = 5000;
 
@@ -149,6 +151,13 @@ const PRIMITIVES: Record<string, (s: Shape, g: Generator) => Case> = {
       backward: (dout, c) => { const r = decoderBlockBackward(dout!, c); return { dx: r.dx, denc: r.denc, ...named(r.grads) }; },
     };
   },
+  adam(s, g) {
+    const params = initEncoderBlockParams(g, s.d, s.F);
+    const names = Object.keys(params);
+    const grads = Object.fromEntries(names.map((n) => [n, g.normal(params[n].shape)])); // in parameter order
+    const state = adamInit(params, names);
+    return { forward: () => { adamStep(params, grads, names, state, ADAM_LR); return { outputs: { ...params }, cache: null }; } };
+  },
 };
 
 // ---- the models' steps and the gradient check: the catalogue's own setups --------------------
@@ -181,6 +190,10 @@ interface Request {
 
 const now = () => Number(process.hrtime.bigint()) / 1e6; // ms
 
+function flat(outputs: Outputs): Record<string, number[]> {
+  return Object.fromEntries(Object.entries(outputs).map(([n, v]) => [n, typeof v === "number" ? [v] : Array.from(v.data)]));
+}
+
 function median(xs: number[]): number {
   const s = [...xs].sort((a, b) => a - b), h = s.length >> 1;
   return s.length % 2 ? s[h] : (s[h - 1] + s[h]) / 2;
@@ -193,13 +206,13 @@ function run(req: Request): { outputs: Record<string, number[]>; times_ms: numbe
   if (c === null) throw new Error(`unknown op ${req.op}`);
   const first = c.forward();
   let call: () => unknown = c.forward;
-  let outputs = first.outputs;
+  let outputs = flat(first.outputs); // copied now: later calls may change them in place (Adam does)
   if (req.part === "backward") {
     if (c.backward === undefined) throw new Error(`${req.op} has no backward`);
     const o = first.outputs.out; // the upstream gradient: N(0, 1) of the output's shape from Generator(seed + 1)
     const dout = typeof o === "object" ? new Generator(req.seed + 1).normal(o.shape) : null;
     const backward = c.backward, cache = first.cache;
-    outputs = backward(dout, cache);
+    outputs = flat(backward(dout, cache));
     call = () => backward(dout, cache);
   }
   const warm: number[] = [];
@@ -216,8 +229,7 @@ function run(req: Request): { outputs: Record<string, number[]>; times_ms: numbe
     call();
     times.push(Number(process.hrtime.bigint() - t0) / 1e6);
   }
-  const flat = Object.fromEntries(Object.entries(outputs).map(([n, v]) => [n, typeof v === "number" ? [v] : Array.from(v.data)]));
-  return { outputs: flat, times_ms: times, warmup_calls: warm.length };
+  return { outputs, times_ms: times, warmup_calls: warm.length };
 }
 
 if (process.argv[2] === "serve") {

@@ -4,6 +4,8 @@
 A workload is one op, its config (shapes, or a catalogue case's config), a seed and a part:
     forward    the op's forward pass (it builds the cache the backward needs, as training does)
     backward   the op's backward pass alone, from the cache of one forward and a fixed dout
+    update     one Adam update of an encoder block's parameters (fixed gradients; each round
+               moves the parameters on, the same work every time)
     step       one training step of a model: loss and every parameter's gradient (no Adam update,
                so every round is the same work), batches cycling over the run's steps t = 1..10
     gradcheck  one finite-difference gradient check, the whole catalogue case
@@ -49,6 +51,7 @@ from reference.linear import linear_backward, linear_forward
 from reference.loss import cross_entropy_backward, cross_entropy_forward, sequence_weights
 from reference.masked_softmax import masked_softmax_backward, masked_softmax_forward
 from reference.multi_head_attention import multi_head_attention_backward, multi_head_attention_forward
+from reference.optim import adam_init, adam_step
 from reference.positional_encoding import positional_encoding_backward, positional_encoding_forward
 from reference.reversal import LAB_EXAMPLE, reversal_model_config, reversal_setup
 from reference.rng import Generator
@@ -57,6 +60,7 @@ from reference.vit import init_vit_params
 
 ROOT = Path(__file__).resolve().parent.parent
 DROPOUT_P = 0.1  # the dropout and positional-encoding workloads (the other ops run with p = 0, as the models train)
+ADAM_LR = 0.01
 STEP_CYCLE = 10  # a step workload cycles over the batches of steps t = 1..STEP_CYCLE
 
 # The shapes of the primitives. "chapter" is the reversal model's (batch 96 of 7 tokens, d 16,
@@ -66,10 +70,12 @@ SHAPES = {
     "large": {"B": 16, "T": 32, "d": 64, "heads": 4, "F": 256, "V": 256},
 }
 
-# The primitives, in the order of the table; each has a forward and a backward workload per shape.
+# The primitives, in the order of the table; each has a forward and a backward workload per shape,
+# Adam an update.
 PRIMITIVES = ["masked_softmax", "dot_product_attention", "additive_attention", "multi_head_attention",
               "positional_encoding", "layer_norm", "ffn", "gelu", "dropout", "linear", "embedding",
-              "cross_entropy", "encoder_block", "decoder_block"]
+              "cross_entropy", "encoder_block", "decoder_block", "adam"]
+PARTS = {"adam": ("update",)}  # the others: ("forward", "backward")
 
 # The models' steps and the gradient check: (op, catalogue file, case id). Seed and config are the case's.
 CASES = [("reversal_step", "training.json", "train.reversal"),
@@ -80,7 +86,7 @@ CASES = [("reversal_step", "training.json", "train.reversal"),
 # Time per engine and workload (seconds of calls after the warm-up; the rounds follow from the
 # warm-up's mean call time), and the bounds on the rounds. BENCH_BUDGET_SCALE scales the budgets
 # (e.g. 0.2 for a quick look).
-BUDGET_S = {"forward": 0.25, "backward": 0.25, "step": 1.2, "gradcheck": 1.5}
+BUDGET_S = {"forward": 0.25, "backward": 0.25, "update": 0.25, "step": 2.5, "gradcheck": 1.5}
 MIN_ROUNDS, MAX_ROUNDS = 5, 200
 # The warm-up before the timed rounds: at least this many calls and this long. Node's is longer,
 # so that V8 has compiled the hot functions (its JIT tiers up after some hundred calls).
@@ -98,7 +104,7 @@ class Workload:
 
     @property
     def name(self):
-        return f"{self.op}.{self.part}[{self.label}]" if self.part in ("forward", "backward") else f"{self.op}[{self.label}]"
+        return f"{self.op}[{self.label}]" if self.part in ("step", "gradcheck") else f"{self.op}.{self.part}[{self.label}]"
 
 
 def _case(file, case_id):
@@ -114,7 +120,7 @@ def workloads():
     out = []
     for i, op in enumerate(PRIMITIVES):
         for label, shape in SHAPES.items():
-            for part in ("forward", "backward"):
+            for part in PARTS.get(op, ("forward", "backward")):
                 out.append(Workload(op, part, label, shape, 800 + 10 * i))
     for op, file, case_id in CASES:
         case = _case(file, case_id)
@@ -267,6 +273,18 @@ def decoder_block(s, g):
         return {"dx": dx, "denc": denc, **_named(grads)}
     return Case({"x": x, "enc": enc, **p, "lens": lens},
                 lambda: _out(decoder_block_forward(x, enc, lens, p, s["heads"])), backward)
+
+
+def adam(s, g):
+    params = init_encoder_block_params(g, s["d"], s["F"])
+    names = list(params)
+    grads = {n: g.normal(params[n].shape) for n in names}  # in parameter order
+    state = adam_init(params, names)
+
+    def forward():  # adam_step replaces each params[name] by a new array: `inputs` keeps the drawn ones
+        adam_step(params, grads, names, state, ADAM_LR)
+        return {n: params[n] for n in names}, None
+    return Case({"params": dict(params), "grads": grads}, forward)
 
 
 # ---- the models' steps and the gradient check: the catalogue's own setups --------------------
