@@ -5,11 +5,15 @@
 // command is `node mutation/check.ts && node mutation/units.ts`: the catalogue's cases first
 // (they kill most mutants within a second), then the unit tests, which reach what no valid case
 // reaches (shape and parameter checks, their messages, edge inputs). ops.test.ts is left out: its
-// thousands of random shapes take 4 s, and every case already runs the products it checks.
+// thousands of random shapes take 4 s, and every case already runs the products it checks. Under
+// Stryker, only the test files whose tests reached the active mutant in Stryker's dry run run
+// (coverage.ts); the dry run runs each file in its own process to tell the files' coverage apart.
 
-import { readdirSync } from "node:fs";
-import { join } from "node:path";
+import { spawnSync } from "node:child_process";
+import { readdirSync, readFileSync } from "node:fs";
+import { basename, join } from "node:path";
 import { run } from "node:test";
+import { activeMutant, cannotReach, countUnder, recordCoverage } from "./coverage.ts";
 
 const dir = join(import.meta.dirname, "..", "test");
 const files = readdirSync(dir)
@@ -17,19 +21,53 @@ const files = readdirSync(dir)
   .sort()
   .map((f) => join(dir, f));
 
-let failed = 0;
-const stream = run({ files, isolation: "none", concurrency: 1 });
-stream.on("test:fail", (event) => {
-  if (event.details?.type === "suite") return; // a suite fails through its tests: count those
-  failed++;
-  if (failed === 1) {
-    const where = event.file ? ` (${event.file.split("/").pop()})` : "";
-    process.stdout.write(`FAIL ${event.name}${where}: ${String((event.details?.error as Error | undefined)?.message ?? "").split("\n")[0]}\n`);
+const nameOf = (file: string) => `units:${basename(file)}`;
+
+/** Runs the files in this process (node:test runs in-process tests once per process); exit 1 on
+ *  the first failure. record: the dry run's child, counting what its one file reaches. */
+function runFiles(chosen: string[], skipped: number, record?: string): void {
+  let failed = 0, passed = 0;
+  if (record) countUnder(record);
+  const stream = run({ files: chosen, isolation: "none", concurrency: 1 });
+  stream.on("test:fail", (event) => {
+    if (event.details?.type === "suite") return; // a suite fails through its tests: count those
+    if (failed++ === 0) {
+      const message = String((event.details?.error as Error | undefined)?.message ?? "").split("\n")[0];
+      process.stdout.write(`FAIL ${event.name}${event.file ? ` (${basename(event.file)})` : ""}: ${message}\n`);
+    }
+  });
+  stream.on("test:pass", (event) => { if (event.details?.type !== "suite") passed++; });
+  stream.on("test:summary", (event) => {
+    if (event.file !== undefined) return; // a file's own summary; the one without a file is the total
+    if (record) {
+      countUnder(undefined);
+      recordCoverage([record]);
+    }
+    process.stdout.write(failed ? `${failed} unit test(s) failed\n`
+      : `${passed} unit tests pass` + (skipped ? ` (${skipped} files cannot reach mutant ${activeMutant})\n` : "\n"));
+    process.exitCode = failed || !event.success ? 1 : 0;
+  });
+  stream.resume();
+}
+
+/** An instrumented sandbox copy (Stryker's), not the checkout. */
+function instrumented(): boolean {
+  const src = join(dir, "..", "src");
+  return readdirSync(src).some((f) => f.endsWith(".ts") && readFileSync(join(src, f), "utf8").includes("stryNS_9fa48"));
+}
+
+if (process.argv[2] === "--record") {
+  runFiles([process.argv[3]], 0, nameOf(process.argv[3]));
+} else if (activeMutant === undefined && instrumented()) {
+  // Stryker's dry run: each file in a process of its own, so each file's coverage is its own.
+  let status = 0;
+  for (const file of files) {
+    const child = spawnSync(process.execPath, [import.meta.filename, "--record", file], { stdio: "inherit" });
+    status ||= child.status ?? 1;
   }
-});
-stream.on("test:summary", (event) => {
-  if (event.file !== undefined) return; // per-file summaries; the last one (no file) is the total
-  process.stdout.write(failed ? `${failed} unit test(s) failed\n` : `${event.counts.passed} unit tests pass\n`);
-  process.exitCode = failed || !event.success ? 1 : 0;
-});
-stream.resume();
+  process.exitCode = status;
+} else {
+  const chosen = files.filter((file) => !cannotReach(nameOf(file))); // all of them outside a mutant run
+  if (chosen.length === 0) process.stdout.write(`no unit test reaches mutant ${activeMutant}\n`);
+  else runFiles(chosen, files.length - chosen.length);
+}
