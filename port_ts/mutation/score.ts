@@ -1,6 +1,8 @@
 // The mutation score of the port, per file and in total, from Stryker's results
 // (docs/faults.md, "Mutation testing"):
-//   node mutation/score.ts [results.json]      (default: ../reports/stryker-incremental.json)
+//   node mutation/score.ts [results.json] [--survivors out.json]
+//                                   (default results: ../reports/stryker-incremental.json; --survivors
+//                                   writes every surviving mutant: file, line, mutator, replacement)
 // Stryker's incremental file keeps every mutant's last result, so runs over different --mutate
 // lists add up to one score. Score = detected / valid, as Stryker counts it: detected = killed or
 // timed out, valid = detected + survived + no coverage (compile and runtime errors and ignored
@@ -8,16 +10,22 @@
 // port's source files that have no result at all and those whose source changed since their
 // results, so a partial or outdated run cannot pass for a whole one (exit 1 then, 0 otherwise).
 
-import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 
-type Mutant = { status: string };
+type Mutant = {
+  status: string; mutatorName?: string; replacement?: string;
+  location?: { start: { line: number; column: number } };
+};
 type Results = { files: Record<string, { mutants: Mutant[]; source: string }> };
 
 const DETECTED = new Set(["Killed", "Timeout"]);
 const UNDETECTED = new Set(["Survived", "NoCoverage"]);
 
-const path = process.argv[2] ?? join(import.meta.dirname, "..", "..", "reports", "stryker-incremental.json");
+const args = process.argv.slice(2);
+const survivorsAt = args.indexOf("--survivors");
+const survivorsFile = survivorsAt >= 0 ? args.splice(survivorsAt, 2)[1] : undefined;
+const path = args[0] ?? join(import.meta.dirname, "..", "..", "reports", "stryker-incremental.json");
 if (!existsSync(path)) {
   process.stderr.write(`mutation/score.ts: no results at ${path}; run Stryker first (docs/faults.md)\n`);
   process.exit(2);
@@ -53,3 +61,12 @@ const stale = Object.keys(results.files).filter((f) => sources.includes(f)
   && readFileSync(join(import.meta.dirname, "..", f), "utf8") !== results.files[f].source);
 if (stale.length) process.stdout.write(`stale (the source changed since; run Stryker on them again): ${stale.join(", ")}\n`);
 process.exitCode = missing.length || stale.length ? 1 : 0;
+
+if (survivorsFile !== undefined) {
+  const survivors = Object.keys(results.files).sort().flatMap((file) => results.files[file].mutants
+    .filter((m) => UNDETECTED.has(m.status))
+    .map((m) => ({ file, line: m.location?.start.line, column: m.location?.start.column, mutator: m.mutatorName, replacement: m.replacement })))
+    .sort((a, b) => a.file.localeCompare(b.file) || (a.line ?? 0) - (b.line ?? 0) || (a.column ?? 0) - (b.column ?? 0));
+  writeFileSync(survivorsFile, JSON.stringify(survivors, null, 1) + "\n");
+  process.stdout.write(`${survivors.length} surviving mutants written to ${survivorsFile}\n`);
+}
