@@ -1,8 +1,9 @@
 // The port's fast verification, for mutation testing (docs/faults.md, "Mutation testing"):
 //   node mutation/check.ts [--all]
 // runs the port in-process on every forward and gradcheck case of cases/attention and on the
-// training runs train.alignment and train.vit (not the 600-step reversal, 3 s, nor the pretrained
-// cases, which need the model: too slow to run once per mutant), serialises each document as the
+// training runs train.alignment and train.vit (not the 600-step reversal, 3 s: too slow to run once
+// per mutant), on the pretrained cases when MUTATION_MODEL_DIR names the model's directory,
+// serialises each document as the
 // command line writes it (golden.ts's dumps), and compares it with its
 // committed golden (golden/attention/port, which equals the reference's fresh output) by the
 // runner's rule: |port - golden| <= 1e-6 * (1 + |golden|), NaN matching nothing, infinities only
@@ -17,12 +18,24 @@
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { runCase, type CaseSpec } from "../src/cases.ts";
+import { splitDocuments, type Assets } from "../src/casesPretrained.ts";
 import { dumps, type Json } from "../src/golden.ts";
 import { activeMutant, cannotReach, countUnder, recordCoverage } from "./coverage.ts";
 
 const TOL = 1e-6;
 const SKIPPED_OPS = new Set(["train_reversal"]);
-const KINDS = ["forward", "gradcheck", "training"]; // this order: the cheap cases first
+const KINDS = ["forward", "gradcheck", "training", "pretrained"]; // this order: the cheap cases first
+
+// The pretrained cases run only when MUTATION_MODEL_DIR names the model's directory (the runner
+// finds it with `python -c "from verify import assets; print(assets.model_dir())"`): every model
+// name of the catalogue is read from there, as cli.ts reads the request's assets.
+const MODEL_DIR = process.env.MUTATION_MODEL_DIR;
+
+function assetsOf(specs: CaseSpec[]): Assets | undefined {
+  if (MODEL_DIR === undefined) return undefined;
+  const files = { file: (name: string) => new Uint8Array(readFileSync(join(MODEL_DIR, name))) };
+  return Object.fromEntries(specs.filter((s) => s.kind === "pretrained").map((s) => [String(s.config?.model), files]));
+}
 
 type TensorDoc = { dtype: string; shape: number[]; data: (number | string)[] };
 type Doc = { [key: string]: unknown };
@@ -82,7 +95,9 @@ function main(): number {
   for (const file of readdirSync(casesDir).filter((f) => f.endsWith(".json")).sort()) {
     specs.push(...(JSON.parse(readFileSync(join(casesDir, file), "utf8")).cases as CaseSpec[]));
   }
-  const chosen = KINDS.flatMap((kind) => specs.filter((s) => s.kind === kind && !SKIPPED_OPS.has(s.op)));
+  const assets = assetsOf(specs);
+  const chosen = KINDS.flatMap((kind) => specs.filter((s) => s.kind === kind && !SKIPPED_OPS.has(s.op)
+    && (kind !== "pretrained" || assets !== undefined)));
   let failed = 0, skipped = 0;
   for (const spec of chosen) {
     const check = `case:${spec.id}`;
@@ -94,7 +109,7 @@ function main(): number {
     try {
       const want = JSON.parse(readFileSync(join(root, "golden", "attention", "port", `${spec.id}.json`), "utf8")) as Doc;
       countUnder(check);
-      const doc = runCase(spec);
+      const doc = spec.kind === "pretrained" ? splitDocuments(runCase(spec, assets)).golden : runCase(spec); // the golden's view
       countUnder(undefined);
       problem = compareDoc(JSON.parse(dumps(doc as Json)) as Doc, want); // written as the CLI writes it
     } catch (err) {
