@@ -31,16 +31,19 @@ function wild(rand: () => number, shape: number[]): Tensor {
 }
 
 // ---- the specification: naive loops in index order from +0 ----
-function loopMatmul(a: Tensor, b: Tensor): Tensor { // a (..., M, K), b (..., K, N) or (K, N)
+type SumRule = (term: (k: number) => number, K: number) => number;
+const inOrder: SumRule = (term, K) => { let acc = 0; for (let k = 0; k < K; k++) acc = acc + term(k); return acc; };
+
+/** a (..., M, K) @ b (..., K, N) or (K, N), each output's K terms summed by `sum` (the
+ *  specification: in order from +0). */
+function loopMatmul(a: Tensor, b: Tensor, sum: SumRule = inOrder): Tensor {
   const M = a.shape[a.shape.length - 2], K = a.shape[a.shape.length - 1], N = b.shape[b.shape.length - 1];
   const batch = sizeOf(a.shape.slice(0, -2)), bStride = b.shape.length === 2 ? 0 : K * N;
   const out = new Float64Array(batch * M * N);
   for (let p = 0; p < batch; p++) {
     for (let m = 0; m < M; m++) {
       for (let n = 0; n < N; n++) {
-        let acc = 0;
-        for (let k = 0; k < K; k++) acc = acc + a.data[p * M * K + m * K + k] * b.data[p * bStride + k * N + n];
-        out[p * M * N + m * N + n] = acc;
+        out[p * M * N + m * N + n] = sum((k) => a.data[p * M * K + m * K + k] * b.data[p * bStride + k * N + n], K);
       }
     }
   }
@@ -183,29 +186,22 @@ test("the data is order-sensitive: a reversed or two-lane sum gives other bits",
 // What a wrong SIMD kernel would compute, through the same checks: the two f64x2 lanes across k
 // (lane 0 sums the even terms, lane 1 the odd ones, then one horizontal add), and a kernel whose
 // accumulators start from the first term instead of +0 (a -0 product then stays -0).
+const WRONG_SUMS: Record<"lanes across k" | "no +0 start", SumRule> = {
+  "lanes across k": (term, K) => {
+    let lane0 = 0, lane1 = 0;
+    for (let k = 0; k + 1 < K; k += 2) { lane0 = lane0 + term(k); lane1 = lane1 + term(k + 1); }
+    if (K % 2 === 1) lane0 = lane0 + term(K - 1);
+    return lane0 + lane1;
+  },
+  "no +0 start": (term, K) => {
+    let acc = K === 0 ? 0 : term(0);
+    for (let k = 1; k < K; k++) acc = acc + term(k);
+    return acc;
+  },
+};
+
 function wrongProduct(a: Tensor, b: Tensor, kind: "lanes across k" | "no +0 start"): Tensor {
-  const M = a.shape[a.shape.length - 2], K = a.shape[a.shape.length - 1], N = b.shape[b.shape.length - 1];
-  const batch = sizeOf(a.shape.slice(0, -2)), bStride = b.shape.length === 2 ? 0 : K * N;
-  const out = new Float64Array(batch * M * N);
-  for (let p = 0; p < batch; p++) {
-    for (let m = 0; m < M; m++) {
-      for (let n = 0; n < N; n++) {
-        const term = (k: number) => a.data[p * M * K + m * K + k] * b.data[p * bStride + k * N + n];
-        let acc: number;
-        if (kind === "lanes across k") {
-          let lane0 = 0, lane1 = 0;
-          for (let k = 0; k + 1 < K; k += 2) { lane0 = lane0 + term(k); lane1 = lane1 + term(k + 1); }
-          if (K % 2 === 1) lane0 = lane0 + term(K - 1);
-          acc = lane0 + lane1;
-        } else {
-          acc = K === 0 ? 0 : term(0);
-          for (let k = 1; k < K; k++) acc = acc + term(k);
-        }
-        out[p * M * N + m * N + n] = acc;
-      }
-    }
-  }
-  return { shape: [...a.shape.slice(0, -2), M, N], data: out };
+  return loopMatmul(a, b, WRONG_SUMS[kind]);
 }
 
 test("the checks above reject a kernel with lanes across k, and one that does not start from +0", () => {
