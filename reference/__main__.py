@@ -16,7 +16,6 @@ import sys
 import time
 import traceback
 
-import numpy as np
 
 from . import golden
 from .case_config import CaseError

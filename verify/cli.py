@@ -268,7 +268,6 @@ def cmd_verify(args, out):
 def cmd_regen(args, out):
     project = Project(args, args.suite)
     every, selected = project.cases(args.case)
-    ctx = project.context(args.timeout)
     engine_list = [engines.reference_engine(project.root), engines.port_engine(project.root, args.port_cmd)]
     extra, not_run = assets.plan(selected)  # a pretrained case whose model is missing keeps its goldens
     for case_id, why in not_run.items():

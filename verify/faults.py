@@ -209,7 +209,7 @@ class Baselines:
 def run_fault(fault, root, baselines, all_ids, stages, timeout, tol):
     outcome = Outcome(fault)
     started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix=f"verify-fault-") as copy_root:
+    with tempfile.TemporaryDirectory(prefix="verify-fault-") as copy_root:
         apply(fault, root, copy_root)
         faulty = faulty_engine(fault, copy_root, root)
         for stage in stages:

@@ -11,7 +11,6 @@ query x every key) as a self-contained HTML page with an inline SVG.
 
 import argparse
 import html
-import json
 import sys
 import tempfile
 from pathlib import Path
