@@ -89,13 +89,64 @@ def test_safetensors_every_dtype_decodes_exactly():
 @pytest.mark.parametrize("damage, fragment", [
     (lambda b: b[:5], "too short"),
     (lambda b: struct.pack("<Q", 10 ** 9) + b[8:], "runs past the end"),
-    (lambda b: b[:8] + b"[" + b[9:], "not UTF-8 JSON"),
+    (lambda b: b[:8] + b"[" + b[9:], "is not JSON: "),
     (lambda b: b[:-1], "spans bytes"),
 ])
 def test_safetensors_damage_is_named(damage, fragment):
     blob, _ = synthetic_safetensors()
     with pytest.raises(SafetensorsError, match=fragment):
         parse_safetensors(damage(blob))
+
+
+HOSTILE = json.loads((ROOT / "port_ts" / "test" / "safetensors-hostile.json").read_text(encoding="utf-8"))["files"]
+SPECIAL = {"NaN": np.nan, "Infinity": np.inf, "-Infinity": -np.inf, "-0": -0.0}
+
+
+def hostile_bytes(f):
+    """The file's bytes, as the table's description says (twin: hostileBytes in safetensors.test.ts)."""
+    if "bytes_hex" in f:
+        return bytes.fromhex(f["bytes_hex"])
+    parts = f.get("header_parts", [f.get("header", "")])
+    header = b"".join(p.encode("utf-8") if isinstance(p, str) else bytes.fromhex(p["hex"]) for p in parts)
+    return int(f.get("length", len(header))).to_bytes(8, "little") + header + bytes.fromhex(f.get("data_hex", ""))
+
+
+def test_the_hostile_table_expects_something_of_every_file():
+    assert len(HOSTILE) >= 100
+    assert all("error" in f or "error_starts" in f or "names" in f for f in HOSTILE)
+
+
+@pytest.mark.parametrize("f", HOSTILE, ids=[f["what"] for f in HOSTILE])
+def test_hostile_safetensors_file(f):
+    """The reference on the table the port's unit tests read: the same verdicts, the same messages."""
+    blob = hostile_bytes(f)
+    if "error" in f or "error_starts" in f:
+        with pytest.raises(SafetensorsError) as info:
+            parse_safetensors(blob)
+        message = str(info.value)
+        if "error" in f:
+            assert message == f["error"]
+        else:
+            assert message.startswith(f["error_starts"]) and len(message) > len(f["error_starts"]), message
+        return
+    st = parse_safetensors(blob)
+    assert tensor_names(st) == f["names"]
+    if "metadata" in f:
+        assert st["metadata"] == f["metadata"]
+    for name, want in f.get("tensors", {}).items():
+        if "error" in want:
+            with pytest.raises(SafetensorsError) as info:
+                load_tensor(st, name)
+            assert str(info.value) == want["error"], name
+            continue
+        got = load_tensor(st, name)
+        assert list(got.shape) == want["shape"], name
+        assert got.dtype == (np.float64 if st["header"][name]["dtype"] in ("F64", "F32", "F16", "BF16") else np.int64), name
+        expected = np.array([SPECIAL[v] if isinstance(v, str) else v for v in want["values"]], dtype=got.dtype)
+        if got.dtype == np.float64:  # bit for bit: -0.0 and NaN too
+            assert np.array_equal(got.ravel().view(np.uint64), expected.view(np.uint64)), name
+        else:
+            assert np.array_equal(got.ravel(), expected), name
 
 
 def test_the_port_reads_the_same_buffer(node, tmp_path):

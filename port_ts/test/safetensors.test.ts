@@ -1,9 +1,13 @@
 // safetensors: a buffer written here with every dtype decodes bit for bit (F64, F32, F16 with
 // subnormals and infinities, BF16, integers), from a Uint8Array at an odd offset as well as an
 // ArrayBuffer; damaged files are named. tests/test_pretrained.py checks the same file against
-// the reference reader.
+// the reference reader. safetensors-hostile.json: over a hundred hostile and edge-case files,
+// each with the verdict and message both readers must give (tests/test_pretrained.py runs the
+// reference on the same table).
 import { test } from "node:test";
 import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
 import { parseSafetensors, loadTensor, tensorNames, SafetensorsError } from "../src/safetensors.ts";
 
 interface Part { name: string; dtype: string; shape: number[]; bytes: Uint8Array }
@@ -86,7 +90,68 @@ test("damage is named: short, header past the end, not JSON, offsets, unknown te
   assert.throws(() => parseSafetensors(long), /runs past the end/);
   const notJson = bytes.slice();
   notJson[8] = "[".charCodeAt(0);
-  assert.throws(() => parseSafetensors(notJson), /not UTF-8 JSON/);
+  assert.throws(() => parseSafetensors(notJson), /is not JSON: /);
   assert.throws(() => parseSafetensors(bytes.subarray(0, bytes.length - 1)), /spans bytes/);
   assert.throws(() => loadTensor(parseSafetensors(bytes), "nope"), SafetensorsError);
 });
+
+// ---- the shared table of hostile files ----
+type HeaderPart = string | { hex: string };
+interface Hostile {
+  what: string; bytes_hex?: string; length?: string; header?: string; header_parts?: HeaderPart[]; data_hex?: string;
+  error?: string; error_starts?: string; names?: string[]; metadata?: Record<string, unknown>;
+  tensors?: Record<string, { shape?: number[]; values?: (number | string)[]; error?: string }>;
+}
+
+const hex = (h: string) => Uint8Array.from(h.match(/../g) ?? [], (b) => parseInt(b, 16));
+const utf8 = (s: string) => new TextEncoder().encode(s);
+
+/** The file's bytes, as the table's description says (twin: hostile_bytes in test_pretrained.py). */
+function hostileBytes(f: Hostile): Uint8Array {
+  if (f.bytes_hex !== undefined) return hex(f.bytes_hex);
+  const parts = f.header_parts ?? [f.header ?? ""];
+  const header = parts.map((p) => (typeof p === "string" ? utf8(p) : hex(p.hex)));
+  const data = hex(f.data_hex ?? "");
+  const size = header.reduce((a, p) => a + p.length, 0);
+  const out = new Uint8Array(8 + size + data.length);
+  new DataView(out.buffer).setBigUint64(0, BigInt(f.length ?? size), true);
+  let at = 8;
+  for (const p of [...header, data]) { out.set(p, at); at += p.length; }
+  return out;
+}
+
+const special: Record<string, number> = { NaN: NaN, Infinity: Infinity, "-Infinity": -Infinity, "-0": -0 };
+const table = JSON.parse(readFileSync(join(import.meta.dirname, "safetensors-hostile.json"), "utf8")) as { files: Hostile[] };
+
+test("the hostile table is the table: over a hundred files, each expecting something", () => {
+  assert.ok(table.files.length >= 100, `${table.files.length} files`);
+  for (const f of table.files) assert.ok((f.error ?? f.error_starts ?? f.names) !== undefined, f.what);
+});
+
+for (const f of table.files) {
+  test(`hostile file: ${f.what}`, () => {
+    const bytes = hostileBytes(f);
+    if (f.error !== undefined || f.error_starts !== undefined) {
+      assert.throws(() => parseSafetensors(bytes), (err: Error) => {
+        assert.ok(err instanceof SafetensorsError, `${err}`);
+        if (f.error !== undefined) assert.equal(err.message, f.error);
+        else assert.ok(err.message.startsWith(f.error_starts!) && err.message.length > f.error_starts!.length, err.message);
+        return true;
+      });
+      return;
+    }
+    const st = parseSafetensors(bytes);
+    assert.deepEqual(tensorNames(st), f.names);
+    if (f.metadata !== undefined) assert.deepEqual(st.metadata, f.metadata);
+    for (const [name, want] of Object.entries(f.tensors ?? {})) {
+      if (want.error !== undefined) {
+        assert.throws(() => loadTensor(st, name), (err: Error) => err instanceof SafetensorsError && err.message === want.error, name);
+        continue;
+      }
+      const got = loadTensor(st, name);
+      assert.deepEqual(got.shape, want.shape, name);
+      assert.equal(got.data instanceof Float64Array, ["F64", "F32", "F16", "BF16"].includes(st.header[name].dtype), `${name}: array type`);
+      same(got.data, want.values!.map((v) => (typeof v === "string" ? special[v] : v)));
+    }
+  });
+}
