@@ -7,7 +7,8 @@
 // command line writes it (golden.ts's dumps), and compares it with its
 // committed golden (golden/attention/port, which equals the reference's fresh output) by the
 // runner's rule: |port - golden| <= 1e-6 * (1 + |golden|), NaN matching nothing, infinities only
-// themselves, shapes, dtypes, names and digests exactly. Exit 0 when every case agrees, 1 at the
+// themselves, shapes, dtypes, names, digests and the metadata (schema version, engine, generator,
+// the echoed case) exactly. Exit 0 when every case agrees, 1 at the
 // first that does not (or that throws): Stryker's command runner counts a mutant killed on a
 // non-zero exit. --all keeps going and lists every disagreeing case. Under Stryker, a case whose
 // path never reached the active mutant in the dry run is not run (coverage.ts).
@@ -72,7 +73,13 @@ function compareTensor(name: string, got: TensorDoc, want: TensorDoc): string | 
   return null;
 }
 
+/** The metadata the runner requires equal to the golden's (verify/goldens.py's METADATA). */
+const METADATA = ["schema_version", "engine", "generator", "case"];
+
 function compareDoc(got: Doc, want: Doc): string | null {
+  for (const key of METADATA) {
+    if (JSON.stringify(got[key]) !== JSON.stringify(want[key])) return `its ${key} differs from the golden's`;
+  }
   for (const part of ["inputs", "outputs"]) {
     const g = got[part] as Record<string, TensorDoc>, w = want[part] as Record<string, TensorDoc>;
     const extra = Object.keys(g).filter((k) => !(k in w));

@@ -1,13 +1,13 @@
 // The port's unit tests as the second stage of the mutation check (docs/faults.md, "Mutation
 // testing"):   node mutation/units.ts
-// runs every port_ts/test/*.test.ts but ops.test.ts in this one process (no process per file),
-// one file after another, and exits 1 at the first failing test, 0 when all pass. Stryker's
-// command is `node mutation/check.ts && node mutation/units.ts`: the catalogue's cases first
-// (they kill most mutants within a second), then the unit tests, which reach what no valid case
-// reaches (shape and parameter checks, their messages, edge inputs). ops.test.ts is left out: its
-// thousands of random shapes take 4 s, and every case already runs the products it checks. Under
-// Stryker, only the test files whose tests reached the active mutant in Stryker's dry run run
+// runs every port_ts/test/*.test.ts in this one process (no process per file), one file after
+// another, and exits 1 at the first failing test, 0 when all pass. Stryker's command is
+// `node mutation/check.ts && node mutation/units.ts`: the catalogue's cases first (they kill most
+// mutants within a second), then the unit tests, which reach what no valid case reaches (shape
+// and parameter checks, their messages, edge inputs, the Wasm kernel's presence). Under Stryker,
+// only the test files whose tests reached the active mutant in Stryker's dry run run
 // (coverage.ts); the dry run runs each file in its own process to tell the files' coverage apart.
+// So ops.test.ts (4 s of random shapes) runs only for mutants of ops.ts, the one file it reaches.
 
 import { spawnSync } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
@@ -17,7 +17,7 @@ import { activeMutant, cannotReach, countUnder, recordCoverage } from "./coverag
 
 const dir = join(import.meta.dirname, "..", "test");
 const files = readdirSync(dir)
-  .filter((f) => f.endsWith(".test.ts") && f !== "ops.test.ts")
+  .filter((f) => f.endsWith(".test.ts"))
   .sort()
   .map((f) => join(dir, f));
 

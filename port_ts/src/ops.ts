@@ -136,19 +136,11 @@ interface WasmApi {
 type ProductFn = (aPtr: number, sam: number, sak: number, bPtr: number, oPtr: number, M: number, K: number,
   Np: number, batch: number, aBatch: number, bBatch: number, oBatch: number) => void;
 
-/** Unsigned and signed LEB128, the binary format's integers. */
+/** Unsigned LEB128, the binary format's integers (sizes, counts, opcodes, offsets). */
 function uleb(v: number): number[] {
   const out: number[] = [];
   do { let byte = v & 0x7f; v >>>= 7; if (v !== 0) byte |= 0x80; out.push(byte); } while (v !== 0);
   return out;
-}
-function sleb(v: number): number[] {
-  const out: number[] = [];
-  for (;;) {
-    const byte = v & 0x7f; v >>= 7;
-    if ((v === 0 && (byte & 0x40) === 0) || (v === -1 && (byte & 0x40) !== 0)) { out.push(byte); return out; }
-    out.push(byte | 0x80);
-  }
 }
 /** A section or a function body: its byte length, then its bytes. */
 function sized(bytes: number[]): number[] { return [...uleb(bytes.length), ...bytes]; }
@@ -166,7 +158,7 @@ function productModuleBytes(): number[] {
   const idx: Record<string, number> = {};
   [...P, ...W, ...V].forEach((s, i) => { idx[s] = i; });
   const get = (s: string) => [0x20, idx[s]], set = (s: string) => [0x21, idx[s]];
-  const i32 = (v: number) => [0x41, ...sleb(v)];
+  const i32 = (v: number) => [0x41, v & 0x7f]; // i32.const of the few constants here (-64 <= v < 64: one signed LEB128 byte)
   const add = 0x6a, mul = 0x6c, ltU = 0x49, geU = 0x4f, and = 0x71;
   const simd = (op: number, ...imm: number[]) => [0xfd, ...uleb(op), ...imm];
   const load = (offset: number) => simd(0x00, 3, ...uleb(offset));       // v128.load, align 8

@@ -61,3 +61,37 @@ test("seeds must be safe non-negative integers", () => {
   assert.throws(() => new Generator(2 ** 53), RangeError);
   assert.throws(() => new Generator(1.5), RangeError);
 });
+
+/** docs/generator.md's double at counter i of seed, built from threefry2x32 alone (proven above
+ *  by the known answers): key (seed mod 2**32, floor(seed / 2**32)), counter (i mod 2**32,
+ *  floor(i / 2**32)). */
+function specDouble(seed: number, i: number): number {
+  const out = new Uint32Array(2);
+  threefry2x32(seed % 2 ** 32, Math.floor(seed / 2 ** 32), i % 2 ** 32, Math.floor(i / 2 ** 32), out);
+  return ((out[0] >>> 5) * 2 ** 26 + (out[1] >>> 6)) * 2 ** -53;
+}
+
+test("the key takes the seed's high word and the counter its high word (seeds and counters past 2**32)", () => {
+  for (const seed of [0, 7, 2 ** 32 - 1, 2 ** 32, 2 ** 32 + 7, 2 ** 53 - 1]) {
+    const g = new Generator(seed);
+    for (const start of [0, 2 ** 32 - 1, 2 ** 32 + 3, 2 ** 52 + 5]) {
+      g.counter = start;
+      const u = g.uniform([3]).data;
+      for (let k = 0; k < 3; k++) assert.equal(u[k], specDouble(seed, start + k), `seed ${seed}, counter ${start + k}`);
+      assert.equal(g.counter, start + 3);
+    }
+  }
+});
+
+test("a keep mask keeps u >= p: a draw equal to p is kept, one just above p is dropped", () => {
+  const u = specDouble(21, 0);
+  const g = new Generator(21);
+  assert.deepEqual([...g.keepMask([1], u).data], [1]);
+  g.counter = 0;
+  assert.deepEqual([...g.keepMask([1], u + 2 ** -53).data], [0]);
+});
+
+test("a bad seed is named in the message", () => {
+  assert.throws(() => new Generator(-1), { message: "seed must be an integer in [0, 2**53), got -1" });
+  assert.throws(() => new Generator(0.5), { message: "seed must be an integer in [0, 2**53), got 0.5" });
+});
