@@ -16,6 +16,23 @@ def get(config, key, default=...):
     return default
 
 
+def positive_int(config, key, default=...):
+    """config[key] as a positive integer (a count, a size, a number of steps); default when the key
+    is missing, if given. true is not an integer here, as in the port."""
+    value = get(config, key, default)
+    if not (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
+        raise CaseError(f"config {key!r} must be a positive integer, got {value!r}")
+    return value
+
+
+def positive_number(config, key):
+    """config[key] as a positive number (a learning rate, a clipping threshold), as a float."""
+    value = get(config, key)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise CaseError(f"config {key!r} must be a positive number, got {value!r}")
+    return float(value)
+
+
 def shape(config, key, rank=None):
     value = get(config, key)
     if not (isinstance(value, list) and all(isinstance(s, int) and s >= 0 for s in value)):

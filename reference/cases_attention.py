@@ -24,13 +24,6 @@ def _with_lens(inputs, lens):
     return inputs
 
 
-def _size(config, key):
-    value = cc.get(config, key)
-    if not (isinstance(value, int) and value >= 1):
-        raise cc.CaseError(f"config {key!r} must be a positive integer, got {value!r}")
-    return value
-
-
 def _linear_weight(rng, out_dim, in_dim):
     """(out, in) from U(-1/sqrt(in), 1/sqrt(in)), PyTorch's default Linear weight init."""
     bound = 1.0 / math.sqrt(in_dim)
@@ -57,7 +50,7 @@ def dot_product_attention_case(config, rng):
         q, k, v = (cc.float_array(cc.get(config, n), n) for n in ("q", "k", "v"))
     else:
         lead = cc.shape(config, "lead")
-        Q, K, D, V = (_size(config, n) for n in ("Q", "K", "D", "V"))
+        Q, K, D, V = (cc.positive_int(config, n) for n in ("Q", "K", "D", "V"))
         std = cc.get(config, "std", 1.0)
         q = rng.normal(lead + (Q, D), 0.0, std)
         k = rng.normal(lead + (K, D), 0.0, std)
@@ -71,7 +64,7 @@ def additive_attention_case(config, rng):
     # config: B, Q, K, Dq, Dk, H, V; std of the inputs (default 1); valid_lens; dropout_p
     # draws: q ~ N(0, std^2) (B, Q, Dq); k (B, K, Dk); v (B, K, V);
     #   W_q U(+-1/sqrt(Dq)) (H, Dq); W_k U(+-1/sqrt(Dk)) (H, Dk); w_v U(+-1/sqrt(H)) (1, H); keep mask
-    B, Q, K, Dq, Dk, H, V = (_size(config, n) for n in ("B", "Q", "K", "Dq", "Dk", "H", "V"))
+    B, Q, K, Dq, Dk, H, V = (cc.positive_int(config, n) for n in ("B", "Q", "K", "Dq", "Dk", "H", "V"))
     std = cc.get(config, "std", 1.0)
     q = rng.normal((B, Q, Dq), 0.0, std)
     k = rng.normal((B, K, Dk), 0.0, std)
@@ -90,13 +83,13 @@ def multi_head_attention_case(config, rng):
     # draws: x_q ~ N(0, 1) (B, Tq, dq_in); x_kv (B, Tk, dkv_in) unless self;
     #   W_q U(+-1/sqrt(dq_in)) (d, dq_in); W_k, W_v U(+-1/sqrt(dkv_in)) (d, dkv_in);
     #   W_o U(+-1/sqrt(d)) (d, d); then the keep mask of the weights (B, H, Tq, Tk)
-    B, Tq, d, heads, dq_in = (_size(config, n) for n in ("B", "Tq", "d", "heads", "dq_in"))
+    B, Tq, d, heads, dq_in = (cc.positive_int(config, n) for n in ("B", "Tq", "d", "heads", "dq_in"))
     self_attention = cc.get(config, "self", True)
     x_q = rng.normal((B, Tq, dq_in))
     if self_attention:
         x_kv, dkv_in = x_q, dq_in
     else:
-        Tk, dkv_in = _size(config, "Tk"), _size(config, "dkv_in")
+        Tk, dkv_in = cc.positive_int(config, "Tk"), cc.positive_int(config, "dkv_in")
         x_kv = rng.normal((B, Tk, dkv_in))
     params = {"W_q": _linear_weight(rng, d, dq_in), "W_k": _linear_weight(rng, d, dkv_in),
               "W_v": _linear_weight(rng, d, dkv_in), "W_o": _linear_weight(rng, d, d)}

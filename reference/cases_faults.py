@@ -27,14 +27,15 @@ def _ids(x):
 def digits_data_case(config, rng):
     # config: n_train, n_test, min_digits, max_digits, batch, steps
     # draws: digits_data (the training set, then the held-out set)
-    lo, hi = cc.get(config, "min_digits"), cc.get(config, "max_digits")
-    data = digits_data(rng, cc.get(config, "n_train"), cc.get(config, "n_test"), lo, hi)
+    lo, hi = cc.positive_int(config, "min_digits"), cc.positive_int(config, "max_digits")
+    n_train = cc.positive_int(config, "n_train")
+    data = digits_data(rng, n_train, cc.positive_int(config, "n_test"), lo, hi)
     outputs = {}
     for split in ("train", "test"):
         for name, value in data[split].items():
             outputs[f"{split}.{name}"] = _ids(value)
-    batch, steps = cc.get(config, "batch"), cc.get(config, "steps")
-    outputs["batch_rows"] = _ids([batch_rows(cc.get(config, "n_train"), batch, t) for t in range(1, steps + 1)])
+    batch, steps = cc.positive_int(config, "batch"), cc.positive_int(config, "steps")
+    outputs["batch_rows"] = _ids([batch_rows(n_train, batch, t) for t in range(1, steps + 1)])
     return {}, outputs
 
 
@@ -82,7 +83,7 @@ def optim_steps_case(config, rng):
 
 def garments_data_case(config, rng):
     # config: n, classes; draws: make_garments (permutation, variants, shifts, scales, noise)
-    images, labels = make_garments(rng, cc.get(config, "n"), cc.get(config, "classes"))
+    images, labels = make_garments(rng, cc.positive_int(config, "n"), cc.positive_int(config, "classes"))
     return {}, {"images": images, "labels": _ids(labels)}
 
 

@@ -31,13 +31,6 @@ from .transformer import init_transformer_params, transformer_loss, transformer_
 from .vit import init_vit_params, vit_loss, vit_loss_backward
 
 
-def _size(config, key, default=...):
-    value = cc.get(config, key, default)
-    if not (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
-        raise cc.CaseError(f"config {key!r} must be a positive integer, got {value!r}")
-    return value
-
-
 def _lens(config, key, B, limit, low=1):
     # low 0 for the source: an empty source masks every key (uniform weights 1/K)
     value = cc.get(config, key, None)
@@ -71,8 +64,8 @@ def _masks(seed):
 
 
 def _run_check(config, rng, params, loss_fn, grads):
-    result = gradcheck(loss_fn, params, grads, rng, _size(config, "full_max", 32), _size(config, "samples", 8),
-                       _size(config, "directions", 3))
+    result = gradcheck(loss_fn, params, grads, rng, cc.positive_int(config, "full_max", 32), cc.positive_int(config, "samples", 8),
+                       cc.positive_int(config, "directions", 3))
     outputs = {f"grad.{name}": grads[name] for name in params}
     for name, c in result["checks"].items():
         for field in ("index", "analytic", "numeric", "rel_err"):
@@ -95,10 +88,10 @@ def gradcheck_transformer_case(config, rng):
     # draws: init_transformer_params; norms jittered; src U{0..vocab_src-1} (B, T_src);
     #   tgt_out U{0..vocab_tgt-1} (B, T_tgt), tgt_in = tgt_out shifted right behind id 0 (<bos>);
     #   the mask seed (dropout > 0); gradcheck's draws
-    model = {n: _size(config, n) for n in ("vocab_src", "vocab_tgt", "d", "ffn_hidden", "heads",
+    model = {n: cc.positive_int(config, n) for n in ("vocab_src", "vocab_tgt", "d", "ffn_hidden", "heads",
                                            "enc_blocks", "dec_blocks")}
     model["dropout"] = cc.get(config, "dropout", 0.0)
-    B, S, T = (_size(config, n) for n in ("B", "T_src", "T_tgt"))
+    B, S, T = (cc.positive_int(config, n) for n in ("B", "T_src", "T_tgt"))
     params = _jitter_norms(rng, init_transformer_params(rng, model))
     src = rng.integers((B, S), 0, model["vocab_src"])
     tgt_out = rng.integers((B, T), 0, model["vocab_tgt"])
@@ -125,10 +118,10 @@ def gradcheck_vit_case(config, rng):
     #   gradcheck's
     # draws: init_vit_params; norms jittered; cls N(0, 1) (d,); images U[0, 1) (B, C, H, H);
     #   labels U{0..classes-1} (B,); the mask seed (dropout > 0); gradcheck's draws
-    model = {n: _size(config, n) for n in ("image", "channels", "patch", "d", "heads", "mlp_hidden",
+    model = {n: cc.positive_int(config, n) for n in ("image", "channels", "patch", "d", "heads", "mlp_hidden",
                                            "blocks", "classes")}
     model["dropout"] = cc.get(config, "dropout", 0.0)
-    B = _size(config, "B")
+    B = cc.positive_int(config, "B")
     params = _jitter_norms(rng, init_vit_params(rng, model))
     params["cls"] = rng.normal((model["d"],))
     images = rng.uniform((B, model["channels"], model["image"], model["image"]))
@@ -147,7 +140,7 @@ def gradcheck_alignment_case(config, rng):
     # config: E, H, pairs (default 1), gradcheck's
     # draws: init_alignment_params; alignment_data (pair by pair: source then target embeddings);
     #   gradcheck's draws
-    E, H, pairs = _size(config, "E"), _size(config, "H"), _size(config, "pairs", 1)
+    E, H, pairs = cc.positive_int(config, "E"), cc.positive_int(config, "H"), cc.positive_int(config, "pairs", 1)
     params = init_alignment_params(rng, E, H)
     data = alignment_data(rng, E, pairs)
 

@@ -20,7 +20,7 @@ def linear_case(config, rng):
     # draws: x ~ N(0, 1) (x_shape); W ~ U(+-1/sqrt(I)) (O, I); b likewise (O,) when bias
     x_shape = cc.shape(config, "x_shape")
     x = rng.normal(x_shape, 0.0, 1.0)
-    W, b = linear_params(rng, cc.get(config, "out"), x_shape[-1], cc.get(config, "bias", True))
+    W, b = linear_params(rng, cc.positive_int(config, "out"), x_shape[-1], cc.get(config, "bias", True))
     out, _ = linear_forward(x, W, b)
     inputs = {"x": x, "W": W} if b is None else {"x": x, "W": W, "b": b}
     return inputs, {"out": out}
@@ -29,7 +29,7 @@ def linear_case(config, rng):
 def embedding_case(config, rng):
     # config: V, d; tokens (explicit ids) or tokens_shape
     # draws: E ~ N(0, 1) (V, d); then, without explicit tokens, ids ~ integers[0, V) (tokens_shape)
-    V, d = cc.get(config, "V"), cc.get(config, "d")
+    V, d = cc.positive_int(config, "V"), cc.positive_int(config, "d")
     E = embedding_params(rng, V, d)
     if "tokens" in config:
         tokens = cc.int_array(config["tokens"], "tokens")
@@ -62,7 +62,7 @@ def ffn_case(config, rng):
     # config: x_shape [..., d], F
     # draws: x ~ N(0, 1); W1, b1 = linear_params(F, d); W2, b2 = linear_params(d, F)
     x_shape = cc.shape(config, "x_shape")
-    d, F = x_shape[-1], cc.get(config, "F")
+    d, F = x_shape[-1], cc.positive_int(config, "F")
     x = rng.normal(x_shape, 0.0, 1.0)
     W1, b1 = linear_params(rng, F, d)
     W2, b2 = linear_params(rng, d, F)

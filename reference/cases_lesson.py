@@ -19,16 +19,9 @@ from .positional_encoding import position_similarity, positional_encoding_forwar
 from .score_scaling import score_scaling
 
 
-def _positive_int(config, key, default=...):
-    value = cc.get(config, key, default)
-    if not (isinstance(value, int) and not isinstance(value, bool) and value > 0):
-        raise cc.CaseError(f"config {key!r} must be a positive integer, got {value!r}")
-    return value
-
-
 def sinusoidal_table_case(config, rng):
     # config: max_len, d; rows (optional): the positions to report, so a long table stays small
-    max_len, d = _positive_int(config, "max_len"), _positive_int(config, "d")
+    max_len, d = cc.positive_int(config, "max_len"), cc.positive_int(config, "d")
     P = sinusoidal_table(max_len, d)  # (L, d)
     rows = cc.get(config, "rows", None)
     if rows is None:
@@ -51,13 +44,13 @@ def positional_encoding_case(config, rng):
 
 def position_similarity_case(config, rng):
     # config: max_len, d
-    P = sinusoidal_table(_positive_int(config, "max_len"), _positive_int(config, "d"))
+    P = sinusoidal_table(cc.positive_int(config, "max_len"), cc.positive_int(config, "d"))
     return {}, {"similarity": position_similarity(P)}
 
 
 def nadaraya_watson_case(config, rng):
     # config: kernel, sigma (default 1), n_train (default 40), n_val (default 50)
-    data = regression_data(rng, _positive_int(config, "n_train", 40), _positive_int(config, "n_val", 50))
+    data = regression_data(rng, cc.positive_int(config, "n_train", 40), cc.positive_int(config, "n_val", 50))
     y_hat, W = nadaraya_watson(data["x_train"], data["y_train"], data["x_val"],
                                cc.get(config, "kernel"), cc.get(config, "sigma", 1.0))
     inputs = {"x_train": data["x_train"], "y_train": data["y_train"], "x_val": data["x_val"]}
@@ -71,7 +64,7 @@ def score_scaling_case(config, rng):
     dims = cc.int_array(cc.get(config, "dims"), "dims")
     if dims.ndim != 1 or np.any(dims <= 0):
         raise cc.CaseError(f"config 'dims' must be a list of positive integers, got {dims.tolist()}")
-    st = score_scaling([int(d) for d in dims], _positive_int(config, "n"), rng)
+    st = score_scaling([int(d) for d in dims], cc.positive_int(config, "n"), rng)
     inputs = {"dims": dims, "q_mean": st["q_mean"], "k_mean": st["k_mean"]}
     outputs = {"dots_mean": st["dots_mean"], "var_raw": st["var_raw"], "var_scaled": st["var_scaled"]}
     return inputs, outputs

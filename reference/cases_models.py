@@ -12,13 +12,6 @@ from .transformer import init_transformer_params, transformer_forward
 from .vit import init_vit_params, patch_embedding_forward, vit_forward
 
 
-def _size(config, key):
-    value = cc.get(config, key)
-    if not (isinstance(value, int) and value >= 1):
-        raise cc.CaseError(f"config {key!r} must be a positive integer, got {value!r}")
-    return value
-
-
 def _lens(config, key):
     value = cc.get(config, key, None)
     return None if value is None else cc.int_array(value, key)
@@ -34,7 +27,7 @@ def encoder_block_case(config, rng):
     # config: B, T, d, heads, ffn_hidden; valid_lens null | (B,); dropout (default 0)
     # draws: init_encoder_block_params (attn.W_q..W_o, ffn.W1, b1, W2, b2); x ~ N(0, 1) (B, T, d);
     #   the forward's dropout masks
-    B, T, d, heads, F = (_size(config, n) for n in ("B", "T", "d", "heads", "ffn_hidden"))
+    B, T, d, heads, F = (cc.positive_int(config, n) for n in ("B", "T", "d", "heads", "ffn_hidden"))
     params = init_encoder_block_params(rng, d, F)
     x = rng.normal((B, T, d))
     lens = _lens(config, "valid_lens")
@@ -48,7 +41,7 @@ def decoder_block_case(config, rng):
     #   dropout (default 0)
     # draws: init_decoder_block_params (self_attn.*, cross_attn.*, ffn.*); x ~ N(0, 1) (B, T, d);
     #   enc_out ~ N(0, 1) (B, S, d); the forward's dropout masks
-    B, T, S, d, heads, F = (_size(config, n) for n in ("B", "T", "S", "d", "heads", "ffn_hidden"))
+    B, T, S, d, heads, F = (cc.positive_int(config, n) for n in ("B", "T", "S", "d", "heads", "ffn_hidden"))
     params = init_decoder_block_params(rng, d, F)
     x = rng.normal((B, T, d))
     enc_out = rng.normal((B, S, d))
@@ -59,7 +52,7 @@ def decoder_block_case(config, rng):
 
 
 def _transformer_config(config):
-    model = {n: _size(config, n) for n in ("vocab_src", "vocab_tgt", "d", "ffn_hidden", "heads",
+    model = {n: cc.positive_int(config, n) for n in ("vocab_src", "vocab_tgt", "d", "ffn_hidden", "heads",
                                            "enc_blocks", "dec_blocks")}
     model["dropout"] = cc.get(config, "dropout", 0.0)
     return model
@@ -71,7 +64,7 @@ def transformer_case(config, rng):
     # draws: init_transformer_params; src ids U{0..vocab_src-1} (B, T_src); tgt_in ids
     #   U{0..vocab_tgt-1} (B, T_tgt); the forward's dropout masks
     model = _transformer_config(config)
-    B, S, T = (_size(config, n) for n in ("B", "T_src", "T_tgt"))
+    B, S, T = (cc.positive_int(config, n) for n in ("B", "T_src", "T_tgt"))
     params = init_transformer_params(rng, model)
     src = rng.integers((B, S), 0, model["vocab_src"])
     tgt_in = rng.integers((B, T), 0, model["vocab_tgt"])
@@ -90,7 +83,7 @@ def transformer_case(config, rng):
 def vit_patch_embedding_case(config, rng):
     # config: B, image (side), channels, patch, d
     # draws: patch.W, patch.b (patch_embedding_params); images ~ U[0, 1) (B, C, H, H)
-    B, H, C, p, d = (_size(config, n) for n in ("B", "image", "channels", "patch", "d"))
+    B, H, C, p, d = (cc.positive_int(config, n) for n in ("B", "image", "channels", "patch", "d"))
     W, b = patch_embedding_params(rng, d, C, p)
     W = W.reshape(d, C, p, p)
     images = rng.uniform((B, C, H, H))
@@ -102,10 +95,10 @@ def vit_case(config, rng):
     # config: the model's (image, channels, patch, d, heads, mlp_hidden, blocks, classes, dropout
     #   default 0) and B
     # draws: init_vit_params; images ~ U[0, 1) (B, C, H, H); the forward's dropout masks
-    model = {n: _size(config, n) for n in ("image", "channels", "patch", "d", "heads", "mlp_hidden",
+    model = {n: cc.positive_int(config, n) for n in ("image", "channels", "patch", "d", "heads", "mlp_hidden",
                                            "blocks", "classes")}
     model["dropout"] = cc.get(config, "dropout", 0.0)
-    B = _size(config, "B")
+    B = cc.positive_int(config, "B")
     params = init_vit_params(rng, model)
     images = rng.uniform((B, model["channels"], model["image"], model["image"]))
     logits, cache = vit_forward(images, params, model, rng)

@@ -41,31 +41,17 @@ from .rng import Generator
 from .train import state_digest, state_document, state_from_document, train
 
 
-def _positive_int(config, key, default=...):
-    value = cc.get(config, key, default)
-    if not (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
-        raise cc.CaseError(f"config {key!r} must be a positive integer, got {value!r}")
-    return value
-
-
-def _positive_float(config, key):
-    value = cc.get(config, key)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        raise cc.CaseError(f"config {key!r} must be a positive number, got {value!r}")
-    return float(value)
-
-
 def schedule(config):
     """{steps, lr, clip, checkpoint_every} from the config; clip may be null (never clip)."""
-    steps = _positive_int(config, "steps")
-    every = _positive_int(config, "checkpoint_every")
-    clip = None if cc.get(config, "clip") is None else _positive_float(config, "clip")
-    return {"steps": steps, "lr": _positive_float(config, "lr"), "clip": clip, "checkpoint_every": every}
+    steps = cc.positive_int(config, "steps")
+    every = cc.positive_int(config, "checkpoint_every")
+    clip = None if cc.get(config, "clip") is None else cc.positive_number(config, "clip")
+    return {"steps": steps, "lr": cc.positive_number(config, "lr"), "clip": clip, "checkpoint_every": every}
 
 
 def alignment_setup(config, rng):
     """The act-4 run: the additive scorer on fixed random embeddings of one sentence pair."""
-    E, H, pairs = _positive_int(config, "E"), _positive_int(config, "H"), _positive_int(config, "pairs", 1)
+    E, H, pairs = cc.positive_int(config, "E"), cc.positive_int(config, "H"), cc.positive_int(config, "pairs", 1)
     params = init_alignment_params(rng, E, H)
     data = alignment_data(rng, E, pairs)
     names = ["W_q", "W_k", "w_v"]

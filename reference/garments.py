@@ -98,7 +98,7 @@ def vit_model_config(config):
     """The ViT's config (vit.py) from a case config: image 8 and channels 1 are the data's."""
     model = {"image": SIDE, "channels": 1, "dropout": 0.0}
     for key in ("patch", "d", "heads", "mlp_hidden", "blocks", "classes"):
-        model[key] = _positive_int(config, key)
+        model[key] = cc.positive_int(config, key)
     if cc.get(config, "dropout", 0.0) != 0.0:
         raise cc.CaseError(f"train_vit: the baked run has dropout 0 (docs/training.md), got {config['dropout']!r}")
     return model
@@ -137,7 +137,7 @@ def vit_setup(config, rng):
     report, inputs, digests, steps, lr, clip, checkpoint_every). docs/garments.md has the
     configuration, the outputs and the reasons."""
     model = vit_model_config(config)
-    n_train, n_test, batch = (_positive_int(config, k) for k in ("n_train", "n_test", "batch"))
+    n_train, n_test, batch = (cc.positive_int(config, k) for k in ("n_train", "n_test", "batch"))
     params = init_vit_params(rng, model)
     names = list(params)
     data = garment_splits(rng, n_train, n_test, model["classes"])
@@ -171,9 +171,9 @@ def vit_setup(config, rng):
         "data.test": _data_digest(test_x, test_y),
     }
     clip = cc.get(config, "clip")
-    sched = {"steps": _positive_int(config, "steps"), "lr": _positive_float(config, "lr"),
-             "clip": None if clip is None else _positive_float(config, "clip"),
-             "checkpoint_every": _positive_int(config, "checkpoint_every")}
+    sched = {"steps": cc.positive_int(config, "steps"), "lr": cc.positive_number(config, "lr"),
+             "clip": None if clip is None else cc.positive_number(config, "clip"),
+             "checkpoint_every": cc.positive_int(config, "checkpoint_every")}
     return {"names": names, "params": params, "step_fn": step_fn, "report": report,
             "inputs": {"attention_images": test_x[shown], "test_labels": test_y},
             "digests": data_digests, **sched}
@@ -182,17 +182,3 @@ def vit_setup(config, rng):
 def _data_digest(images, labels):
     """SHA-256 of the images' then the labels' little-endian float64 bytes (train.state_digest)."""
     return state_digest({"images": images, "labels": labels}, ["images", "labels"])
-
-
-def _positive_int(config, key):
-    value = cc.get(config, key)
-    if not (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
-        raise cc.CaseError(f"train_vit: config {key!r} must be a positive integer, got {value!r}")
-    return value
-
-
-def _positive_float(config, key):
-    value = cc.get(config, key)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        raise cc.CaseError(f"train_vit: config {key!r} must be a positive number, got {value!r}")
-    return float(value)

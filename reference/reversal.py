@@ -33,16 +33,9 @@ from .transformer import init_transformer_params, transformer_loss, transformer_
 LAB_EXAMPLE = (3, 8, 0, 5, 2, 7)  # the lab's example; reserved: never in either set
 
 
-def _positive_int(config, key):
-    value = cc.get(config, key)
-    if isinstance(value, bool) or not (isinstance(value, int) and value >= 1):
-        raise cc.CaseError(f"config {key!r} must be a positive integer, got {value!r}")
-    return value
-
-
 def reversal_model_config(config):
     """The transformer config of the run: the case's sizes, the digits' vocabulary, dropout 0."""
-    model = {n: _positive_int(config, n) for n in ("d", "ffn_hidden", "heads", "enc_blocks", "dec_blocks")}
+    model = {n: cc.positive_int(config, n) for n in ("d", "ffn_hidden", "heads", "enc_blocks", "dec_blocks")}
     if model["d"] % model["heads"]:
         raise cc.CaseError(f"config d = {model['d']} must be a multiple of heads = {model['heads']}")
     return {"vocab_src": dg.VOCAB, "vocab_tgt": dg.VOCAB, **model, "dropout": 0.0}
@@ -67,10 +60,10 @@ def reversal_setup(config, rng):
     from .cases_training import schedule
 
     model = reversal_model_config(config)
-    lo, hi = _positive_int(config, "min_digits"), _positive_int(config, "max_digits")
+    lo, hi = cc.positive_int(config, "min_digits"), cc.positive_int(config, "max_digits")
     if lo > hi or hi < len(LAB_EXAMPLE):
         raise cc.CaseError(f"config digits {lo}..{hi}: need min_digits <= max_digits and max_digits >= {len(LAB_EXAMPLE)}")
-    n_train, n_test, B = (_positive_int(config, k) for k in ("n_train", "n_test", "batch"))
+    n_train, n_test, B = (cc.positive_int(config, k) for k in ("n_train", "n_test", "batch"))
     params = init_transformer_params(rng, model)
     names = list(params)
     data = dg.digits_data(rng, n_train, n_test, lo, hi, reserved=[LAB_EXAMPLE])

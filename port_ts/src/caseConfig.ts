@@ -15,6 +15,25 @@ export function get<T = unknown>(config: Config, key: string, fallback?: T): T {
   return fallback;
 }
 
+/** config[key] as a positive integer (a count, a size, a number of steps); `fallback` when the
+ * key is missing, if given. */
+export function positiveInt(config: Config, key: string, fallback?: number): number {
+  const value = get<unknown>(config, key, fallback);
+  if (!(typeof value === "number" && Number.isInteger(value) && value >= 1)) {
+    throw new CaseError(`config '${key}' must be a positive integer, got ${JSON.stringify(value)}`);
+  }
+  return value;
+}
+
+/** config[key] as a positive number (a learning rate, a clipping threshold). */
+export function positiveNumber(config: Config, key: string): number {
+  const value = get<unknown>(config, key);
+  if (!(typeof value === "number" && value > 0)) {
+    throw new CaseError(`config '${key}' must be a positive number, got ${JSON.stringify(value)}`);
+  }
+  return value;
+}
+
 export function shape(config: Config, key: string, rank?: number): number[] {
   const value = get<unknown>(config, key);
   if (!Array.isArray(value) || !value.every((s) => Number.isInteger(s) && s >= 0)) {

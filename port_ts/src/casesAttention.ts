@@ -7,7 +7,7 @@
 import type { Generator } from "./rng.ts";
 import type { IntTensor, Tensor } from "./ops.ts";
 import type { Named } from "./golden.ts";
-import { type Config, CaseError, get, shape, intArray, floatArray } from "./caseConfig.ts";
+import { type Config, CaseError, get, shape, intArray, floatArray, positiveInt } from "./caseConfig.ts";
 import { maskedSoftmaxForward } from "./maskedSoftmax.ts";
 import { dotProductAttentionForward } from "./dotProductAttention.ts";
 import { additiveAttentionForward } from "./additiveAttention.ts";
@@ -23,14 +23,6 @@ function validLens(config: Config): IntTensor | null {
 function withLens(inputs: Named, lens: IntTensor | null): Named {
   if (lens !== null) inputs.valid_lens = lens;
   return inputs;
-}
-
-function size(config: Config, key: string): number {
-  const value = get<unknown>(config, key);
-  if (!(typeof value === "number" && Number.isInteger(value) && value >= 1)) {
-    throw new CaseError(`config '${key}' must be a positive integer, got ${JSON.stringify(value)}`);
-  }
-  return value;
 }
 
 /** (out, in) from U(-1/sqrt(in), 1/sqrt(in)), PyTorch's default Linear weight init. */
@@ -59,7 +51,7 @@ function dotProductAttentionCase(config: Config, rng: Generator) {
     [q, k, v] = ["q", "k", "v"].map((n) => floatArray(get(config, n), n));
   } else {
     const lead = shape(config, "lead");
-    const [Q, K, D, V] = ["Q", "K", "D", "V"].map((n) => size(config, n));
+    const [Q, K, D, V] = ["Q", "K", "D", "V"].map((n) => positiveInt(config, n));
     const std = get(config, "std", 1);
     q = rng.normal([...lead, Q, D], 0, std);
     k = rng.normal([...lead, K, D], 0, std);
@@ -74,7 +66,7 @@ function additiveAttentionCase(config: Config, rng: Generator) {
   // config: B, Q, K, Dq, Dk, H, V; std of the inputs (default 1); valid_lens; dropout_p
   // draws: q ~ N(0, std^2) (B, Q, Dq); k (B, K, Dk); v (B, K, V);
   //   W_q U(+-1/sqrt(Dq)) (H, Dq); W_k U(+-1/sqrt(Dk)) (H, Dk); w_v U(+-1/sqrt(H)) (1, H); keep mask
-  const [B, Q, K, Dq, Dk, H, V] = ["B", "Q", "K", "Dq", "Dk", "H", "V"].map((n) => size(config, n));
+  const [B, Q, K, Dq, Dk, H, V] = ["B", "Q", "K", "Dq", "Dk", "H", "V"].map((n) => positiveInt(config, n));
   const std = get(config, "std", 1);
   const q = rng.normal([B, Q, Dq], 0, std);
   const k = rng.normal([B, K, Dk], 0, std);
@@ -94,13 +86,13 @@ function multiHeadAttentionCase(config: Config, rng: Generator) {
   // draws: x_q ~ N(0, 1) (B, Tq, dq_in); x_kv (B, Tk, dkv_in) unless self;
   //   W_q U(+-1/sqrt(dq_in)) (d, dq_in); W_k, W_v U(+-1/sqrt(dkv_in)) (d, dkv_in);
   //   W_o U(+-1/sqrt(d)) (d, d); then the keep mask of the weights (B, H, Tq, Tk)
-  const [B, Tq, d, heads, dqIn] = ["B", "Tq", "d", "heads", "dq_in"].map((n) => size(config, n));
+  const [B, Tq, d, heads, dqIn] = ["B", "Tq", "d", "heads", "dq_in"].map((n) => positiveInt(config, n));
   const selfAttention = get(config, "self", true);
   const x_q = rng.normal([B, Tq, dqIn]);
   let x_kv = x_q, dkvIn = dqIn;
   if (!selfAttention) {
-    const Tk = size(config, "Tk");
-    dkvIn = size(config, "dkv_in");
+    const Tk = positiveInt(config, "Tk");
+    dkvIn = positiveInt(config, "dkv_in");
     x_kv = rng.normal([B, Tk, dkvIn]);
   }
   const W_q = linearWeight(rng, d, dqIn);

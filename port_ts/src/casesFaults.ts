@@ -7,7 +7,7 @@ import type { Builder } from "./casesAttention.ts";
 import type { Generator } from "./rng.ts";
 import type { Named } from "./golden.ts";
 import { type Tensor, zeros } from "./ops.ts";
-import { type Config, get, intArray } from "./caseConfig.ts";
+import { type Config, get, intArray, positiveInt } from "./caseConfig.ts";
 import { greedyDecode } from "./decode.ts";
 import { type DigitArrays, BOS, EOS, batchRows, digitsData, drawDigitSet, encodeInputs } from "./digits.ts";
 import { makeGarments } from "./garments.ts";
@@ -26,13 +26,13 @@ const ARRAY_NAMES: [keyof DigitArrays, string][] = [
 // config: n_train, n_test, min_digits, max_digits, batch, steps
 // draws: digitsData (the training set, then the held-out set)
 function digitsDataCase(config: Config, rng: Generator) {
-  const nTrain = get<number>(config, "n_train");
-  const data = digitsData(rng, nTrain, get<number>(config, "n_test"), get<number>(config, "min_digits"), get<number>(config, "max_digits"));
+  const nTrain = positiveInt(config, "n_train");
+  const data = digitsData(rng, nTrain, positiveInt(config, "n_test"), positiveInt(config, "min_digits"), positiveInt(config, "max_digits"));
   const outputs: Named = {};
   for (const split of ["train", "test"] as const) {
     for (const [key, name] of ARRAY_NAMES) outputs[`${split}.${name}`] = data[split][key];
   }
-  const batch = get<number>(config, "batch"), steps = get<number>(config, "steps");
+  const batch = positiveInt(config, "batch"), steps = positiveInt(config, "steps");
   const rows = new Int32Array(steps * batch);
   for (let t = 1; t <= steps; t++) rows.set(batchRows(nTrain, batch, t), (t - 1) * batch);
   outputs["batch_rows"] = { shape: [steps, batch], data: rows };
@@ -98,7 +98,7 @@ function optimStepsCase(config: Config, rng: Generator) {
 
 // config: n, classes; draws: makeGarments (permutation, variants, shifts, scales, noise)
 function garmentsDataCase(config: Config, rng: Generator) {
-  const { images, labels } = makeGarments(rng, get<number>(config, "n"), get<number>(config, "classes"));
+  const { images, labels } = makeGarments(rng, positiveInt(config, "n"), positiveInt(config, "classes"));
   return { inputs: {}, outputs: { images, labels } as Named };
 }
 

@@ -24,19 +24,11 @@ import type { Builder } from "./casesAttention.ts";
 import type { Named } from "./golden.ts";
 import type { IntTensor, Tensor } from "./ops.ts";
 import { Generator } from "./rng.ts";
-import { type Config, CaseError, get, intArray } from "./caseConfig.ts";
+import { type Config, CaseError, get, intArray, positiveInt } from "./caseConfig.ts";
 import { alignmentData, alignmentLoss, alignmentLossBackward, initAlignmentParams } from "./alignment.ts";
 import { type LossFn, type Params, gradcheck } from "./gradcheck.ts";
 import { type TransformerConfig, type TransformerLossCache, initTransformerParams, transformerLoss, transformerLossBackward } from "./transformer.ts";
 import { type VitConfig, initVitParams, vitLoss, vitLossBackward } from "./vit.ts";
-
-function size(config: Config, key: string, fallback?: number): number {
-  const value = get<unknown>(config, key, fallback);
-  if (!(Number.isInteger(value) && (value as number) >= 1)) {
-    throw new CaseError(`config '${key}' must be a positive integer, got ${JSON.stringify(value)}`);
-  }
-  return value as number;
-}
 
 // low 0 for the source: an empty source masks every key (uniform weights 1/K)
 function lens(config: Config, key: string, B: number, limit: number, low = 1): IntTensor | null {
@@ -76,7 +68,7 @@ function scalar(x: number): Tensor {
 }
 
 function runCheck(config: Config, rng: Generator, params: Params, lossFn: LossFn, grads: Params): Named {
-  const result = gradcheck(lossFn, params, grads, rng, size(config, "full_max", 32), size(config, "samples", 8), size(config, "directions", 3));
+  const result = gradcheck(lossFn, params, grads, rng, positiveInt(config, "full_max", 32), positiveInt(config, "samples", 8), positiveInt(config, "directions", 3));
   const outputs: Named = {};
   for (const name of Object.keys(params)) outputs[`grad.${name}`] = grads[name];
   for (const [name, c] of Object.entries(result.checks)) {
@@ -112,12 +104,12 @@ function reluPattern(cache: TransformerLossCache): Uint8Array {
 //   the mask seed (dropout > 0); gradcheck's draws
 function gradcheckTransformerCase(config: Config, rng: Generator): { inputs: Named; outputs: Named } {
   const [vocabSrc, vocabTgt, d, F, heads, encBlocks, decBlocks] =
-    ["vocab_src", "vocab_tgt", "d", "ffn_hidden", "heads", "enc_blocks", "dec_blocks"].map((n) => size(config, n));
+    ["vocab_src", "vocab_tgt", "d", "ffn_hidden", "heads", "enc_blocks", "dec_blocks"].map((n) => positiveInt(config, n));
   const model: TransformerConfig = {
     vocab_src: vocabSrc, vocab_tgt: vocabTgt, d, ffn_hidden: F, heads,
     enc_blocks: encBlocks, dec_blocks: decBlocks, dropout: get(config, "dropout", 0),
   };
-  const [B, S, T] = ["B", "T_src", "T_tgt"].map((n) => size(config, n));
+  const [B, S, T] = ["B", "T_src", "T_tgt"].map((n) => positiveInt(config, n));
   const params = jitterNorms(rng, initTransformerParams(rng, model));
   const src = rng.integers([B, S], 0, vocabSrc);
   const tgtOut = rng.integers([B, T], 0, vocabTgt);
@@ -143,9 +135,9 @@ function gradcheckTransformerCase(config: Config, rng: Generator): { inputs: Nam
 //   labels U{0..classes-1} (B,); the mask seed (dropout > 0); gradcheck's draws
 function gradcheckVitCase(config: Config, rng: Generator): { inputs: Named; outputs: Named } {
   const [image, channels, patch, d, heads, mlpHidden, blocks, classes] =
-    ["image", "channels", "patch", "d", "heads", "mlp_hidden", "blocks", "classes"].map((n) => size(config, n));
+    ["image", "channels", "patch", "d", "heads", "mlp_hidden", "blocks", "classes"].map((n) => positiveInt(config, n));
   const model: VitConfig = { image, channels, patch, d, heads, mlp_hidden: mlpHidden, blocks, classes, dropout: get(config, "dropout", 0) };
-  const B = size(config, "B");
+  const B = positiveInt(config, "B");
   const params = jitterNorms(rng, initVitParams(rng, model));
   params.cls = rng.normal([d]);
   const images = rng.uniform([B, channels, image, image]);
@@ -161,7 +153,7 @@ function gradcheckVitCase(config: Config, rng: Generator): { inputs: Named; outp
 // draws: initAlignmentParams; alignmentData (pair by pair: source then target embeddings);
 //   gradcheck's draws
 function gradcheckAlignmentCase(config: Config, rng: Generator): { inputs: Named; outputs: Named } {
-  const E = size(config, "E"), H = size(config, "H"), pairs = size(config, "pairs", 1);
+  const E = positiveInt(config, "E"), H = positiveInt(config, "H"), pairs = positiveInt(config, "pairs", 1);
   const params = initAlignmentParams(rng, E, H);
   const data = alignmentData(rng, E, pairs);
   const lossFn: LossFn = (p) => ({ loss: alignmentLoss(p, data).loss, kinks: null });

@@ -6,7 +6,7 @@ import type { Builder } from "./casesAttention.ts";
 import type { Generator } from "./rng.ts";
 import type { Named } from "./golden.ts";
 import { type Tensor, type IntTensor, zeros } from "./ops.ts";
-import { type Config, get, shape, intArray } from "./caseConfig.ts";
+import { type Config, get, shape, intArray, positiveInt } from "./caseConfig.ts";
 import { dropoutForward } from "./dropout.ts";
 import { embeddingForward } from "./embedding.ts";
 import { ffnForward } from "./ffn.ts";
@@ -20,7 +20,7 @@ import { linearForward } from "./linear.ts";
 function linearCase(config: Config, rng: Generator) {
   const xShape = shape(config, "x_shape");
   const x = rng.normal(xShape, 0, 1);
-  const { W, b } = linearParams(rng, get<number>(config, "out"), xShape[xShape.length - 1], get(config, "bias", true));
+  const { W, b } = linearParams(rng, positiveInt(config, "out"), xShape[xShape.length - 1], get(config, "bias", true));
   const { out } = linearForward(x, W, b);
   const inputs: Named = b === null ? { x, W } : { x, W, b };
   return { inputs, outputs: { out } };
@@ -29,7 +29,7 @@ function linearCase(config: Config, rng: Generator) {
 // config: V, d; tokens (explicit ids) or tokens_shape
 // draws: E ~ N(0, 1) (V, d); then, without explicit tokens, ids ~ integers[0, V) (tokens_shape)
 function embeddingCase(config: Config, rng: Generator) {
-  const V = get<number>(config, "V"), d = get<number>(config, "d");
+  const V = positiveInt(config, "V"), d = positiveInt(config, "d");
   const E = embeddingParams(rng, V, d);
   const tokens: IntTensor = "tokens" in config
     ? intArray(config.tokens, "tokens")
@@ -61,7 +61,7 @@ function layerNormCase(config: Config, rng: Generator) {
 // draws: x ~ N(0, 1); W1, b1 = linearParams(F, d); W2, b2 = linearParams(d, F)
 function ffnCase(config: Config, rng: Generator) {
   const xShape = shape(config, "x_shape");
-  const d = xShape[xShape.length - 1], F = get<number>(config, "F");
+  const d = xShape[xShape.length - 1], F = positiveInt(config, "F");
   const x = rng.normal(xShape, 0, 1);
   const l1 = linearParams(rng, F, d), l2 = linearParams(rng, d, F);
   const params = { W1: l1.W, b1: l1.b as Tensor, W2: l2.W, b2: l2.b as Tensor };

@@ -13,18 +13,10 @@ import type { Builder } from "./casesAttention.ts";
 import type { Named } from "./golden.ts";
 import type { Generator } from "./rng.ts";
 import { type Tensor, tensor, zeros } from "./ops.ts";
-import { type Config, CaseError, get, shape, intArray } from "./caseConfig.ts";
+import { type Config, CaseError, get, shape, intArray, positiveInt } from "./caseConfig.ts";
 import { sinusoidalTable, positionalEncodingForward, positionSimilarity } from "./positionalEncoding.ts";
 import { regressionData, nadarayaWatson, meanAbsError } from "./nadarayaWatson.ts";
 import { scoreScaling } from "./scoreScaling.ts";
-
-function positiveInt(config: Config, key: string, fallback?: number): number {
-  const value = get<unknown>(config, key, fallback);
-  if (typeof value !== "number" || !Number.isInteger(value) || value <= 0) {
-    throw new CaseError(`config '${key}' must be a positive integer, got ${JSON.stringify(value)}`);
-  }
-  return value;
-}
 
 function sinusoidalTableCase(config: Config, _rng: Generator): { inputs: Named; outputs: Named } {
   const maxLen = positiveInt(config, "max_len"), d = positiveInt(config, "d");

@@ -8,20 +8,12 @@ import type { Builder } from "./casesAttention.ts";
 import type { Generator } from "./rng.ts";
 import type { Named } from "./golden.ts";
 import type { IntTensor } from "./ops.ts";
-import { type Config, CaseError, get, intArray } from "./caseConfig.ts";
+import { type Config, get, intArray, positiveInt } from "./caseConfig.ts";
 import { decoderBlockForward, initDecoderBlockParams } from "./decoderBlock.ts";
 import { encoderBlockForward, initEncoderBlockParams } from "./encoderBlock.ts";
 import { patchEmbeddingParams } from "./init.ts";
 import { type TransformerConfig, initTransformerParams, transformerForward } from "./transformer.ts";
 import { type VitConfig, initVitParams, patchEmbeddingForward, vitForward } from "./vit.ts";
-
-function size(config: Config, key: string): number {
-  const value = get<unknown>(config, key);
-  if (!(Number.isInteger(value) && (value as number) >= 1)) {
-    throw new CaseError(`config '${key}' must be a positive integer, got ${JSON.stringify(value)}`);
-  }
-  return value as number;
-}
 
 function lens(config: Config, key: string): IntTensor | null {
   const value = get<unknown>(config, key, null);
@@ -37,7 +29,7 @@ function withTensor(inputs: Named, name: string, value: IntTensor | null): Named
 // draws: initEncoderBlockParams (attn.W_q..W_o, ffn.W1, b1, W2, b2); x ~ N(0, 1) (B, T, d);
 //   the forward's dropout masks
 function encoderBlockCase(config: Config, rng: Generator) {
-  const [B, T, d, heads, F] = ["B", "T", "d", "heads", "ffn_hidden"].map((n) => size(config, n));
+  const [B, T, d, heads, F] = ["B", "T", "d", "heads", "ffn_hidden"].map((n) => positiveInt(config, n));
   const params = initEncoderBlockParams(rng, d, F);
   const x = rng.normal([B, T, d]);
   const validLens = lens(config, "valid_lens");
@@ -51,7 +43,7 @@ function encoderBlockCase(config: Config, rng: Generator) {
 // draws: initDecoderBlockParams (self_attn.*, cross_attn.*, ffn.*); x ~ N(0, 1) (B, T, d);
 //   enc_out ~ N(0, 1) (B, S, d); the forward's dropout masks
 function decoderBlockCase(config: Config, rng: Generator) {
-  const [B, T, S, d, heads, F] = ["B", "T", "S", "d", "heads", "ffn_hidden"].map((n) => size(config, n));
+  const [B, T, S, d, heads, F] = ["B", "T", "S", "d", "heads", "ffn_hidden"].map((n) => positiveInt(config, n));
   const params = initDecoderBlockParams(rng, d, F);
   const x = rng.normal([B, T, d]);
   const encOut = rng.normal([B, S, d]);
@@ -63,7 +55,7 @@ function decoderBlockCase(config: Config, rng: Generator) {
 
 function transformerConfig(config: Config): TransformerConfig {
   const [vocabSrc, vocabTgt, d, F, heads, encBlocks, decBlocks] =
-    ["vocab_src", "vocab_tgt", "d", "ffn_hidden", "heads", "enc_blocks", "dec_blocks"].map((n) => size(config, n));
+    ["vocab_src", "vocab_tgt", "d", "ffn_hidden", "heads", "enc_blocks", "dec_blocks"].map((n) => positiveInt(config, n));
   return {
     vocab_src: vocabSrc, vocab_tgt: vocabTgt, d, ffn_hidden: F, heads,
     enc_blocks: encBlocks, dec_blocks: decBlocks, dropout: get(config, "dropout", 0),
@@ -76,7 +68,7 @@ function transformerConfig(config: Config): TransformerConfig {
 //   U{0..vocab_tgt-1} (B, T_tgt); the forward's dropout masks
 function transformerCase(config: Config, rng: Generator) {
   const model = transformerConfig(config);
-  const [B, S, T] = ["B", "T_src", "T_tgt"].map((n) => size(config, n));
+  const [B, S, T] = ["B", "T_src", "T_tgt"].map((n) => positiveInt(config, n));
   const params = initTransformerParams(rng, model);
   const src = rng.integers([B, S], 0, model.vocab_src);
   const tgtIn = rng.integers([B, T], 0, model.vocab_tgt);
@@ -95,7 +87,7 @@ function transformerCase(config: Config, rng: Generator) {
 // config: B, image (side), channels, patch, d
 // draws: patch.W, patch.b (patchEmbeddingParams); images ~ U[0, 1) (B, C, H, H)
 function vitPatchEmbeddingCase(config: Config, rng: Generator) {
-  const [B, H, C, p, d] = ["B", "image", "channels", "patch", "d"].map((n) => size(config, n));
+  const [B, H, C, p, d] = ["B", "image", "channels", "patch", "d"].map((n) => positiveInt(config, n));
   const patch = patchEmbeddingParams(rng, d, C, p);
   const W = { shape: [d, C, p, p], data: patch.W.data };
   const images = rng.uniform([B, C, H, H]);
@@ -108,9 +100,9 @@ function vitPatchEmbeddingCase(config: Config, rng: Generator) {
 // draws: initVitParams; images ~ U[0, 1) (B, C, H, H); the forward's dropout masks
 function vitCase(config: Config, rng: Generator) {
   const [image, channels, patch, d, heads, mlpHidden, blocks, classes] =
-    ["image", "channels", "patch", "d", "heads", "mlp_hidden", "blocks", "classes"].map((n) => size(config, n));
+    ["image", "channels", "patch", "d", "heads", "mlp_hidden", "blocks", "classes"].map((n) => positiveInt(config, n));
   const model: VitConfig = { image, channels, patch, d, heads, mlp_hidden: mlpHidden, blocks, classes, dropout: get(config, "dropout", 0) };
-  const B = size(config, "B");
+  const B = positiveInt(config, "B");
   const params = initVitParams(rng, model);
   const images = rng.uniform([B, channels, image, image]);
   const { out: logits, cache } = vitForward(images, params, model, rng);

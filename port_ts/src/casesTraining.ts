@@ -34,7 +34,7 @@ import type { Named } from "./golden.ts";
 import type { IntTensor, Tensor } from "./ops.ts";
 import type { Params } from "./optim.ts";
 import { Generator } from "./rng.ts";
-import { type Config, CaseError, get } from "./caseConfig.ts";
+import { type Config, CaseError, get, positiveInt, positiveNumber } from "./caseConfig.ts";
 import { alignmentData, alignmentLoss, alignmentLossBackward, initAlignmentParams } from "./alignment.ts";
 import { vitSetup } from "./garments.ts";
 import { reversalSetup } from "./reversal.ts";
@@ -62,28 +62,12 @@ export interface TrainingResult {
 
 interface TrainingCase { id: string; op: string; seed: number; config?: Config }
 
-function positiveInt(config: Config, key: string, fallback?: number): number {
-  const value = get<unknown>(config, key, fallback);
-  if (!(typeof value === "number" && Number.isInteger(value) && value >= 1)) {
-    throw new CaseError(`config '${key}' must be a positive integer, got ${JSON.stringify(value)}`);
-  }
-  return value;
-}
-
-function positiveFloat(config: Config, key: string): number {
-  const value = get<unknown>(config, key);
-  if (!(typeof value === "number" && value > 0)) {
-    throw new CaseError(`config '${key}' must be a positive number, got ${JSON.stringify(value)}`);
-  }
-  return value;
-}
-
 /** { steps, lr, clip, checkpointEvery } from the config; clip may be null (never clip). */
 export function schedule(config: Config): Schedule {
   const steps = positiveInt(config, "steps");
   const checkpointEvery = positiveInt(config, "checkpoint_every");
-  const clip = get<unknown>(config, "clip") === null ? null : positiveFloat(config, "clip");
-  return { steps, lr: positiveFloat(config, "lr"), clip, checkpointEvery };
+  const clip = get<unknown>(config, "clip") === null ? null : positiveNumber(config, "clip");
+  return { steps, lr: positiveNumber(config, "lr"), clip, checkpointEvery };
 }
 
 /** Row-wise argmax over the last axis (the first of equal maxima, as NumPy). */

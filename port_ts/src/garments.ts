@@ -19,7 +19,7 @@ import type { IntTensor, Tensor } from "./ops.ts";
 import type { Named } from "./golden.ts";
 import type { Params } from "./optim.ts";
 import type { Run } from "./casesTraining.ts";
-import { type Config, CaseError, get } from "./caseConfig.ts";
+import { type Config, CaseError, get, positiveInt, positiveNumber } from "./caseConfig.ts";
 import { type History, type Snapshot, type StepFn, stateDigest } from "./train.ts";
 import { type VitCache, type VitConfig, initVitParams, vitForward, vitLoss, vitLossBackward } from "./vit.ts";
 
@@ -204,32 +204,16 @@ export function vitSetup(config: Config, rng: Generator): VitRun {
   };
   const attentionImages: Tensor = { shape: [shown.data.length, 1, SIDE, SIDE], data: new Float64Array(shown.data.length * P) };
   shown.data.forEach((i, a) => attentionImages.data.set(testImages.data.subarray(i * P, (i + 1) * P), a * P));
-  const clip = get<unknown>(config, "clip") === null ? null : positiveFloat(config, "clip");
+  const clip = get<unknown>(config, "clip") === null ? null : positiveNumber(config, "clip");
   return {
     names, params, stepFn, report,
     inputs: { attention_images: attentionImages, test_labels: testLabels },
     digests: { "data.train": dataDigest(trainImages, trainLabels), "data.test": dataDigest(testImages, testLabels) },
-    steps: positiveInt(config, "steps"), lr: positiveFloat(config, "lr"), clip, checkpointEvery: positiveInt(config, "checkpoint_every"),
+    steps: positiveInt(config, "steps"), lr: positiveNumber(config, "lr"), clip, checkpointEvery: positiveInt(config, "checkpoint_every"),
   };
 }
 
 /** SHA-256 of the images' then the labels' little-endian float64 bytes (train.stateDigest). */
 function dataDigest(images: Tensor, labels: IntTensor): string {
   return stateDigest({ images, labels: { shape: labels.shape, data: Float64Array.from(labels.data) } }, ["images", "labels"]);
-}
-
-function positiveInt(config: Config, key: string): number {
-  const value = get<unknown>(config, key);
-  if (!(typeof value === "number" && Number.isInteger(value) && value >= 1)) {
-    throw new CaseError(`train_vit: config '${key}' must be a positive integer, got ${JSON.stringify(value)}`);
-  }
-  return value;
-}
-
-function positiveFloat(config: Config, key: string): number {
-  const value = get<unknown>(config, key);
-  if (!(typeof value === "number" && value > 0)) {
-    throw new CaseError(`train_vit: config '${key}' must be a positive number, got ${JSON.stringify(value)}`);
-  }
-  return value;
 }

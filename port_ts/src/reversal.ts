@@ -26,21 +26,13 @@ import type { IntTensor, Tensor } from "./ops.ts";
 import type { Params } from "./optim.ts";
 import type { Generator } from "./rng.ts";
 import type { Named } from "./golden.ts";
-import { type Config, CaseError, get } from "./caseConfig.ts";
+import { type Config, CaseError, positiveInt } from "./caseConfig.ts";
 import { type DigitArrays, BOS, EOS, VOCAB, batchRows, dataDigest, digitsData, encodeInputs, takeRows } from "./digits.ts";
 import { greedyDecode } from "./decode.ts";
 import { type TransformerConfig, type TransformerLossCache, initTransformerParams, transformerLoss, transformerLossBackward } from "./transformer.ts";
 import { type Run, schedule } from "./casesTraining.ts";
 
 export const LAB_EXAMPLE: readonly number[] = [3, 8, 0, 5, 2, 7]; // the lab's example; reserved: never in either set
-
-function positiveInt(config: Config, key: string): number {
-  const value = get<unknown>(config, key);
-  if (!(typeof value === "number" && Number.isInteger(value) && value >= 1)) {
-    throw new CaseError(`config '${key}' must be a positive integer, got ${JSON.stringify(value)}`);
-  }
-  return value;
-}
 
 /** The transformer config of the run: the case's sizes, the digits' vocabulary, dropout 0. */
 export function reversalModelConfig(config: Config): TransformerConfig {

@@ -3,6 +3,8 @@
 // and what was found. (The runner turns a CaseError into one line and exit 2: tests/test_hostile.py.)
 import { test } from "node:test";
 import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
 import { CaseError, floatArray, get, intArray, shape } from "../src/caseConfig.ts";
 import { runCase, type CaseSpec } from "../src/cases.ts";
 import { runCaseWithStates } from "../src/cases.ts";
@@ -20,42 +22,11 @@ function rejects(spec: CaseSpec, pattern: RegExp): void {
   });
 }
 
-// One small, valid config per op (the catalogue's, shrunk where a case is slow).
-const BASE: CaseSpec[] = [
-  { id: "t", kind: "forward", op: "masked_softmax", seed: 1, config: { shape: [2, 3, 5] } },
-  { id: "t", kind: "forward", op: "dot_product_attention", seed: 1, config: { lead: [2], Q: 3, K: 4, D: 5, V: 6 } },
-  { id: "t", kind: "forward", op: "additive_attention", seed: 1, config: { B: 2, Q: 3, K: 4, Dq: 5, Dk: 3, H: 6, V: 2 } },
-  { id: "t", kind: "forward", op: "multi_head_attention", seed: 1, config: { B: 2, Tq: 4, d: 8, heads: 2, dq_in: 8 } },
-  { id: "t", kind: "forward", op: "digits_data", seed: 1, config: { n_train: 24, n_test: 8, min_digits: 1, max_digits: 6, batch: 10, steps: 4 } },
-  { id: "t", kind: "forward", op: "garments_data", seed: 1, config: { n: 16, classes: 8 } },
-  { id: "t", kind: "forward", op: "linear", seed: 1, config: { x_shape: [2, 3, 5], out: 4, bias: true } },
-  { id: "t", kind: "forward", op: "embedding", seed: 1, config: { V: 11, d: 6, tokens_shape: [2, 5] } },
-  { id: "t", kind: "forward", op: "ffn", seed: 1, config: { x_shape: [2, 3, 4], F: 8 } },
-  { id: "t", kind: "forward", op: "sinusoidal_table", seed: 1, config: { max_len: 50, d: 16 } },
-  { id: "t", kind: "forward", op: "position_similarity", seed: 1, config: { max_len: 8, d: 8 } },
-  { id: "t", kind: "forward", op: "score_scaling", seed: 1, config: { dims: [1, 4], n: 10 } },
-  { id: "t", kind: "forward", op: "encoder_block", seed: 1, config: { B: 2, T: 5, d: 8, heads: 2, ffn_hidden: 16, valid_lens: [5, 2] } },
-  { id: "t", kind: "forward", op: "decoder_block", seed: 1, config: { B: 2, T: 5, S: 5, d: 8, heads: 2, ffn_hidden: 16, enc_valid_lens: [5, 3] } },
-  { id: "t", kind: "forward", op: "vit_patch_embedding", seed: 1, config: { B: 2, image: 8, channels: 1, patch: 4, d: 8 } },
-  { id: "t", kind: "forward", op: "vit", seed: 1, config: { image: 8, channels: 1, patch: 2, d: 16, heads: 2, mlp_hidden: 32, blocks: 1, classes: 5, B: 3 } },
-  { id: "t", kind: "gradcheck", op: "gradcheck_alignment", seed: 1, config: { E: 6, H: 8 } },
-  { id: "t", kind: "training", op: "train_alignment", seed: 1, config: { E: 8, H: 8, pairs: 1, lr: 0.01, clip: 0.25, steps: 4, checkpoint_every: 2 } },
-  { id: "t", kind: "training", op: "train_reversal", seed: 1, config: { d: 8, heads: 2, ffn_hidden: 16, enc_blocks: 1, dec_blocks: 1, min_digits: 6, max_digits: 6, n_train: 16, n_test: 4, batch: 4, steps: 2, lr: 0.01, clip: 1.0, checkpoint_every: 1 } },
-  { id: "t", kind: "training", op: "train_vit", seed: 1, config: { patch: 4, d: 8, heads: 2, mlp_hidden: 16, blocks: 1, classes: 3, dropout: 0.0, n_train: 6, n_test: 3, batch: 3, lr: 0.005, clip: 5.0, steps: 2, checkpoint_every: 1 } },
-];
+// One small, valid config per op, shared with the reference's twin test (tests/test_case_config.py).
+const BASE = (JSON.parse(readFileSync(join(import.meta.dirname, "small-configs.json"), "utf8")) as { cases: CaseSpec[] }).cases;
 
 const isCount = (v: unknown) => typeof v === "number" && Number.isInteger(v) && v >= 1;
 const FLOAT_KEYS = new Set(["lr", "clip"]); // numbers that may happen to be whole (clip 1.0)
-// Counts whose bad values no builder check catches today (docs/faults.md, "Mutation testing"):
-// digits_data and garments_data take their counts unchecked, and linear, ffn and embedding leave
-// a zero or fractional size to the layer, which throws a RangeError that does not name the key.
-const UNCHECKED: Record<string, string[]> = {
-  digits_data: ["n_train", "n_test", "min_digits", "max_digits", "batch", "steps"],
-  garments_data: ["n"],
-  linear: ["out"],
-  ffn: ["F"],
-  embedding: ["V", "d"],
-};
 const escape = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
 
 for (const base of BASE) {
@@ -63,9 +34,9 @@ for (const base of BASE) {
     assert.equal(typeof runCaseWithStates(base).doc, "object");
   });
   for (const [key, value] of Object.entries(base.config ?? {})) {
-    if (!isCount(value) || FLOAT_KEYS.has(key) || (UNCHECKED[base.op] ?? []).includes(key)) continue;
-    test(`${base.op}: '${key}' must be a positive integer (0, -1, 2.5, "3" are rejected, naming it)`, () => {
-      for (const bad of [0, -1, 2.5, "3"]) {
+    if (!isCount(value) || FLOAT_KEYS.has(key)) continue;
+    test(`${base.op}: '${key}' must be a positive integer (0, -1, 2.5, "3", true are rejected, naming it)`, () => {
+      for (const bad of [0, -1, 2.5, "3", true]) {
         rejects({ ...base, config: { ...base.config, [key]: bad } }, new RegExp(`\\b${escape(key)}\\b`));
       }
     });
@@ -75,7 +46,7 @@ for (const base of BASE) {
 for (const base of BASE.filter((b) => b.kind === "training")) {
   for (const key of ["lr", "clip"]) {
     test(`${base.op}: '${key}' must be a positive number`, () => {
-      for (const bad of [0, -0.5, "0.1"]) {
+      for (const bad of [0, -0.5, "0.1", true]) {
         rejects({ ...base, config: { ...base.config, [key]: bad } }, new RegExp(`'${key}' must be a positive number, got ${escape(JSON.stringify(bad))}`));
       }
     });

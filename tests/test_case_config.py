@@ -1,0 +1,57 @@
+"""The reference's case configs: every builder rejects a malformed count or rate with a CaseError
+naming the key, before it computes anything, as the port's builders do (twin:
+port_ts/test/caseConfig.test.ts; both read port_ts/test/small-configs.json). true is no count in
+either engine, though Python's bool is an int."""
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from reference.case_config import CaseError, positive_int, positive_number
+from reference.cases import run_case
+
+ROOT = Path(__file__).resolve().parent.parent
+BASE = json.loads((ROOT / "port_ts" / "test" / "small-configs.json").read_text())["cases"]
+FLOAT_KEYS = {"lr", "clip"}  # numbers that may happen to be whole (clip 1.0)
+
+
+def _is_count(v):
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 1
+
+
+COUNTS = [(base, key) for base in BASE for key, value in base.get("config", {}).items()
+          if _is_count(value) and key not in FLOAT_KEYS]
+
+
+@pytest.mark.parametrize("base", BASE, ids=[b["op"] for b in BASE])
+def test_the_small_config_is_valid(base):
+    assert isinstance(run_case(base), dict)
+
+
+@pytest.mark.parametrize("base, key", COUNTS, ids=[f"{b['op']}.{k}" for b, k in COUNTS])
+@pytest.mark.parametrize("bad", [0, -1, 2.5, "3", True])
+def test_a_bad_count_is_named(base, key, bad):
+    with pytest.raises(CaseError, match=rf"\b{re.escape(key)}\b"):
+        run_case({**base, "config": {**base["config"], key: bad}})
+
+
+@pytest.mark.parametrize("base", [b for b in BASE if b["kind"] == "training"], ids=lambda b: b["op"])
+@pytest.mark.parametrize("key", ["lr", "clip"])
+@pytest.mark.parametrize("bad", [0, -0.5, "0.1", True])
+def test_a_bad_rate_is_named(base, key, bad):
+    with pytest.raises(CaseError, match=rf"'{key}' must be a positive number, got {re.escape(repr(bad))}"):
+        run_case({**base, "config": {**base["config"], key: bad}})
+
+
+def test_the_helpers_say_what_was_expected_and_found():
+    assert positive_int({"n": 3}, "n") == 3
+    assert positive_int({}, "n", 4) == 4
+    with pytest.raises(CaseError, match=r"^config 'n' must be a positive integer, got 0$"):
+        positive_int({"n": 0}, "n")
+    with pytest.raises(CaseError, match=r"^config 'n' must be a positive integer, got True$"):
+        positive_int({"n": True}, "n")
+    assert positive_number({"lr": 1}, "lr") == 1.0 and isinstance(positive_number({"lr": 1}, "lr"), float)
+    with pytest.raises(CaseError, match=r"^config 'lr' must be a positive number, got -0\.5$"):
+        positive_number({"lr": -0.5}, "lr")
