@@ -199,8 +199,31 @@ HASH_SETS = [
     ("pow", 907, [("uniform", 500000, 0.0, 1.0), ("uniform", 500000, -76.0, 76.0)]),
     ("ldexp", 908, [("scaled", 1000000, -1200, 1100)]),
 ]
+# The piece edges of mathlib (port_ts/test/mathlib.test.ts checks the port's values there), each with
+# its neighbours one ulp either side, and arguments where a branch's two roundings part ways; both
+# signs of each. Run through every function above, so each function also meets the others' edges.
+EDGE_INPUTS = [s * v for v in [
+    709.7827128933839, 709.7827128933841, -745.1332191019412, -745.133219101941,  # exp: EXP_OVER, EXP_UNDER
+    5.551115123125782e-17, 2.0 ** -54, 5.551115123125784e-17, -40.00000000000001, -40.0, -39.99999999999999,  # expm1
+    -1.039720770839918, -1.0397207708399179, -1.0397207708399177, -0.3465735902799727, -0.34657359027997264,
+    -0.3465735902799726, 0.3465735902799726, 0.34657359027997264, 0.3465735902799727, 1.0397207708399177,
+    1.0397207708399179, 1.039720770839918, 13.516370020918933, 13.516370020918934, 13.516370020918936,
+    39.1628157016369, 39.16281570163691, 39.162815701636916,  # where k steps (the doubles nearest (k - 1/2) ln2)
+    0.44314718055994523, 0.4431471805599453, 0.44314718055994534,  # k = 1 and r = -1/4 exactly
+    0.3531472245458497, 0.8031820692274713, -37.18580470467418, 14.086087347181515, 38.704387134788156,
+    39.419242534095034, -1.4732737414475974,  # expm1's branches: the other rounding differs here
+    2.775557561562891e-17, 2.0 ** -55, 2.775557561562892e-17, 0.6249999999999999, 0.6250000000000001,
+    21.999999999999996, 22.000000000000004,  # tanh: TANH_TINY, TANH_SERIES, TANH_ONE
+    2.225073858507201e-308, 2.225073858507202e-308, 0.7071067811865475, 0.7071067811865476, 0.7071067811865477,
+    3037000499.9760494, 3037000499.97605, 3037000499.9760504, 1.4142135623730951,  # log: 2^-1022, m = sqrt(1/2)
+    7.450580596923827e-09, 2.0 ** -27, 7.45058059692383e-09, 999999.9999999999, 1000000.0000000001,  # TRIG_TINY, TRIG_MAX
+    321307.9594422229, 642615.9188844458, 871790.3905748408, 413441.44719405076, 826882.8943881015,
+    597708.4226977065, 687523.4150711851, 505574.93494587863,  # the doubles closest to n pi/2 below 1e6
+    27988.08901046197, 35896.24264696789, 260.7521902479524, 7059.158692616265, 21056.88233947754,
+    604575.0104822218, 50276.478031724255, 28996.900192633744, 833825.8141525368,  # pi/2 in one, two, three parts
+] for s in (1.0, -1.0)]
 SPECIAL_INPUTS = [0.0, -0.0, "inf", "-inf", "nan", 5e-324, -5e-324, 1e-300, 2.2250738585072014e-308,
-                  709.782712893384, -745.1332191019411, 22.0, 0.625, 1e6, -1e6, 1.5707963267948966]
+                  709.782712893384, -745.1332191019411, 22.0, 0.625, 1e6, -1e6, 1.5707963267948966] + EDGE_INPUTS
 
 
 def _decode(v):
@@ -234,7 +257,8 @@ def reference_hash(name, seed, draws):
         x = np.concatenate(parts + [np.array([_decode(v) for v in SPECIAL_INPUTS])])
         if name in ("sin", "cos"):
             x = x[~(np.abs(x) > M.TRIG_MAX)]
-        out = OURS[name](x)
+        with np.errstate(over="ignore"):  # a masked-out piece may overflow (tanh's series at |x| = 3e9); unused
+            out = OURS[name](x)
     out = np.where(np.isnan(out), np.nan, out)  # one NaN encoding
     return hashlib.sha256(np.ascontiguousarray(out, dtype="<f8").tobytes()).hexdigest(), len(out)
 
@@ -291,3 +315,35 @@ def test_engines_compute_the_same_bits(port_hashes, name, seed, draws):
     assert port_hashes[name] == [digest, n], (
         f"{name}: the engines' outputs differ over {n} inputs (SHA-256 reference {digest[:16]}..., "
         f"port {port_hashes[name][0][:16]}...); find the first differing input with a smaller draw")
+
+
+# ldexp's scaling steps (x, k): k beyond the exponent range applied in two or three exact steps,
+# the last rounding once (subnormal results, ties to even, overflow, 0 and -0).
+MAX = 1.7976931348623157e308
+LDEXP_EDGES = [(1.0, 1023), (5e-324, 1074), (5e-324, 2046), (5e-324, 2047), (5e-324, 2097), (3 * 5e-324, 2096),
+               (5e-324, 2098), (5e-324, 3069), (5e-324, 3070), (-5e-324, 5000), (0.0, 5000), (-0.0, 5000),
+               (2.0 ** 1023, -1022), (1.0, -1022), (1.0, -1074), (1.0, -1075), (MAX, -1991), (MAX, -1992),
+               (MAX, -2000), (-MAX, -2000), (MAX, -2097), (MAX, -2098), (MAX, -2099), (1.5 * 2.0 ** 1000, -2074),
+               (1.25 * 2.0 ** 1000, -2074), (MAX, -5000), (-MAX, -5000), (1.0, -5000)]
+
+LDEXP_SCRIPT = r"""
+import { pathToFileURL } from "node:url";
+const M = await import(pathToFileURL(process.argv[1] + "/port_ts/src/mathlib.ts").href);
+const bits = new DataView(new ArrayBuffer(8));
+console.log(JSON.stringify(JSON.parse(process.argv[2]).map(([x, k]) => {
+  bits.setFloat64(0, M.ldexp(x, k));
+  return bits.getBigUint64(0).toString(16);
+})));
+"""
+
+
+def test_ldexp_edges_match_across_engines(node, repo_root):
+    done = subprocess.run([str(node), "--input-type=module", "-e", LDEXP_SCRIPT, str(repo_root), json.dumps(LDEXP_EDGES)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    port = json.loads(done.stdout)
+    ref = [format(int(np.float64(M.ldexp(x, k)).view(np.uint64)), "x") for x, k in LDEXP_EDGES]
+    differ = [(x, k, r, p) for (x, k), r, p in zip(LDEXP_EDGES, ref, port) if r != p]
+    assert not differ, f"ldexp(x, k): reference and port bits differ at (x, k, reference, port) {differ}"
+    assert ref[3] == format(int(np.float64(2.0 ** 973).view(np.uint64)), "x")  # 2^-1074 * 2^2047, exact
+    assert M.ldexp(MAX, -2098) == 5e-324 and M.ldexp(1.5 * 2.0 ** 1000, -2074) == 2.0 ** -1073
