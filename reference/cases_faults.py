@@ -27,9 +27,9 @@ def _ids(x):
 def digits_data_case(config, rng):
     # config: n_train, n_test, min_digits, max_digits, batch, steps
     # draws: digits_data (the training set, then the held-out set)
+    n_train, n_test = cc.positive_int(config, "n_train"), cc.positive_int(config, "n_test")
     lo, hi = cc.positive_int(config, "min_digits"), cc.positive_int(config, "max_digits")
-    n_train = cc.positive_int(config, "n_train")
-    data = digits_data(rng, n_train, cc.positive_int(config, "n_test"), lo, hi)
+    data = digits_data(rng, n_train, n_test, lo, hi)
     outputs = {}
     for split in ("train", "test"):
         for name, value in data[split].items():
