@@ -7,7 +7,7 @@
 // with the Wasm kernel forced ("wasm", even for the smallest products).
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { type Tensor, matmul, matmulNT, matmulTn, meanLast, productEngine, sizeOf, sumLast, tensor } from "../src/ops.ts";
+import { type Tensor, intTensor, matmul, matmulNT, matmulTn, meanLast, productEngine, sizeOf, sumLast, tensor } from "../src/ops.ts";
 
 /** A small deterministic generator (xorshift64*), independent of the port's generator. */
 function makeRandom(seed: number): () => number {
@@ -154,7 +154,32 @@ for (const mode of ["js", "wasm"] as const) {
     assert.throws(() => matmulNT(tensor([2, 3], [1, 2, 3, 4, 5, 6]), tensor([2, 2], [1, 2, 3, 4])), /do not fit/);
     assert.throws(() => matmulTn(tensor([2, 3], [1, 2, 3, 4, 5, 6]), tensor([3, 2], [1, 2, 3, 4, 5, 6])), /do not fit/);
   });
+
+  modeTest("batched operands must share their leading axes (rank and every size), named in the message", () => {
+    const z = (shape: number[]) => tensor(shape, new Array(sizeOf(shape)).fill(1));
+    // [lead of a, lead of b]: a different size at the first or a later axis, a different rank
+    for (const [la, lb] of [[[2], [3]], [[2, 3], [2, 4]], [[2, 3], [3]], [[3], [1, 3]], [[3], [3, 4]]]) {
+      assert.throws(() => matmul(z([...la, 2, 4]), z([...lb, 4, 5])),
+        { message: `matmul: shapes [${[...la, 2, 4]}] @ [${[...lb, 4, 5]}] do not fit` });
+      assert.throws(() => matmulNT(z([...la, 2, 4]), z([...lb, 5, 4])),
+        { message: `matmulNT: shapes [${[...la, 2, 4]}] @ [${[...lb, 5, 4]}]^T do not fit` });
+      assert.throws(() => matmulTn(z([...la, 4, 2]), z([...lb, 4, 5])),
+        { message: `matmulTn: shapes [${[...la, 4, 2]}]^T @ [${[...lb, 4, 5]}] do not fit` });
+    }
+    // the same leading axes, or one shared 2-D b, fit
+    assert.deepEqual(matmul(z([2, 3, 2, 4]), z([2, 3, 4, 5])).shape, [2, 3, 2, 5]);
+    assert.deepEqual(matmulNT(z([2, 3, 2, 4]), z([5, 4])).shape, [2, 3, 2, 5]);
+    assert.deepEqual(matmulTn(z([2, 3, 4, 2]), z([4, 5])).shape, [2, 3, 2, 5]);
+  });
 }
+
+test("tensor and intTensor take exactly product(shape) values", () => {
+  assert.deepEqual(tensor([2, 0], []).data.length, 0);
+  assert.throws(() => tensor([2, 2], [1, 2, 3]), { name: "RangeError", message: "tensor: shape [2,2] needs 4 values, got 3" });
+  assert.throws(() => tensor([], [1, 2]), { message: "tensor: shape [] needs 1 values, got 2" });
+  assert.deepEqual([...intTensor([3], [1, -2, 3]).data], [1, -2, 3]);
+  assert.throws(() => intTensor([2], [1, 2, 3]), { name: "RangeError", message: "intTensor: shape [2] needs 2 values, got 3" });
+});
 
 test("sumLast and meanLast are the loop, bit for bit", () => {
   const rand = makeRandom(4);
