@@ -94,3 +94,50 @@ def test_a_refused_document_gets_the_full_validators_message(schemas, base):
 ])
 def test_items_rule(dtype, data, valid):
     assert _items_valid(dtype, data) is valid
+
+
+# --- the golden text: both writers give the same layout ------------------------------------------
+
+# The example port_ts/test/golden.test.ts writes and pins byte for byte; here it is built in both
+# languages. docs/goldens.md: the same layout, the same values; scalars may be spelled differently
+# (Python's repr 1.2345678901234568e+20 is JavaScript's 123456789012345680000; json.dumps escapes
+# non-ASCII), which is why each engine keeps its own golden directory and the two are compared by
+# value.
+GOLDEN_TEXT_JS = """
+import { dumps } from './port_ts/src/golden.ts';
+const example = {
+  z: [1.5, -0, 0, NaN, Infinity, -Infinity, 1e-300, 123456789012345680000, 0.1],
+  a: { nested: [[1, 2], [3]], empty: {}, none: [], text: "caf\\u00e9 \\"q\\"", flags: [true, false, null] },
+  m: [{ b: 2, a: 1 }, [], "s"],
+};
+process.stdout.write(dumps(example));
+"""
+
+
+def _layout(text):
+    """The text with every string and number token replaced by one placeholder each."""
+    import re
+
+    # strings left to right, each whole; a key (followed by ':') stays as it is
+    text = re.sub(r'"(?:[^"\\]|\\.)*"(:?)', lambda m: m.group(0) if m.group(1) else "S", text)
+    return re.sub(r"(?<![\w\"])-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?", "N", text)
+
+
+def test_both_engines_write_the_same_golden_layout_and_values(node, repo_root):
+    import subprocess
+
+    from reference.golden import dumps
+
+    example = {
+        "z": [1.5, -0.0, 0, math.nan, math.inf, -math.inf, 1e-300, 123456789012345680000.0, 0.1],
+        "a": {"nested": [[1, 2], [3]], "empty": {}, "none": [], "text": "caf\u00e9 \"q\"", "flags": [True, False, None]},
+        "m": [{"b": 2, "a": 1}, [], "s"],
+    }
+    port = subprocess.run([str(node), "--input-type=module", "-e", GOLDEN_TEXT_JS], cwd=repo_root,
+                          capture_output=True, text=True, encoding="utf-8")
+    assert port.returncode == 0, port.stderr
+    ref = dumps(example)
+    assert _layout(port.stdout) == _layout(ref)
+    as_doubles = {"parse_int": float}  # numbers read as doubles, as the port and the runner read them
+    assert json.loads(port.stdout, **as_doubles) == json.loads(ref, **as_doubles)  # "NaN" etc. are strings
+    assert '"NaN", "Infinity", "-Infinity"' in port.stdout and ", -0.0, " in port.stdout and ", -0.0, " in ref
