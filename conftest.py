@@ -1,4 +1,5 @@
-"""Shared fixtures: where the checkout is, and the Node 24 that runs the port."""
+"""Fixtures shared by the tests (tests/) and the benchmarks (bench/): where the checkout is, and the
+Node 24 that runs the port."""
 
 import os
 from pathlib import Path
@@ -8,8 +9,8 @@ import pytest
 
 @pytest.fixture(scope="session")
 def repo_root():
-    """The checkout (the directory above tests/), which holds cases/, golden/, port_ts/."""
-    return Path(__file__).resolve().parent.parent
+    """The checkout, which holds cases/, golden/, port_ts/."""
+    return Path(__file__).resolve().parent
 
 
 @pytest.fixture(scope="session")
