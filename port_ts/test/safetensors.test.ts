@@ -99,7 +99,7 @@ test("damage is named: short, header past the end, not JSON, offsets, unknown te
 type HeaderPart = string | { hex: string };
 interface Hostile {
   what: string; bytes_hex?: string; length?: string; header?: string; header_parts?: HeaderPart[]; data_hex?: string;
-  error?: string; error_starts?: string; names?: string[]; metadata?: Record<string, unknown>;
+  error?: string; error_starts?: string; names?: string[]; metadata?: unknown;
   tensors?: Record<string, { shape?: number[]; values?: (number | string)[]; error?: string }>;
 }
 
