@@ -1,14 +1,13 @@
 // The port's fast verification, for mutation testing (docs/faults.md, "Mutation testing"):
 //   node mutation/check.ts [--all]
-// runs the port in-process on every forward and gradcheck case of cases/attention and on the
-// training runs train.alignment and train.vit (not the 600-step reversal, 3 s: too slow to run once
-// per mutant), on the pretrained cases when MUTATION_MODEL_DIR names the model's directory,
-// serialises each document as the
-// command line writes it (golden.ts's dumps), and compares it with its
-// committed golden (golden/attention/port, which equals the reference's fresh output) by the
-// runner's rule: |port - golden| <= 1e-6 * (1 + |golden|), NaN matching nothing, infinities only
-// themselves, shapes, dtypes, names, digests and the metadata (schema version, engine, generator,
-// the echoed case) exactly. Exit 0 when every case agrees, 1 at the
+// runs the port in-process on every forward and gradcheck case of cases/attention, on the
+// training runs train.alignment and train.vit (not the 600-step reversal, 3 s: too slow to run
+// once per mutant) and on the pretrained cases when MUTATION_MODEL_DIR names the model's
+// directory, serialises each document as the command line writes it (golden.ts's dumps), and
+// compares it with its committed golden (golden/attention/port, which equals the reference's
+// fresh output) by the runner's rule: |port - golden| <= 1e-6 * (1 + |golden|), NaN matching
+// nothing, infinities only themselves, shapes, dtypes, names, digests and the metadata (schema
+// version, engine, generator, the echoed case) exactly. Exit 0 when every case agrees, 1 at the
 // first that does not (or that throws): Stryker's command runner counts a mutant killed on a
 // non-zero exit. --all keeps going and lists every disagreeing case. Under Stryker, a case whose
 // path never reached the active mutant in the dry run is not run (coverage.ts).

@@ -37,10 +37,18 @@ export const activeMutant: string | undefined = process.env.__STRYKER_ACTIVE_MUT
 /** True when the dry run recorded coverage for `check` and the active mutant is neither reached
  *  by it nor on the import path: running `check` cannot kill the mutant. */
 export function cannotReach(check: string): boolean {
-  if (activeMutant === undefined || !existsSync(FILE)) return false;
-  const coverage = JSON.parse(readFileSync(FILE, "utf8")) as CoverageFile;
+  if (activeMutant === undefined) return false;
+  const coverage = recorded();
+  if (coverage === null) return false;
   if (!(check in coverage) || (coverage.static ?? []).includes(activeMutant)) return false;
   return !coverage[check].includes(activeMutant);
+}
+
+let readOnce: CoverageFile | null | undefined; // a mutant run reads the dry run's file once, not per check
+
+function recorded(): CoverageFile | null {
+  if (readOnce === undefined) readOnce = existsSync(FILE) ? JSON.parse(readFileSync(FILE, "utf8")) as CoverageFile : null;
+  return readOnce;
 }
 
 /** From now on, outside a mutant run, counts what is reached under `check` (undefined: under no
