@@ -16,7 +16,6 @@ import sys
 import time
 import traceback
 
-
 from . import golden
 from .case_config import CaseError
 from .cases import run_case_with_states

@@ -6,8 +6,7 @@ import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { CaseError, floatArray, get, intArray, shape } from "../src/caseConfig.ts";
-import { runCase, type CaseSpec } from "../src/cases.ts";
-import { runCaseWithStates } from "../src/cases.ts";
+import { runCase, runCaseWithStates, type CaseSpec } from "../src/cases.ts";
 
 /** A validator for assert.throws: a CaseError whose message matches. */
 function caseError(pattern: RegExp): (err: unknown) => boolean {
