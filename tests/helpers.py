@@ -36,3 +36,23 @@ def keep_run(root, argv, specs, cache_dir, extra=None, timeout=900):
     assert set(statuses) == {s["id"] for s in specs}, "the engine did not report every case"
     (cache_dir / "statuses.json").write_text(json.dumps(statuses))
     return shlex.join([sys.executable, "-m", "verify.cached_engine", str(cache_dir), "--", *map(str, argv)])
+
+
+CLOSING = ("=== ", "where to start: ", "short summary:", "note: ", "unused golden", "timings (", "reports: ", "tolerance: ")
+
+
+def split_output(stdout):
+    """(the cases' blocks as printed while the run went, sorted: each case's line and its indented
+    lines; the closing section without its `reports:` line). The cases are printed as their
+    verdicts arrive, so only their set is stable; `verify show` prints them in catalogue order."""
+    lines = stdout.splitlines()
+    end = next((n for n, line in enumerate(lines) if line.startswith(CLOSING)), len(lines))
+    blocks, current = [], []
+    for line in lines[:end]:
+        if line.startswith(("PASS ", "FAIL ", "NOT RUN ")) and current:
+            blocks.append("\n".join(current))
+            current = []
+        current.append(line)
+    if current:
+        blocks.append("\n".join(current))
+    return sorted(blocks), [line for line in lines[end:] if not line.startswith("reports: ")]

@@ -102,8 +102,9 @@ def test_an_extra_case_without_goldens_fails_with_the_regen_hint(verify_run, rep
     (directory / "masked_softmax.json").write_text(json.dumps({"cases": doc["cases"] + [extra]}))
     proc = run_verify(repo_root, "attention", "--cases-dir", directory, "--golden-dir", goldens)
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    line = next(l for l in proc.stdout.splitlines() if "masked_softmax.extra_unknown.json is missing" in l)
-    assert "run `verify regen attention`" in line
+    assert any("masked_softmax.extra_unknown.json is missing" in l for l in proc.stdout.splitlines())
+    assert ("what to do (new case): a case without goldens yet: `verify regen attention --case masked_softmax.extra_unknown` "
+            "writes them") in proc.stdout
 
 
 def test_node_missing_end_to_end_is_one_line(repo_root, cases_dir, goldens, tmp_path):  # noqa: F811

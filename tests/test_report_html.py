@@ -135,3 +135,42 @@ def test_a_training_run_shows_both_loss_curves_and_the_weights(chromium, trainin
     assert _png_pixels(shot)[2] > 50
     if os.environ.get("VERIFY_KEEP_SCREENSHOTS"):
         shutil.copy(shot, os.environ["VERIFY_KEEP_SCREENSHOTS"])
+
+
+@pytest.fixture(scope="module")
+def folded_html(repo_root, tmp_path_factory):
+    """A passing report of more cases than OPEN_ALL_UP_TO, so that the passing ones are folded."""
+    tmp = tmp_path_factory.mktemp("folded")
+    cases = [c for f in sorted((repo_root / "cases" / "attention").glob("*.json"))
+             for c in json.loads(f.read_text())["cases"] if c["op"] in ("masked_softmax", "dot_product_attention")]
+    (tmp / "cases").mkdir()
+    (tmp / "cases" / "some.json").write_text(json.dumps({"cases": cases}))
+    golden = tmp / "golden" / "attention"
+    regen = run_verify(repo_root, "regen", "attention", "--cases-dir", tmp / "cases", "--golden-dir", golden, timeout=300)
+    assert regen.returncode == 0, regen.stdout + regen.stderr
+    page = tmp / "folded.html"
+    proc = run_verify(repo_root, "attention", "--cases-dir", tmp / "cases", "--golden-dir", golden, "--html", page)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return page, [c["id"] for c in cases]
+
+
+def test_a_link_to_a_folded_case_opens_it(chromium, folded_html, tmp_path):
+    from verify.html import OPEN_ALL_UP_TO
+    page, ids = folded_html
+    assert len(ids) > OPEN_ALL_UP_TO
+    target = ids[-1]
+    profile = tmp_path / "profile-anchor"
+    profile.mkdir()
+    url = page.resolve().as_uri() + f"#case-{target}"
+    dom = subprocess.run([chromium, *FLAGS, f"--user-data-dir={profile}", "--dump-dom", url],
+                         capture_output=True, text=True, timeout=120).stdout
+    opened = re.search(rf'<details[^>]*id="case-{re.escape(target)}"[^>]*>', dom)
+    assert opened and " open" in opened.group(0), "the linked case stays folded"
+    others = re.search(rf'<details[^>]*id="case-{re.escape(ids[0])}"[^>]*>', dom)
+    assert others and " open" not in others.group(0)
+    shot = tmp_path / "anchor.png"
+    profile2 = tmp_path / "profile-anchor-shot"
+    profile2.mkdir()
+    subprocess.run([chromium, *FLAGS, f"--user-data-dir={profile2}", f"--screenshot={shot}", "--window-size=1280,900", url],
+                   capture_output=True, text=True, timeout=120)
+    assert _png_pixels(shot)[2] > 20, "the page at the case's anchor is (nearly) blank"

@@ -9,6 +9,7 @@ import xml.etree.ElementTree as ET
 import numpy as np
 import pytest
 
+from helpers import split_output
 from test_runner import (cases_dir, case_ids, goldens, mutated_port, run_verify, schemas,  # noqa: F401 (fixtures)
                          session_goldens)
 from verify import views
@@ -73,7 +74,7 @@ def test_the_reports_point_at_the_right_tensor_and_index(failing_run, session_go
 def test_show_re_renders_the_failing_report_and_selects_cases(failing_run, repo_root, tmp_path):
     proc, report, paths = failing_run
     shown = run_verify(repo_root, "show", paths["json"])
-    assert shown.returncode == 1 and shown.stdout == proc.stdout
+    assert shown.returncode == 1 and split_output(shown.stdout) == split_output(proc.stdout)
     one = run_verify(repo_root, "show", paths["json"], "--case", "masked_softmax.lens_1d", "--html", tmp_path / "one.html",
                      "--junit", tmp_path / "one.xml")
     assert one.returncode == 1
@@ -138,7 +139,8 @@ def test_axis_names():
     assert axis_names("transformer", "dec.blk0.cross_weights", 4) == ["batch", "head", "query", "key"]
     assert axis_names("masked_softmax", "out", 4) == ["batch", "head", "query", "key"]
     assert axis_names("train_alignment", "loss", 1) == ["step"]
-    assert axis_names("linear", "out", 2) is None  # unknown: bare indices
+    assert axis_names("linear", "out", 2) == ["row", "feature"]
+    assert axis_names("no_such_op", "thing", 2) is None  # undeclared: bare indices
     assert label([1, 2], None) == "(1, 2)" and label([4], None) == "(4,)"
 
 

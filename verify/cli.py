@@ -18,13 +18,13 @@ import sys
 import tempfile
 from pathlib import Path
 
-from . import catalogue, diff, engines, export, faults, goldens, html, junit, suite, verdict
+from . import advice, catalogue, diff, engines, export, faults, goldens, html, junit, suite, verdict
 from . import inspect as inspect_cmd  # not `import inspect`: that would shadow the standard library's
 from .compare import DEFAULT_TOL
 from .documents import DocumentError, Schemas, read
 from .errors import EXIT_INPUT, EXIT_MISMATCH, EXIT_PASS, InputError
 from .progress import Progress
-from .report import Style, dumps, render
+from .report import Style, case_line, case_lines, closing_lines, dumps, render
 from .timings import Timings
 
 SUITES = ("attention",)
@@ -63,7 +63,8 @@ def _jobs(text):
     return value
 
 
-DEFAULT_REPORT = "reports/verify-{suite}.json"
+DEFAULT_REPORT = "reports/verify-{suite}.json"  # the last full run's report
+SUBSET_REPORT = "reports/verify-{suite}.subset.json"  # the last run with --case: a full run's report is kept
 
 
 def _outputs(p):
@@ -95,8 +96,10 @@ def _common(p, with_tol=True):
     p.add_argument("--timeout", type=_positive, default=engines.DEFAULT_TIMEOUT, metavar="SECONDS",
                    help=f"stop an engine that runs longer than this (default {engines.DEFAULT_TIMEOUT:g})")
     p.add_argument("--jobs", type=_jobs, default=2, metavar="N",
-                   help="engine processes at once: 1 runs reference then port, 2 (default) both together, "
-                        "4 or more also splits each engine's cases over N/2 processes")
+                   help="engine processes running at once (default 2); one work queue hands each process a "
+                        "bundle of cases, the long ones first, so an engine may run several processes one after "
+                        "another (docs/runner.md, Scheduling); 1: one reference process, then one port process, "
+                        "then the replay")
     p.add_argument("--golden-dir", type=Path, metavar="DIR",
                    help="read (or regenerate) goldens in DIR/reference and DIR/port instead of golden/<suite>")
     p.add_argument("--cases-dir", type=Path, metavar="DIR",
@@ -240,16 +243,17 @@ def _write(path, text, what):
 
 
 def _write_outputs(args, report, timings, out, json_paths=()):
-    """The JSON report (to each of json_paths), then --html and --junit, each timed."""
+    """The JSON report (to each of json_paths), then --html and --junit, each timed; each with the
+    timings so far (a saved report being shown again keeps its own)."""
     for target in json_paths:
         with timings.section("report: json"):
             _write(target, dumps(dict(report, timings=timings.to_dict())), "JSON report")
     if args.html:
         with timings.section("report: html"):
-            _write(args.html, html.dumps(report), "HTML report")
+            _write(args.html, html.dumps(dict(report, timings=report.get("timings") or timings.to_dict())), "HTML report")
     if args.junit:
         with timings.section("report: junit"):
-            _write(args.junit, junit.dumps(report), "JUnit XML")
+            _write(args.junit, junit.dumps(dict(report, timings=report.get("timings") or timings.to_dict())), "JUnit XML")
 
 
 def _policy(args):
@@ -266,21 +270,26 @@ def cmd_verify(args, out):
             print(f"{case.id:<48} {case.kind:<8} {case.op:<28} {project.display(case.file)}", file=out)
         return EXIT_PASS
     engine_list = engines.engines_of(project.root, args)
-    progress = Progress(out)
+    progress, style = Progress(out), Style(out)
     previous = project.root / DEFAULT_REPORT.format(suite=args.suite)  # its per-case seconds order the work
+    tol = args.tol
+
+    def on_case(entry):  # each case's verdict as soon as it is known, in a log as on a terminal
+        progress.print_lines(case_lines(entry, style, tol))
+
     try:
         report = suite.run(project.context(args.timeout), selected, {c.id for c in every}, engine_list,
                            _policy(args), check_unused=not args.case, jobs=args.jobs, progress=progress,
-                           timings=timings, previous_report=previous)
+                           timings=timings, previous_report=previous, on_case=on_case)
     finally:
         progress.clear()
-    with timings.section("report: terminal"):
-        lines = render(report, Style(out))
-    json_paths = [project.root / DEFAULT_REPORT.format(suite=args.suite)] + ([args.report] if args.report else [])
+    main_report = project.root / (SUBSET_REPORT if args.case else DEFAULT_REPORT).format(suite=args.suite)
+    json_paths = [main_report] + ([args.report] if args.report else [])
     _write_outputs(args, report, timings, out, json_paths)
     report["timings"] = timings.to_dict()
-    if args.timings:
-        lines = render(report, Style(out), timings=True)
+    written = [project.display(p) for p in json_paths + [p for p in (args.html, args.junit) if p]]
+    with timings.section("report: terminal"):
+        lines = closing_lines(report, style, timings=args.timings, written=written)
     for line in lines:
         print(line, file=out)
     return EXIT_PASS if report["passed"] else EXIT_MISMATCH
@@ -293,11 +302,12 @@ def cmd_regen(args, out):
     project = Project(args, args.suite)
     every, selected = project.cases(args.case)
     policy = _policy(args)
-    progress, kept = Progress(out), {}
+    progress, kept, style = Progress(out), {}, Style(out)
     try:
         report = suite.run(project.context(args.timeout), selected, {c.id for c in every},
                            engines.engines_of(project.root, args), policy, check_unused=False, jobs=args.jobs,
-                           progress=progress, keep=kept)
+                           progress=progress, keep=kept,
+                           on_case=lambda entry: progress.print_lines([case_line(entry, style)]))
     finally:
         progress.clear()
     problems, disagree, fresh_files = [], [], {}
@@ -314,19 +324,21 @@ def cmd_regen(args, out):
             fresh_files.setdefault(f.engine_name, {})[entry["id"]] = f.bytes
         without_goldens = verdict.decide(json.loads(json.dumps(entry)), policy, include_goldens=False)
         if not without_goldens["passed"]:
-            disagree.append((entry["id"], without_goldens["failures"]))
+            disagree.append((entry["id"], without_goldens["failures"], advice.situation(entry)))
     if problems:
         for p in problems:
             print(f"error: {p}", file=out)
         print(f"nothing written: {len(problems)} engine error(s); fix them, then regenerate", file=out)
         return EXIT_MISMATCH
     if disagree and not args.force:
-        for case_id, why in disagree:
+        for case_id, why, found in disagree:
             print(f"engines disagree: {case_id}: {'; '.join(why[:3])}" + (f" and {len(why) - 3} more" if len(why) > 3 else ""),
                   file=out)
-        print(f"nothing written: {len(disagree)} case(s) fail the verdict of `verify {args.suite}` whatever their goldens; "
-              f"see `verify {args.suite} --case {disagree[0][0]}` and fix the engine that is wrong, or pass --force to "
-              "write them anyway", file=out)
+            if found:
+                print(f"  what to do ({found[0]}): {found[1]}", file=out)
+        print(f"nothing written: {len(disagree)} case(s) fail the verdict of `verify {args.suite}` whatever their goldens "
+              f"(the first: `verify {args.suite} --case {disagree[0][0]}`); --force writes them anyway, as they are",
+              file=out)
         return EXIT_MISMATCH
     plan = goldens.plan(project.golden_dir, fresh_files, {c.id for c in every})
     changed = any(c.added or c.changed or c.removed for c, _, _ in plan.values())
@@ -351,7 +363,7 @@ def cmd_regen(args, out):
         print(f"note: {project.display(path)} is left over from an interrupted regeneration; the goldens were "
               "never touched by it and it can be deleted", file=out)
     if disagree:
-        print(f"written with --force although these cases fail: {', '.join(c for c, _ in disagree)}", file=out)
+        print(f"written with --force although these cases fail: {', '.join(c for c, _, _ in disagree)}", file=out)
     return EXIT_PASS
 
 

@@ -3,7 +3,9 @@
 Rule (docs/runner.md): an element passes when |actual - expected| <= tol * (1 + |expected|), that
 is torch.testing.assert_close with atol = rtol = tol. Non-finite values are never "close" by
 arithmetic: an infinity matches only the same infinity, and NaN matches nothing, not even NaN (a
-NaN in both engines is reported as such and fails).
+NaN in both engines is reported as such and fails); the mismatches that involve a non-finite value
+are counted apart and come first in every headline. Integer tensors (token ids, labels, counts)
+are compared exactly: how many differ and where, never a ULP or relative figure.
 
 "expected" is the reference engine (or the committed golden), "actual" the port (or the fresh
 output); the side labels say which, so messages can name the side that differs.
@@ -49,6 +51,8 @@ class TensorResult:
     max_rel: float = None
     max_rel_index: tuple = None
     max_ulp: int = None
+    nonfinite: int = 0  # mismatched elements where a side is NaN or infinite
+    nonfinite_index: tuple = None  # the first of them
     nan: dict = field(default_factory=dict)
     inf: dict = field(default_factory=dict)
     samples: list = field(default_factory=list)  # [{"index", "expected", "actual"}]
@@ -70,6 +74,8 @@ class TensorResult:
             "max_rel": self.max_rel,
             "max_rel_index": _list(self.max_rel_index),
             "max_ulp": self.max_ulp,
+            "nonfinite": self.nonfinite,
+            "nonfinite_index": _list(self.nonfinite_index),
             "nan": dict(self.nan),
             "inf": dict(self.inf),
             "samples": [dict(s, index=list(s["index"])) for s in self.samples],
@@ -136,12 +142,20 @@ def compare_tensor(name, role, expected, actual, tol, sides=("reference", "port"
         return result
 
     e, a = expected.values.astype(np.float64), actual.values.astype(np.float64)
-    ok = close(a, e, tol)
+    integers = expected.dtype == "int64"
+    ok = (a == e) if integers else close(a, e, tol)
     result.mismatched = int(ok.size - np.count_nonzero(ok))
     result.passed = result.mismatched == 0
     result.nan = {exp_label: int(np.isnan(e).sum()), act_label: int(np.isnan(a).sum())}
     result.inf = {exp_label: int(np.isinf(e).sum()), act_label: int(np.isinf(a).sum())}
-    _fill_figures(result, e, a, tol)
+    if integers:
+        _fill_integer_figures(result, e, a)
+    else:
+        _fill_figures(result, e, a, tol)
+        nonfinite = np.flatnonzero(~ok & ~(np.isfinite(e) & np.isfinite(a)))
+        result.nonfinite = int(nonfinite.size)
+        if nonfinite.size:
+            result.nonfinite_index = _unravel(nonfinite[0], e.shape)
     both_nan = np.isnan(e) & np.isnan(a)
     if both_nan.any():
         first = _unravel(np.flatnonzero(both_nan)[0], e.shape)
@@ -151,6 +165,16 @@ def compare_tensor(name, role, expected, actual, tol, sides=("reference", "port"
             index = _unravel(flat, e.shape)
             result.samples.append({"index": index, "expected": float(e.flat[flat]), "actual": float(a.flat[flat])})
     return result
+
+
+def _fill_integer_figures(result, e, a):
+    """Integers: the greatest |difference| (exact: the values are below 2**53) at its index, nothing
+    allowed; no relative or ULP figure (they mean nothing for a token id)."""
+    if e.size == 0:
+        return
+    diff = np.abs(a - e)
+    i = int(np.argmax(diff))
+    result.max_abs, result.max_abs_index, result.allowed_at_max_abs = float(diff.flat[i]), _unravel(i, e.shape), 0.0
 
 
 def _fill_figures(result, e, a, tol):

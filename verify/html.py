@@ -12,7 +12,7 @@ import json
 import math
 
 from .axes import label
-from .report import Style, case_lines, jsonable
+from .report import Style, explanation, jsonable
 
 OPEN_ALL_UP_TO = 12  # cases; larger reports fold the passing ones
 
@@ -101,6 +101,14 @@ SCRIPT = r"""
     cv.addEventListener('mouseleave', () => { tip.style.display='none'; });
   });
   document.body.dataset.heatmapsDrawn = String(document.querySelectorAll('canvas.heatmap[data-drawn="1"]').length);
+  // A link to a case (report.html#case-<id>) opens that case, folded or not, and brings it into view.
+  function openTarget(){
+    const id = decodeURIComponent(location.hash.slice(1));
+    const el = id && document.getElementById(id);
+    if (el && el.tagName === 'DETAILS') { el.open = true; el.scrollIntoView(); }
+  }
+  window.addEventListener('hashchange', openTarget);
+  openTarget();
 })();
 """
 
@@ -307,7 +315,7 @@ def _case(case, tol, open_, slices):
     verdict = "PASS" if case["passed"] else "FAIL"
     cls = "pass" if case["passed"] else "fail"
     goldens = ", ".join(f"{n} {d['label']}" for n, d in case["golden_details"].items())
-    text = "\n".join(case_lines(case, _Plain(), tol))
+    text = "\n".join(explanation(case, _Plain(), tol))
     return (f'<details class="case" data-verdict="{verdict}" id="case-{_e(case["id"])}" data-case-id="{_e(case["id"])}"'
             f'{" open" if open_ else ""}><summary><h2 style="display:inline"><span class="{cls}">{verdict}</span> '
             f'{_e(case["kind"])} <code>{_e(case["id"])}</code></h2> {_e(case.get("status") or "")} — goldens: {_e(goldens)}</summary>'

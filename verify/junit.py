@@ -4,7 +4,7 @@ failing case carrying the terminal explanation; unused goldens are one more fail
 
 import xml.etree.ElementTree as ET
 
-from .report import Style, case_lines
+from .report import Style, explanation
 
 
 class _Plain(Style):
@@ -26,7 +26,9 @@ def dumps(report):
     cases = report["cases"]
     unused = report.get("unused_goldens") or []
     failures = sum(not c["passed"] for c in cases) + (1 if unused else 0)
-    total_time = sum(_seconds(c) for c in cases)
+    # The suite's time is the run's wall time: the engines run in parallel, so the sum of the cases'
+    # engine seconds overstates it (a report without timings falls back to that sum).
+    total_time = (report.get("timings") or {}).get("total") or sum(_seconds(c) for c in cases)
     root = ET.Element("testsuites", name=f"verify {suite}", tests=str(len(cases) + (1 if unused else 0)),
                       failures=str(failures), errors="0", time=f"{total_time:.3f}")
     node = ET.SubElement(root, "testsuite", name=f"verify.{suite}", tests=root.get("tests"),
@@ -45,7 +47,7 @@ def dumps(report):
             ET.SubElement(ET.SubElement(tc, "properties"), "property", name="status", value=case["status"])
         if not case["passed"]:
             failure = ET.SubElement(tc, "failure", message=_headline(case, report["tolerance"]), type="mismatch")
-            failure.text = "\n".join(case_lines(case, plain, report["tolerance"])) + "\n"
+            failure.text = "\n".join(explanation(case, plain, report["tolerance"])) + "\n"
     if unused:
         tc = ET.SubElement(node, "testcase", classname=f"{suite}.goldens", name="unused goldens", time="0")
         failure = ET.SubElement(tc, "failure", message=f"{len(unused)} golden(s) of no case; run `verify regen {suite}`",

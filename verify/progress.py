@@ -1,6 +1,7 @@
 """A one-line progress display for long runs (training cases take most of the time): per engine,
-cases done / total, rewritten in place with a carriage return. Shown only when the stream is a
-terminal; otherwise every call does nothing, so logs and pipes stay clean."""
+cases done / total, rewritten in place with a carriage return, shown only when the stream is a
+terminal; and whole lines (each case's verdict as it is known) printed above it, on a terminal and
+in a log alike."""
 
 import threading
 import time
@@ -45,6 +46,21 @@ class Progress:
             self._width = len(text)
             self.stream.write("\r" + text + " " * pad)
             self.stream.flush()
+
+    def print_lines(self, lines):
+        """Print whole lines (a case's verdict as soon as it is known) above the progress line: on a
+        terminal the line is erased first and drawn again after; elsewhere the lines are written and
+        flushed at once, so a CI log shows progress."""
+        if self.stream is None:
+            return
+        with self._lock:
+            if self.on and self._width:
+                self.stream.write("\r" + " " * self._width + "\r")
+                self._width = 0
+            for line in lines:
+                self.stream.write(line + "\n")
+            self.stream.flush()
+        self._draw(force=True)
 
     def clear(self):
         """Erase the line before the report is printed."""

@@ -6,6 +6,7 @@ import json
 import math
 import os
 
+from . import advice, ops
 from .axes import label
 
 NON_FINITE_TEXT = {"NaN", "Infinity", "-Infinity"}
@@ -64,17 +65,29 @@ def _compared(case):
     return shown + list((case.get("evaluation") or {}).get("tensors", []))
 
 
+def _headline_figures(tensors):
+    """(worst |diff|, worst ULP) over the tensors; NaN when an element is NaN on one side (or both)
+    or infinite on one side only, as torch.testing reports it: a non-finite mismatch comes first."""
+    for t in tensors:
+        if t.get("nonfinite") or (t["message"] or "").startswith("NaN in both"):
+            return math.nan, math.nan
+    return _worst([t["max_abs"] for t in tensors]), _worst([t["max_ulp"] for t in tensors])
+
+
 def case_line(case, style):
-    verdict = style.good("PASS") if case["passed"] else style.bad("FAIL")
-    tensors = _compared(case)
-    worst_abs = _worst([t["max_abs"] for t in tensors])
-    worst_ulp = _worst([t["max_ulp"] for t in tensors])
+    if case.get("status") == "not run":
+        verdict = style.bad("NOT RUN")
+    else:
+        verdict = style.good("PASS") if case["passed"] else style.bad("FAIL")
+    worst_abs, worst_ulp = _headline_figures(_compared(case))
     golden = ", ".join(f"{role} {d['label']}" for role, d in case["golden_details"].items())
     if isinstance(worst_ulp, int) and worst_ulp > 99999:
         worst_ulp = float(worst_ulp)  # shown as 4.6e+18, not 19 digits
     status = case.get("status") or ("passed" if case["passed"] else "failed")
+    if status == "not run":
+        return f"{verdict} {case['kind']:<8} {case['id']:<44} not run: {case['errors'][0] if case['errors'] else ''}"
     return (
-        f"{verdict} {case['kind']:<8} {case['id']:<44} {status:<20} max|diff| {_num(worst_abs):>8}  "
+        f"{verdict} {case['kind']:<8} {case['id']:<44} {status:<21} max|diff| {_num(worst_abs):>8}  "
         f"max ULP {_num(worst_ulp, '.1e'):>4}  goldens: {golden}"
     )
 
@@ -91,15 +104,29 @@ def tensor_block(t, tol):
     if t["message"] and t["max_abs"] is None and t["mismatched"] == t["total"] and not t["samples"]:
         return [head, f"    {t['message']}"]
     total = t["total"] or 1
-    lines = [
-        head,
-        f"    Mismatched elements: {t['mismatched']} / {t['total']} ({100.0 * t['mismatched'] / total:.1f}%)",
-        f"    Greatest absolute difference: {_num(t['max_abs'], '.6g')} at index {label(t['max_abs_index'], axes)}"
-        f" (up to {_num(t['allowed_at_max_abs'], '.3g')} allowed)",
-        f"    Greatest relative difference: {_num(t['max_rel'], '.6g')} at index {label(t['max_rel_index'], axes)}"
-        f" (rule: |{actual} - {expected}| <= {tol:g} * (1 + |{expected}|))",
-        f"    Greatest ULP distance: {_num(t['max_ulp'])}",
-    ]
+    nonfinite = t.get("nonfinite") or 0
+    mismatched = f"    Mismatched elements: {t['mismatched']} / {t['total']} ({100.0 * t['mismatched'] / total:.1f}%)"
+    if t["dtype"] == "int64":  # integers are compared exactly: no relative or ULP figure
+        lines = [head, mismatched + ", compared exactly (integers)"]
+        if t["samples"]:
+            s = t["samples"][0]
+            lines.append(f"    First difference at index {label(s['index'], axes)}: {expected} {_int(s['expected'])}, "
+                         f"{actual} {_int(s['actual'])}; greatest |difference| {_num(_int(t['max_abs']))}")
+    else:
+        lines = [head, mismatched + (f", {nonfinite} of them non-finite" if nonfinite else "")]
+        if nonfinite:
+            first = next((s for s in t["samples"] if list(s["index"]) == list(t["nonfinite_index"])), None)
+            shown = f": {expected} {_num(first['expected'], 'r')}, {actual} {_num(first['actual'], 'r')}" if first else ""
+            lines.append(f"    Greatest absolute difference: NaN at index {label(t['nonfinite_index'], axes)}{shown}; "
+                         f"among the finite elements {_num(t['max_abs'], '.6g')} at index {label(t['max_abs_index'], axes)}")
+        else:
+            lines.append(f"    Greatest absolute difference: {_num(t['max_abs'], '.6g')} at index {label(t['max_abs_index'], axes)}"
+                         f" (up to {_num(t['allowed_at_max_abs'], '.3g')} allowed)")
+        lines += [
+            f"    Greatest relative difference: {_num(t['max_rel'], '.6g')} at index {label(t['max_rel_index'], axes)}"
+            f" (rule: |{actual} - {expected}| <= {tol:g} * (1 + |{expected}|))",
+            f"    Greatest ULP distance: {_num(t['max_ulp'])}" + (" (over the finite elements)" if nonfinite else ""),
+        ]
     if t["samples"]:
         lines.append(f"    first mismatches, {expected} (expected) vs {actual} (actual):")
         for s in t["samples"]:
@@ -107,10 +134,15 @@ def tensor_block(t, tol):
                      for v in (s["expected"], s["actual"])]
             lines.append(f"      at {label(s['index'], axes)}: {_num(shown[0], 'r')} vs {_num(shown[1], 'r')}")
     counts = lambda kind: ", ".join(f"{side} {t[kind].get(side, 0)}" for side in (expected, actual))  # noqa: E731
-    lines.append(f"    NaN: {counts('nan')}; Inf: {counts('inf')}")
+    if t["dtype"] != "int64":
+        lines.append(f"    NaN: {counts('nan')}; Inf: {counts('inf')}")
     if t["message"]:
         lines.append(f"    {t['message']}")
     return lines
+
+
+def _int(v):
+    return int(v) if isinstance(v, float) and v.is_integer() else v
 
 
 def _growth(run):
@@ -224,11 +256,15 @@ def decode_lines(case, style):
 
 
 def case_lines(case, style, tol):
-    """Everything the terminal says about one case."""
+    """What the terminal says about one case as soon as its verdict is known: its line and what it
+    showed beyond the tensors (the failure details come in the closing section, failure_lines)."""
+    return [case_line(case, style)] + expectation_lines(case, style)
+
+
+def failure_lines(case, style, tol):
+    """Why a failing case failed: its errors, its failures, the block of every failing tensor, and
+    what to do (verify/advice.py)."""
     lines = [case_line(case, style)]
-    lines += expectation_lines(case, style)
-    if case["passed"]:
-        return lines
     for error in case["errors"]:
         lines.append(f"  {style.bad('error:')} {error}")
     for failure in case.get("failures", []):
@@ -237,7 +273,25 @@ def case_lines(case, style, tol):
     for t in _compared(case) + [t for t in case["tensors"] if t.get("part") == "free_run"]:
         if t.get("status", "failed" if not t["passed"] else "") == "failed" and not t.get("near_tie"):
             lines += tensor_block(t, case.get("tolerance") or tol)
+    found = advice.situation(case)
+    if found:
+        lines.append(f"  what to do ({found[0]}): {found[1]}")
     return lines
+
+
+def explanation(case, style, tol):
+    """Everything about one case in one block (the HTML report, JUnit): its lines, and for a
+    failing case why it failed."""
+    return case_lines(case, style, tol) + (failure_lines(case, style, tol)[1:] if not case["passed"] else [])
+
+
+def _short(case):
+    """One line of the closing summary: the first reason, and the worst figure."""
+    reason = (case.get("failures") or case["errors"] or ["failed"])[0]
+    worst_abs, _ = _headline_figures(_compared(case))
+    figure = f" (max|diff| {_num(worst_abs)})" if worst_abs not in (None, 0) else ""
+    text = f"{reason}{figure}"
+    return text if len(text) <= 180 else text[:177] + "..."
 
 
 def timing_lines(timings):
@@ -248,7 +302,8 @@ def timing_lines(timings):
     for name, e in timings["engines"].items():
         start = "-" if e["startup"] is None else f"{e['startup']:.2f} s"
         lines.append(f"  engine {name:<10} wall {e['wall']:7.2f} s  start-up {start:>8}  cases {e['cases']:7.2f} s"
-                     f"  ({e['processes']} process{'es' if e['processes'] != 1 else ''})")
+                     f"  ({e['processes']} process{'es' if e['processes'] != 1 else ''} in turn"
+                     + (f", at most {timings['jobs']} of all engines at once)" if timings.get("jobs") else ")"))
     for name, seconds in timings["sections"].items():
         share = f"  ({100.0 * seconds / timings['total']:.0f} % of the wall)" if name == "runner's own work" and timings["total"] else ""
         lines.append(f"  {name:<30} {seconds:7.2f} s{share}")
@@ -260,16 +315,41 @@ def timing_lines(timings):
     return lines
 
 
-def render(report, style, timings=False):
-    """The terminal text of a report, as a list of lines; the last is `N passed, M failed`."""
+def closing_lines(report, style, timings=False, written=()):
+    """What follows the cases: the failing ones explained, primitives first (leaf to root, by the
+    ops' declared uses), where to start, a short summary (one line per failing case), unused goldens,
+    timings, the rule, bit identity, and last `N passed, M failed`."""
     lines = []
     tol = report["tolerance"]
-    for case in report["cases"]:
-        lines += case_lines(case, style, tol)
+    decl = ops.declarations(report.get("suite", "attention"))
+    failing = advice.leaf_to_root([c for c in report["cases"] if not c["passed"]], decl)
+    if failing:
+        lines.append(style.bad(f"=== {len(failing)} failing case(s), primitives first ==="))
+        for case in failing:
+            lines += failure_lines(case, style, tol)
+        roots = advice.root_causes([c for c in failing if c.get("status") != "not run"], decl)
+        if roots:
+            op, own, explained = roots[0]
+            more = f", and {len(explained)} of the others use it" if explained else ""
+            lines.append(f"where to start: {len(failing)} case(s) fail; {op} fails on its own{more}: start there "
+                         f"(verify {report.get('suite', 'attention')} --case {own[0]['id']})")
+            for op, own, explained in roots[1:]:
+                lines.append(f"  also failing on its own: {op} ({len(own)} case(s){f', used by {len(explained)}' if explained else ''})")
+        lines.append("short summary:")
+        for case in failing:
+            lines.append(f"{style.bad('NOT RUN' if case.get('status') == 'not run' else 'FAILED')} {case['kind']:<8} "
+                         f"{case['id']:<44} {_short(case)}")
+    drifting = [c for c in report["cases"] if c["passed"] and (advice.situation(c) or ("",))[0] == advice.DRIFT]
+    if drifting:
+        lines.append(f"note: {len(drifting)} passing case(s) have goldens that differ from their fresh outputs within the "
+                     f"tolerance (or a free run that parted): nothing to do; `verify regen {report.get('suite', 'attention')}` "
+                     "makes them byte-identical")
     for path in report.get("unused_goldens", []):
         lines.append(f"{style.bad('unused golden')} {path}: no case has this id; run `verify regen {report['suite']}` to remove it")
     if timings:
         lines += timing_lines(report.get("timings"))
+    if written:
+        lines.append("reports: " + ", ".join(str(w) for w in written))
     lines.append(style.dim(f"tolerance: |port - reference| <= {tol:g} * (1 + |reference|) per element"
                            + (" (a case may declare its own); --bitwise: anything short of bit identity fails"
                               if report.get("bitwise") else " (a case may declare its own)")))
@@ -280,6 +360,15 @@ def render(report, style, timings=False):
                      f"{s['within_tolerance']} within the tolerance" + (f"; {s['not_run']} not run" if s["not_run"] else ""))
     lines.append(f"{s['passed']} passed, {s['failed']} failed")
     return lines
+
+
+def render(report, style, timings=False):
+    """The terminal text of a report, as a list of lines: every case in catalogue order, then the
+    closing section; the last line is `N passed, M failed`."""
+    lines = []
+    for case in report["cases"]:
+        lines += case_lines(case, style, report["tolerance"])
+    return lines + closing_lines(report, style, timings)
 
 
 def jsonable(value):

@@ -48,11 +48,13 @@ def summary(cases):
 
 
 def run(ctx, selected, all_ids, engines, policy, check_unused, jobs=2, progress=None, timings=None,
-        previous_report=None, reader=None, keep=None):
+        previous_report=None, reader=None, keep=None, on_case=None):
     """Run the engines on the selected cases and build the report dict. progress and timings are
     optional observers (verify/progress.py, verify/timings.py); they change nothing reported.
     reader: a verdict.Reader (verify faults shares one that remembers its kept documents). keep:
-    a dict to fill with {case id: {role: Fresh}} (verify regen writes them as goldens).
+    a dict to fill with {case id: {role: Fresh}} (verify regen writes them as goldens). on_case(entry)
+    is called once per case as soon as its verdict is known (a training case's once its replay
+    is in), so a log shows progress; the report itself is in catalogue order.
 
     The engine processes are scheduled by verify/schedule.py (previous_report: the last JSON
     report, whose per-case seconds order the work). With jobs > 1 a case is judged as soon as
@@ -65,11 +67,23 @@ def run(ctx, selected, all_ids, engines, policy, check_unused, jobs=2, progress=
     to_run = [c for c in selected if c.id not in not_run]
     specs = [c.spec for c in to_run]
     timings = timings or Timings()
+    timings.jobs = jobs
     reader = reader or verdict.Reader(ctx.schemas)
     replays = {c.id: replay_mod.request_entry(c) for c in to_run if c.kind == "training" and replay_mod.segments_of(c)}
     costs = schedule.estimate_costs(specs, previous_report)
     by_id = {c.id: c for c in to_run}
     roles = [e.name for e in engines]
+    told = set()
+
+    def tell(entry):
+        if on_case is not None and entry["id"] not in told:
+            told.add(entry["id"])
+            on_case(entry)
+
+    not_run_entries = {c.id: verdict.decide(verdict.not_run_entry(c, ctx.display, not_run[c.id]), policy)
+                       for c in selected if c.id in not_run}
+    for entry in not_run_entries.values():
+        tell(entry)
     with tempfile.TemporaryDirectory(prefix="verify-") as work:
         sched = schedule.Scheduler(engines, specs, work, ctx.timeout, jobs=jobs, extra=extra, replays=replays,
                                    costs=costs, progress=progress)
@@ -110,6 +124,11 @@ def run(ctx, selected, all_ids, engines, policy, check_unused, jobs=2, progress=
                 no_replay = case_id in reported["reference"] and not (ref_status or {}).get("ok")
                 if case_id in reported[schedule.REPLAY] or no_replay:
                     judge_replay(case, sched.live[schedule.REPLAY])
+            entry = mains.get(case_id, (None, None))[1]
+            if entry is not None and (case_id not in replays or case_id in replay_parts):
+                if case_id in replays:
+                    verdict.add_replay(entry, replay_parts[case_id][1], policy)
+                tell(entry)
 
         overlap = jobs > 1
         timings.add("engines", 0.0)  # listed before the comparisons; the span is added at the end
@@ -147,7 +166,7 @@ def run(ctx, selected, all_ids, engines, policy, check_unused, jobs=2, progress=
         with timings.section("comparison: after the engines"):
             for case in selected:
                 if case.id in not_run:
-                    cases.append(verdict.decide(verdict.not_run_entry(case, ctx.display, not_run[case.id]), policy))
+                    cases.append(not_run_entries[case.id])
                     continue
                 final = tuple(runs[n].statuses.get(case.id) for n in roles)
                 if case.id not in mains or mains[case.id][0] != final:
@@ -161,6 +180,7 @@ def run(ctx, selected, all_ids, engines, policy, check_unused, jobs=2, progress=
                         judge_replay(case, replayed)
                     verdict.add_replay(entry, replay_parts[case.id][1], policy)
                 cases.append(entry)
+                tell(entry)
                 if keep is not None:
                     keep[case.id] = fresh_of[case.id][1]
     unused = []

@@ -34,6 +34,7 @@ class Timings:
         self.families = {}  # op -> {engine: seconds}
         self.started = time.monotonic() - (_process_age() if from_process_start else 0.0)
         self.waiting = 0.0  # seconds the runner spent waiting for engine processes
+        self.jobs = None  # --jobs: engine processes at once
         if from_process_start:
             self.add("runner start-up", time.monotonic() - self.started)
 
@@ -76,4 +77,5 @@ class Timings:
             "sections": {k: round(v, 4) for k, v in sections.items()},
             "engines": self.engines,
             "families": self.families,
+            **({"jobs": self.jobs} if self.jobs else {}),
         }

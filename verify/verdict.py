@@ -37,7 +37,6 @@ PARTED = "parted"  # a free-run output beyond the tolerance: reported, not faile
 FAILED = "failed"
 NOT_RUN = "not run"
 CASE_STATUSES = (BIT_IDENTICAL, WITHIN, FAILED, NOT_RUN)
-REGEN_HINT = "run `verify regen {suite}`"
 ENGINE_NAME_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789_-")
 
 
@@ -175,8 +174,8 @@ def judge(ctx, case, runs, policy, reader, fresh=None):
                                                 required_digests=case.spec.get("expect", {}).get("equal_digests", ()))
     outdated = [f"{g.file} is missing" if g.status == "missing" else f"{g.file} is stale: {g.detail}"
                 for g in golden_checks.values() if g.status in ("stale", "missing")]
-    if outdated:
-        errors.append(f"golden {'; golden '.join(outdated)}; {REGEN_HINT.format(suite=ctx.suite)}")
+    if outdated:  # what to do follows from what else differs (verify/advice.py), not always a regen
+        errors.append(f"golden {'; golden '.join(outdated)}")
     entry = {
         "id": case.id,
         "kind": case.kind,
@@ -214,7 +213,8 @@ def add_replay(entry, replay_part, policy):
 # --- the decision ---------------------------------------------------------------------------------
 
 def _tensor_identical(t):
-    return t["passed"] and t["max_ulp"] == 0 and not any((t.get("nan") or {}).values())
+    exact = t["max_ulp"] == 0 or (t["dtype"] == "int64" and t["message"] is None)  # integers compare exactly
+    return t["passed"] and exact and not any((t.get("nan") or {}).values())
 
 
 def tensor_status(t, bitwise=False):
@@ -233,14 +233,20 @@ def _describe(t):
         return t["message"]
     if t["passed"]:
         return f"{t['total']} elements within the tolerance, max {t['max_ulp']} ULP, not bit-identical"
-    return f"{t['mismatched']} / {t['total']} elements beyond the tolerance"
+    if t["dtype"] == "int64":
+        return f"{t['mismatched']} / {t['total']} integers differ"
+    nonfinite = t.get("nonfinite") or 0
+    return (f"{t['mismatched']} / {t['total']} elements beyond the tolerance"
+            + (f", {nonfinite} of them non-finite (NaN or infinity on one side)" if nonfinite else ""))
 
 
 def decide(entry, policy, include_goldens=True):
     """Set entry's passed, status and failures from its evidence; returns the entry. With
     include_goldens=False the committed goldens do not count (`verify regen` asks whether the
     engines agree, whatever the goldens hold)."""
-    failures = list(entry["errors"]) if include_goldens else [e for e in entry["errors"] if not e.startswith("golden ")]
+    # The engines' own errors first, then what the engines disagree on, then the goldens.
+    failures = [e for e in entry["errors"] if not e.startswith("golden ")]
+    golden_errors = [e for e in entry["errors"] if e.startswith("golden ")] if include_goldens else []
     if entry.get("status") == NOT_RUN:
         entry.update(passed=False, failures=failures or ["not run"])
         return entry
@@ -284,6 +290,7 @@ def decide(entry, policy, include_goldens=True):
                 continue  # named in errors (stale, missing) or by the engine's own error
             if policy.bitwise and (g["status"] == "parted" or (g["status"] == "drift" and g["max_ulp"])):
                 failures.append(f"golden {g['file']}: {g['label']}, not byte-identical (--bitwise)")
+    failures += golden_errors
     entry["passed"] = not failures
     entry["failures"] = failures
     entry["status"] = FAILED if failures else (BIT_IDENTICAL if identical else WITHIN)

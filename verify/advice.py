@@ -1,0 +1,98 @@
+"""What to do about a case, from what differs (docs/runner.md, "What to do"), and where to start when
+many cases fail (the primitive that explains the others, by the ops' declared `uses`).
+
+One situation per decided report entry:
+
+| situation | what differs | advice |
+|---|---|---|
+| engine | an engine failed the case or wrote an unusable document | fix that engine (its message) |
+| reference changed | the engines disagree, the reference no longer matches its own golden, the port still matches its own | the reference changed: make the port follow it if the change is intended, else undo it |
+| port differs | the engines disagree (tensors, replay, evaluation, bands, digests, checks) | fix the port; the case alone: verify attention --case ID |
+| case changed | the engines agree; a golden echoes another version of the case | the catalogue changed: verify regen attention --case ID |
+| both changed | the engines agree; both goldens hold other values | both engines changed together: accept with verify regen (what it writes) |
+| golden stale | the engines agree; one golden holds other values | rewrite it with verify regen (an edited golden) |
+| new case | the engines agree; a golden is missing | verify regen attention --case ID writes it |
+| golden drift | the case passes; an engine's own golden drifts within the tolerance or its free run parted | nothing to do; regen makes it byte-identical |
+"""
+
+from .verdict import FAILED
+
+ENGINE, REFERENCE_CHANGED, PORT_DIFFERS = "engine", "reference changed", "port differs"
+CASE_CHANGED, BOTH_CHANGED, GOLDEN_STALE = "case changed", "both changed", "golden stale"
+NEW_CASE, DRIFT = "new case", "golden drift"
+
+
+def _disagreement(entry):
+    """Evidence that the engines disagree (anything but the goldens and the engines' own errors)."""
+    found = [t for t in entry["tensors"] if t.get("status") == FAILED]
+    found += [c for c in entry["checks"] if not c["passed"] and c.get("required", "always") == "always"]
+    found += [r for r in entry["replay"] if not r["passed"]]
+    evaluation = entry.get("evaluation")
+    if evaluation and (evaluation["error"] or any(t.get("status") == FAILED and not t.get("near_tie")
+                                                  for t in evaluation["tensors"])):
+        found.append(evaluation)
+    return found
+
+
+def _reference_fails_alone(entry):
+    """The reference breaks a check of its own (a gradcheck bound, a quality bar on its run)."""
+    return any(not c["passed"] and c["engine"] == "reference" for c in entry["checks"])
+
+
+def situation(entry):
+    """(situation, advice) of a decided entry, or None when there is nothing to say."""
+    case_id, details = entry["id"], entry["golden_details"]
+    regen = f"verify regen attention --case {case_id}"
+    engine_errors = [e for e in entry["errors"] if not e.startswith("golden ")]
+    if entry.get("status") == "not run":
+        return ENGINE, entry["errors"][0] if entry["errors"] else "not run"
+    if engine_errors:
+        return ENGINE, f"an engine could not answer: {engine_errors[0]}; fix that engine first"
+    stale = {role: d for role, d in details.items() if d["status"] == "stale"}
+    if _disagreement(entry) or _reference_fails_alone(entry):
+        if _reference_fails_alone(entry):
+            return PORT_DIFFERS, (f"the reference breaks its own check here: fix the reference "
+                                  f"(verify attention --case {case_id})")
+        if "reference" in stale and "port" not in stale and details.get("port", {}).get("status") != "missing":
+            return REFERENCE_CHANGED, ("the reference no longer computes what its golden holds, the port still does: "
+                                       "if the reference's change is intended, change the port to follow it, then "
+                                       f"`{regen}`; otherwise undo it (`verify diff` shows the goldens' values; "
+                                       "`--force` would write goldens that disagree)")
+        return PORT_DIFFERS, (f"the port disagrees with the reference: fix the port; the case alone: "
+                              f"verify attention --case {case_id}")
+    if stale:
+        if any("its case differs" in d["detail"] for d in stale.values()):
+            return CASE_CHANGED, f"the case changed in the catalogue since its goldens were written: `{regen}`"
+        written = ", ".join(d["file"] for d in stale.values())
+        if len(stale) == 1:
+            return GOLDEN_STALE, (f"the engines agree, but {written} holds other values than its engine computes (an edited "
+                                  f"golden, or a change both engines made together that only one golden records): "
+                                  f"`{regen}` rewrites it (`verify diff` shows by how much)")
+        return BOTH_CHANGED, (f"both engines changed and still agree: if that is intended, `{regen}` rewrites {written} "
+                              "(`verify diff` shows by how much)")
+    if any(d["status"] == "missing" for d in details.values()):
+        return NEW_CASE, f"a case without goldens yet: `{regen}` writes them"
+    if entry["passed"] and any(d["status"] == "parted" or (d["status"] == "drift" and d["max_ulp"])
+                               for d in details.values()):
+        return DRIFT, f"nothing to do; `{regen}` makes the goldens byte-identical again"
+    return None
+
+
+def root_causes(failing, declarations):
+    """Where to start: [(op, its failing cases, the other failing cases that build on it)] for each
+    failing op that fails on its own (none of the ops it builds on fails), most explained first."""
+    ops = {c["op"] for c in failing}
+    found = []
+    for op in sorted(ops):
+        if declarations.uses(op) & ops:
+            continue
+        own = [c for c in failing if c["op"] == op]
+        explained = [c for c in failing if c["op"] != op and op in declarations.uses(c["op"])]
+        found.append((op, own, explained))
+    return sorted(found, key=lambda r: (-len(r[2]), declarations.depth(r[0]), r[0]))
+
+
+def leaf_to_root(cases, declarations):
+    """The cases ordered primitives first: by the depth of their op, then as they came."""
+    order = {id(c): n for n, c in enumerate(cases)}
+    return sorted(cases, key=lambda c: (declarations.depth(c["op"]), order[id(c)]))

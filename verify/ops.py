@@ -1,0 +1,64 @@
+"""Each op declared once: ops/<suite>.json (schema golden/schemas/ops.schema.json), read here for the
+runner: the axis names of an op's tensors (verify/axes.py), and the ops it builds on, which order
+failing cases leaf to root (verify/report.py) so that the primitive that explains the others is
+named first. tests/test_ops_declared.py fails when a catalogue op lacks its declaration or a
+tensor of a committed golden lacks its axis names."""
+
+import fnmatch
+import functools
+import json
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class Declarations:
+    def __init__(self, doc):
+        self.rules = doc.get("rules", [])
+        self.ops = doc.get("ops", {})
+
+    def axes(self, op, name, ndim):
+        """The names of the axes of tensor `name` written by `op`, or None when not declared: the op's
+        exact entry, then its patterns, then the rules that hold for every op."""
+        if name.startswith("full."):  # a pretrained case's full document: the tensor of the same name
+            name = name[len("full."):]
+        own = self.ops.get(op, {}).get("axes", {})
+        candidates = [own[name]] if name in own else []
+        candidates += [v for k, v in own.items() if k != name and fnmatch.fnmatchcase(name, k)]
+        candidates += [r["axes"] for r in self.rules if any(fnmatch.fnmatchcase(name, n) for n in r["names"])]
+        for names in candidates:
+            if isinstance(names, dict):
+                names = names.get(str(ndim))
+            if names is not None and len(names) == ndim:
+                return list(names)
+        return None
+
+    def uses(self, op):
+        """Every op `op` builds on, directly or not (empty for an undeclared op)."""
+        found, todo = set(), list(self.ops.get(op, {}).get("uses", []))
+        while todo:
+            other = todo.pop()
+            if other not in found:
+                found.add(other)
+                todo += self.ops.get(other, {}).get("uses", [])
+        return found
+
+    def depth(self, op):
+        """0 for an op that builds on no other, else 1 + the greatest depth of the ops it uses."""
+        return self._depth(op, ())
+
+    def _depth(self, op, seen):
+        if op in seen:
+            return 0  # a cycle (refused by the tests): stop
+        direct = self.ops.get(op, {}).get("uses", [])
+        return 0 if not direct else 1 + max(self._depth(u, seen + (op,)) for u in direct)
+
+
+@functools.lru_cache(maxsize=None)
+def declarations(suite="attention"):
+    """The suite's declarations; empty ones when the file is missing or unreadable (the reports then
+    show bare indices; the tests fail on it)."""
+    try:
+        return Declarations(json.loads((ROOT / "ops" / f"{suite}.json").read_text(encoding="utf-8")))
+    except (OSError, ValueError):
+        return Declarations({})
