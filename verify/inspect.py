@@ -17,7 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .assets import MODEL, install_hint, model_dir
+from . import models
+from .assets import MODEL
 from .errors import EXIT_INPUT, EXIT_MISMATCH, EXIT_PASS, InputError
 
 SPECIAL = ("[CLS]", "[SEP]", "[PAD]")
@@ -29,7 +30,8 @@ def tokenize(sentence, directory):
     try:
         from tokenizers import Tokenizer
     except ImportError:
-        raise InputError("verify inspect needs the tokenizers package: pip install -e '.[pretrained]'") from None
+        raise InputError("verify inspect needs the tokenizers package, which `verify attention` does not: "
+                         "pip install -e '.[inspect]'") from None
     tokenizer = Tokenizer.from_file(str(Path(directory) / "tokenizer.json"))
     tokenizer.no_padding()  # the file pads to 128; one sentence needs none
     tokenizer.no_truncation()
@@ -158,11 +160,12 @@ def add_parser(sub):
 
 def run(args, out, root=None):
     """Carry out `verify inspect`; returns the exit code."""
-    directory = model_dir()
-    if directory is None:
-        raise InputError(f"the model {MODEL} is not installed; install it with {install_hint()}")
     if (args.layer is None) != (args.head is None):
         raise InputError("give --layer and --head together")
+    lookup = models.locate(MODEL)
+    if lookup.directory is None:
+        raise InputError(models.missing_reason(MODEL, lookup=lookup))
+    directory = lookup.directory
     ids, tokens = tokenize(args.sentence, directory)
     attentions, _ = reference_attentions(ids, directory)  # (L, H, T, T)
     L, H = attentions.shape[:2]
