@@ -313,3 +313,25 @@ def test_inspect_table_matches_the_weights(model_directory, model):
             assert weights[layer, head] == max(row[k] for k in allowed)
             assert keys[layer, head] in allowed
 
+
+def test_inspect_html_without_a_head_is_refused_before_anything_runs(repo_root, tmp_path):
+    from helpers import assert_one_line_error, run_verify
+
+    page = tmp_path / "head.html"
+    proc = run_verify(repo_root, "inspect", LESSON, "--token", "it", "--html", page)
+    assert_one_line_error(proc, "--html draws one head", "--layer L --head H")
+    assert not page.exists() and proc.stdout == ""
+
+
+def test_inspect_of_more_tokens_than_positions_is_one_line_with_exit_2(repo_root, model_directory):
+    from helpers import assert_one_line_error, run_verify
+
+    proc = run_verify(repo_root, "inspect", " ".join(["word"] * 600), "--token", "word")
+    assert_one_line_error(proc, "the sentence is 602 tokens long", "at most 512", "shorten it")
+    from verify import inspect
+
+    ids, _ = inspect.tokenize(" ".join(["word"] * 510), model_directory)
+    assert len(ids) == 512
+    inspect.check_length(ids, 512)  # the longest sentence taken: 510 words, [CLS] and [SEP]
+    with pytest.raises(inspect.InputError, match="513 tokens long"):
+        inspect.check_length(ids + [0], 512)
