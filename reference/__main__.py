@@ -2,7 +2,8 @@
 
   python -m reference run            request on stdin, one golden file per case, status lines out
                                      (a training case also writes out_dir/<id>.states/step_<t>.json,
-                                     and the request's "replay" field out_dir/<id>.replay/step_<t1>.json;
+                                     and the request's "replay" field out_dir/<id>.replay/step_<t1>.json
+                                     and, for its "evaluate" steps, out_dir/<id>.replay/evaluate_<t>.json;
                                      a pretrained case reads the request's "assets" {model: directory}
                                      and writes out_dir/<id>.full.json beside its golden view)
   python -m reference rng-hash --seed S --count N --kind uniform|normal
@@ -20,31 +21,49 @@ from . import golden
 from .case_config import CaseError
 from .cases import run_case_with_states
 from .cases_pretrained import split_documents
-from .cases_training import replay_segment
+from .cases_training import evaluate_state, replay_segment
 from .rng import Generator
+
+
+def _read_state(from_dir, t, what):
+    """The state document of step t in from_dir (the reference's states), checked to hold step t."""
+    source = os.path.join(from_dir, f"step_{t}.json")
+    try:
+        with open(source, encoding="utf-8") as fh:
+            state_doc = json.load(fh)
+    except (OSError, ValueError) as exc:
+        raise CaseError(f"{what}: cannot read the state of step {t} from {source}: {exc}") from None
+    opt = state_doc.get("outputs", {}).get("opt", {}).get("data", [None])
+    if opt[0] != t:
+        raise CaseError(f"{what}: {source} holds the state of step {opt[0]}, not {t}")
+    return state_doc
+
+
+def _steps(value):
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _replay(case, entry, out_dir):
     """docs/training.md, Replay: for each segment [t0, t1], the state of step t0 read from
-    entry["from_dir"], steps t0+1..t1 run here, the state at t1 written to out_dir/<id>.replay/."""
-    segments = entry.get("segments")
+    entry["from_dir"], steps t0+1..t1 run here, the state at t1 written to out_dir/<id>.replay/;
+    then for each step t of entry["evaluate"], the state of step t evaluated (the run's
+    evaluate()), written to out_dir/<id>.replay/evaluate_<t>.json. Returns (segments, evaluations)."""
+    segments, evaluate = entry.get("segments"), entry.get("evaluate", [])
     if not (isinstance(entry.get("from_dir"), str) and isinstance(segments, list)
-            and all(isinstance(s, list) and len(s) == 2 and all(isinstance(t, int) for t in s) for s in segments)):
-        raise CaseError(f"replay of {case['id']!r} needs 'from_dir' and 'segments' [[t0, t1], ...], got {entry!r}")
+            and all(isinstance(s, list) and len(s) == 2 and all(map(_steps, s)) for s in segments)
+            and isinstance(evaluate, list) and all(map(_steps, evaluate))):
+        raise CaseError(f"replay of {case['id']!r} needs 'from_dir', 'segments' [[t0, t1], ...] and optionally "
+                        f"'evaluate' [t, ...], got {entry!r}")
     target = os.path.join(out_dir, f"{case['id']}.replay")
     os.makedirs(target, exist_ok=True)
     for t0, t1 in segments:
-        source = os.path.join(entry["from_dir"], f"step_{t0}.json")
-        try:
-            with open(source, encoding="utf-8") as fh:
-                state_doc = json.load(fh)
-        except (OSError, ValueError) as exc:
-            raise CaseError(f"replay [{t0}, {t1}]: cannot read the state of step {t0} from {source}: {exc}") from None
-        opt = state_doc.get("outputs", {}).get("opt", {}).get("data", [None])
-        if opt[0] != t0:
-            raise CaseError(f"replay [{t0}, {t1}]: {source} holds the state of step {opt[0]}, not {t0}")
+        state_doc = _read_state(entry["from_dir"], t0, f"replay [{t0}, {t1}]")
         golden.write(os.path.join(target, f"step_{t1}.json"), replay_segment(case, state_doc, t1))
-    return len(segments)
+    for t in evaluate:
+        state_doc = _read_state(entry["from_dir"], t, f"evaluate {t}")
+        golden.write(os.path.join(target, f"evaluate_{t}.json"),
+                     golden.case_document(case, {}, evaluate_state(case, state_doc)))
+    return len(segments), len(evaluate)
 
 
 def _run(stream_in, stream_out):
@@ -79,7 +98,7 @@ def _run(stream_in, stream_out):
                     for t, state in states.items():
                         golden.write(os.path.join(state_dir, f"step_{t}.json"), state)
             if entry is not None:
-                status["replayed"] = _replay(case, entry, out_dir)
+                status["replayed"], status["evaluated"] = _replay(case, entry, out_dir)
             status["ok"] = True
         except CaseError as exc:
             status.update(ok=False, error=str(exc))

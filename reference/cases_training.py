@@ -7,16 +7,22 @@ setup(config, rng) -> run, a dict:
     step_fn(params, t) -> (loss, grads) for the batch of step t
     inputs            tensors the golden records as inputs (the data, or a small part of it)
     steps, lr, clip, checkpoint_every   the schedule (config keys of the same names)
-    report(params, history, checkpoints) -> outputs: the run's own final metrics and maps
+    evaluate(params) -> outputs: what follows from the final parameters alone (metrics,
+                      decodes, attention maps); also run on the reference's final state by the
+                      port (evaluate_state, docs/training.md "Evaluation")
+    report(params, history, checkpoints) -> outputs: optional, what depends on the way there
+                      (a checkpoint's snapshot, a per-step record of the run's own)
     digests           optional {name: hex} of the run's own (e.g. its data sets), copied into
                       the golden's digests
 The builder trains it (train.train) and returns (inputs, outputs, digests, states):
-    outputs   loss (steps,), grad_norm (steps,), checkpoint_steps int64 (C,), then the report's
+    outputs   loss (steps,), grad_norm (steps,), checkpoint_steps int64 (C,), then evaluate's and
+              the report's
     digests   init_params (parameters before step 1), the run's own, and state.<t> for each
               checkpoint t
     states    {t: state document} (train.state_document; cases.py echoes the case into each)
 replay_segment(case, state_doc, t1) rebuilds the run from the case, loads the state of step t0
-from the document and runs steps t0+1..t1: the state document at t1.
+from the document and runs steps t0+1..t1: the state document at t1. evaluate_state(case,
+state_doc) rebuilds the run and evaluates the state's parameters: evaluate's outputs.
 
 train_alignment (act 4). Config: E, H (embedding and scorer sizes), pairs (default 1), and the
 schedule. Draws: init_alignment_params (W_q, W_k, w_v), then alignment_data (pair by pair, the
@@ -62,20 +68,24 @@ def alignment_setup(config, rng):
         exact_steps.append(int(np.array_equal(np.argmax(cache["weights"], axis=-1), data["gold"])))
         return loss, alignment_loss_backward(cache)
 
-    def report(p, history, checkpoints):
+    def evaluate(p):
         loss, cache = alignment_loss(p, data)
         argmax = np.argmax(cache["weights"], axis=-1).astype(np.int64)  # (B, Q)
-        story = [alignment_loss(snap[0], data)[1]["weights"][0] for _, snap in sorted(checkpoints.items())]
         return {
             "final_loss": np.array(loss),
             "alignment.weights": cache["weights"][0],  # (Q, K)
             "alignment.argmax": argmax,
             "alignment.exact": np.array(int(np.array_equal(argmax, data["gold"])), dtype=np.int64),
+        }
+
+    def report(p, history, checkpoints):
+        story = [alignment_loss(snap[0], data)[1]["weights"][0] for _, snap in sorted(checkpoints.items())]
+        return {
             "alignment.exact_steps": np.array(exact_steps, dtype=np.int64),
             "alignment.checkpoints": np.stack(story),  # (C, Q, K)
         }
 
-    return {"names": names, "params": params, "step_fn": step_fn, "report": report,
+    return {"names": names, "params": params, "step_fn": step_fn, "evaluate": evaluate, "report": report,
             "inputs": {"queries": data["queries"], "keys": data["keys"], "gold": data["gold"]},
             **schedule(config)}
 
@@ -105,7 +115,8 @@ def _builder(setup):
             "loss": np.array(history["loss"]),
             "grad_norm": np.array(history["grad_norm"]),
             "checkpoint_steps": np.array(sorted(checkpoints), dtype=np.int64),
-            **run["report"](params, history, checkpoints),
+            **run["evaluate"](params),
+            **(run["report"](params, history, checkpoints) if "report" in run else {}),
         }
         states = {}
         for t, (p, s) in sorted(checkpoints.items()):
@@ -126,6 +137,14 @@ def replay_segment(case, state_doc, t1):
                            f"start and at most at the run's last step {run['steps']}")
     train(params, run["names"], run["step_fn"], t1, run["lr"], run["clip"], run["checkpoint_every"], state)
     return {**state_document(params, run["names"], state), "case": case}
+
+
+def evaluate_state(case, state_doc):
+    """The run's evaluate() at the parameters of a state document (the reference's final state,
+    for the port): what the site shows of the baked run."""
+    run = _setup(case)
+    params, _ = state_from_document(state_doc, run["names"])
+    return run["evaluate"](params)
 
 
 BUILDERS = {op: _builder(setup) for op, setup in RUNS.items()}

@@ -134,7 +134,7 @@ def first_of_each_class(labels, classes):
 def vit_setup(config, rng):
     """The train_vit run: draws the ViT's initial parameters (vit.init_vit_params), then the train
     split, then the test split; returns the run dict of cases_training (names, params, step_fn,
-    report, inputs, digests, steps, lr, clip, checkpoint_every). docs/garments.md has the
+    evaluate, report, inputs, digests, steps, lr, clip, checkpoint_every). docs/garments.md has the
     configuration, the outputs and the reasons."""
     model = vit_model_config(config)
     n_train, n_test, batch = (cc.positive_int(config, k) for k in ("n_train", "n_test", "batch"))
@@ -150,21 +150,23 @@ def vit_setup(config, rng):
         loss, cache = vit_loss(p, model, train_x[idx], train_y[idx])
         return loss, vit_loss_backward(cache)
 
-    def report(p, history, checkpoints):
+    def evaluate(p):
         predictions, _, cache = predict(p, model, test_x)
         final_loss, _ = vit_loss(p, model, test_x, test_y)
         train_pred, _, _ = predict(p, model, train_x)
-        story = [accuracy(predict(snap[0], model, test_x)[0], test_y) for _, snap in sorted(checkpoints.items())]
         weights = cache["weights"][-1]  # (n_test, H, N+1, N+1)  the last block
         return {
             "final_loss": np.array(final_loss),
             "accuracy": np.array(accuracy(predictions, test_y)),
             "train_accuracy": np.array(accuracy(train_pred, train_y)),
             "predictions": predictions,  # (n_test,)
-            "accuracy.checkpoints": np.array(story),  # (C,)
             "cls_attention": weights[shown, :, 0, :],  # (K, H, N+1)  column 0 is <cls> itself
             "cls_attention.images": shown,  # (K,)  test indices, one per class
         }
+
+    def report(p, history, checkpoints):
+        story = [accuracy(predict(snap[0], model, test_x)[0], test_y) for _, snap in sorted(checkpoints.items())]
+        return {"accuracy.checkpoints": np.array(story)}  # (C,)
 
     data_digests = {
         "data.train": _data_digest(train_x, train_y),
@@ -174,7 +176,7 @@ def vit_setup(config, rng):
     sched = {"steps": cc.positive_int(config, "steps"), "lr": cc.positive_number(config, "lr"),
              "clip": None if clip is None else cc.positive_number(config, "clip"),
              "checkpoint_every": cc.positive_int(config, "checkpoint_every")}
-    return {"names": names, "params": params, "step_fn": step_fn, "report": report,
+    return {"names": names, "params": params, "step_fn": step_fn, "evaluate": evaluate, "report": report,
             "inputs": {"attention_images": test_x[shown], "test_labels": test_y},
             "digests": data_digests, **sched}
 

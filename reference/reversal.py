@@ -11,7 +11,8 @@ Draws, in this order, from the case's generator: init_transformer_params (the mo
 order), then digits_data (training set, then held-out set). Training draws nothing more.
 Step t: the padding-masked cross-entropy (transformer_loss) of the batch digits.batch_rows(t).
 
-report(params, ...) -> outputs, at the final parameters:
+evaluate(params) -> outputs, at the final parameters (also run on the reference's final state by
+the port, docs/training.md "Evaluation"):
     test_loss             ()         teacher-forced loss over the whole held-out set
     decode.tokens         int64 (N, P)   greedy decodes of the held-out inputs (<eos> included), -1 after
     decode.margin         (N, P)     top-1 minus top-2 logit at each decoding step, 0 after the end
@@ -55,7 +56,7 @@ def exact_rows(tokens, arrays):
 
 
 def reversal_setup(config, rng):
-    """The run for cases_training.RUNS: {names, params, step_fn, report, inputs, digests} and the
+    """The run for cases_training.RUNS: {names, params, step_fn, evaluate, inputs, digests} and the
     schedule (cases_training.schedule, imported here: cases_training imports this module)."""
     from .cases_training import schedule
 
@@ -74,7 +75,7 @@ def reversal_setup(config, rng):
         loss, cache = reversal_batch_loss(p, model, dg.take_rows(train, dg.batch_rows(n_train, B, t)))
         return loss, transformer_loss_backward(cache)
 
-    def report(p, history, checkpoints):
+    def evaluate(p):
         test_loss, _ = reversal_batch_loss(p, model, test)
         dec = greedy_decode(p, model, test["src"], test["src_lens"], P, dg.BOS, dg.EOS)
         exact = exact_rows(dec["tokens"], test)
@@ -92,7 +93,7 @@ def reversal_setup(config, rng):
             "lab.cross_weights": lab_dec["cross_weights"][0][0, :, :T, :],  # (H, T, S)
         }
 
-    return {"names": names, "params": params, "step_fn": step_fn, "report": report,
+    return {"names": names, "params": params, "step_fn": step_fn, "evaluate": evaluate,
             "inputs": {"test_src": test["src"], "test_src_lens": test["src_lens"],
                        "lab_src": dg.encode_inputs([LAB_EXAMPLE], hi)["src"]},
             "digests": {"train_data": dg.data_digest(train), "test_data": dg.data_digest(test)},

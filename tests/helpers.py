@@ -1,7 +1,10 @@
 """Helpers shared by the runner's tests: run the CLI, and check a usage or input error's shape."""
 
+import json
+import shlex
 import subprocess
 import sys
+from pathlib import Path
 
 
 def run_verify(root, *args, timeout=900):
@@ -17,3 +20,19 @@ def assert_one_line_error(proc, *fragments):
     assert len(lines) == 1, proc.stderr
     for fragment in fragments:
         assert fragment in lines[0], lines[0]
+
+
+def keep_run(root, argv, specs, cache_dir, extra=None, timeout=900):
+    """Run an engine once on the cases and keep what it wrote, as verify/cached_engine.py reads it
+    (cache_dir/statuses.json and cache_dir/out/); returns the command that answers from it (a
+    replay request still goes to argv, the real engine)."""
+    cache_dir = Path(cache_dir)
+    out = cache_dir / "out"
+    request = {"protocol": 1, "out_dir": str(out), "cases": specs, **(extra or {})}
+    proc = subprocess.run([str(a) for a in argv], input=json.dumps(request), cwd=root, capture_output=True, text=True,
+                          timeout=timeout)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    statuses = {s["id"]: s for s in map(json.loads, proc.stdout.splitlines())}
+    assert set(statuses) == {s["id"] for s in specs}, "the engine did not report every case"
+    (cache_dir / "statuses.json").write_text(json.dumps(statuses))
+    return shlex.join([sys.executable, "-m", "verify.cached_engine", str(cache_dir), "--", *map(str, argv)])

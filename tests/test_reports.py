@@ -104,7 +104,7 @@ def test_a_diverging_decode_names_the_sequence_position_and_margins():
            "decode.margin": _t([[2.0, 1.5, 0.7, 3.0, 0.0], [1.0, 1.0, 1.0, 0.0, 0.0]])}
     port = {"decode.tokens": _t([[3, 8, 0, 2, -1], [5, 1, 7, 2, -1]], "int64"),
             "decode.margin": _t([[2.0, 1.5, 0.7, 3.0, 0.0], [1.0, 1.0, 0.001, 0.5, 0.0]])}
-    [d] = views.decodes(_Case, ref, port, drifted=set())
+    [d] = views.decodes(_Case, ref, port, free_run=set())
     assert (d["sequences"], d["differing"]) == (2, 1)
     first = d["first"]
     assert (first["sequence"], first["position"]) == (1, 2)
@@ -123,12 +123,14 @@ def test_a_training_curve_records_where_the_engines_part():
     loss_port[29:] += 1e-3  # step 30 on: beyond the tolerance
     [curve] = views.curves({"loss": _t(loss_ref)}, {"loss": _t(loss_port)}, 1e-6)
     assert (curve["first_step_different"], curve["first_step_beyond"]) == (10, 30)
-    case = {"checks": [], "replay": [], "drifted": [], "decodes": [], "curves": [curve],
-            "free_runs": [{"tensor": "loss", "steps": 50, "first_step_beyond": 30, "steps_beyond": 21,
-                           "max_abs": 1e-3, "growth": [[50, 1e-3]]}]}
+    from verify.expectations import free_run
+    run = free_run("loss", _t(loss_ref), _t(loss_port), 1e-6)
+    assert (run["first_step_different"], run["first_step_beyond"], run["steps_beyond"]) == (10, 30, 21)
+    case = {"checks": [], "replay": [], "decodes": [], "curves": [curve], "tensors": [], "free_runs": [run]}
     from verify.report import expectation_lines
     [line] = expectation_lines(case, Style(None))
     assert "the engines part at step 30" in line and "bit-identical through step 9" in line
+    assert line.endswith("reported, not failed")
 
 
 def test_axis_names():
@@ -147,7 +149,7 @@ def test_a_report_renders_without_the_new_sections():
               "allowed_at_max_abs": 1e-6, "max_rel": 1.0, "max_rel_index": [0, 1], "max_ulp": 10,
               "nan": {}, "inf": {}, "samples": [], "message": None}
     case = {"id": "x.y", "kind": "forward", "op": "x", "file": "f", "passed": False, "goldens": {},
-            "golden_details": {}, "tensors": [tensor], "errors": [], "drifted": [], "checks": [], "free_runs": [],
+            "golden_details": {}, "tensors": [tensor], "errors": [], "checks": [], "free_runs": [],
             "replay": []}
     report = {"cases": [case], "tolerance": 1e-6, "summary": {"passed": 0, "failed": 1}, "suite": "attention"}
     lines = render(report, Style(None))

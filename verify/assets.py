@@ -57,18 +57,6 @@ def plan(cases):
     return ({"assets": assets} if assets else {}), missing
 
 
-def not_run_result(case, display, reason):
-    """The report entry of a pretrained case whose model is missing: not passed, goldens "not run",
-    the reason (with the command that fetches the model) as its error."""
-    not_run = {"status": "not run", "label": "not run", "file": "", "detail": reason, "max_ulp": None}
-    return {
-        "id": case.id, "kind": case.kind, "op": case.op, "file": display(case.file), "passed": False,
-        "goldens": {"reference": "not run", "port": "not run"},
-        "golden_details": {"reference": dict(not_run), "port": dict(not_run)},
-        "tensors": [], "drifted": [], "checks": [], "free_runs": [], "replay": [], "errors": [reason],
-    }
-
-
 def full_path(out_dir, case_id):
     return Path(out_dir) / f"{case_id}.full.json"
 

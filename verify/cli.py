@@ -12,15 +12,16 @@ Exit codes: 0 everything passed, 1 a mismatch (or a refused regen), 2 a usage or
 """
 
 import argparse
+import json
 import math
 import os
 import sys
 import tempfile
 from pathlib import Path
 
-from . import assets, catalogue, diff, engines, export, faults, goldens, html, junit, models, suite
+from . import catalogue, diff, engines, export, faults, goldens, html, junit, models, suite, verdict
 from . import inspect as inspect_cmd  # not `import inspect`: that would shadow the standard library's
-from .compare import DEFAULT_TOL, compare_named
+from .compare import DEFAULT_TOL
 from .documents import DocumentError, Schemas, read
 from .errors import EXIT_INPUT, EXIT_MISMATCH, EXIT_PASS, InputError
 from .progress import Progress
@@ -76,6 +77,13 @@ def _outputs(p):
                         "family, the comparison, the report writing")
 
 
+def _bitwise(p):
+    p.add_argument("--bitwise", action="store_true",
+                   help="also fail anything short of bit identity between the engines: every tensor, the free runs "
+                        "of the training cases, the replay, the evaluation, the bitwise-only digests, and each "
+                        "engine's own goldens (the project's CI runs with it)")
+
+
 def _common(p, with_tol=True):
     p.add_argument("--case", metavar="PATTERN", action="append", default=[],
                    help="select cases whose id matches PATTERN: a glob (fnmatch, on the whole id) or, "
@@ -83,7 +91,8 @@ def _common(p, with_tol=True):
     if with_tol:
         p.add_argument("--tol", type=_positive, default=DEFAULT_TOL, metavar="T",
                        help=f"tolerance: an element passes when |port - reference| <= T * (1 + |reference|) "
-                            f"(default {DEFAULT_TOL:g})")
+                            f"(default {DEFAULT_TOL:g}; a case may declare its own, in expect.tolerance)")
+    _bitwise(p)
     p.add_argument("--timeout", type=_positive, default=engines.DEFAULT_TIMEOUT, metavar="SECONDS",
                    help=f"stop an engine that runs longer than this (default {engines.DEFAULT_TIMEOUT:g})")
     p.add_argument("--jobs", type=_jobs, default=2, metavar="N",
@@ -93,6 +102,16 @@ def _common(p, with_tol=True):
                    help="read (or regenerate) goldens in DIR/reference and DIR/port instead of golden/<suite>")
     p.add_argument("--cases-dir", type=Path, metavar="DIR",
                    help="read the catalogue from DIR/*.json instead of cases/<suite>")
+
+
+def _engine_cmds(p):
+    p.add_argument("--port-cmd", metavar="CMD",
+                   help="run CMD (split like a shell) as the port instead of node port_ts/src/cli.ts run; it must "
+                        "speak docs/protocol.md; its goldens are golden/<suite>/<the name its documents give>")
+    p.add_argument("--reference-cmd", metavar="CMD",
+                   help="run CMD as the reference instead of python -m reference run (for instance "
+                        "python -m verify.cached_engine DIR -- python -m reference run, a kept run); the report "
+                        "names the command")
 
 
 def build_parser():
@@ -114,9 +133,7 @@ def build_parser():
         p.add_argument("--report", type=Path, metavar="FILE",
                        help=f"also write the JSON report to FILE (it is always written to {DEFAULT_REPORT.format(suite=name)})")
         _outputs(p)
-        p.add_argument("--port-cmd", metavar="CMD",
-                       help="run CMD (split like a shell) as the port instead of node port_ts/src/cli.ts run; "
-                            "it must speak docs/protocol.md; goldens are still those of golden/<suite>/port")
+        _engine_cmds(p)
         p.add_argument("--list", action="store_true", help="list the (selected) case ids and exit")
         p.set_defaults(suite=name)
     r = sub.add_parser("regen", help="rewrite the committed goldens from fresh engine runs",
@@ -126,9 +143,7 @@ def build_parser():
     r.add_argument("suite", choices=SUITES, help="the suite to regenerate")
     _common(r)
     r.add_argument("--force", action="store_true", help="write even where reference and port disagree")
-    r.add_argument("--port-cmd", metavar="CMD",
-                   help="take the port's goldens from CMD instead of node port_ts/src/cli.ts run (for testing "
-                        "another implementation; the committed port goldens come from port_ts)")
+    _engine_cmds(r)
     x = sub.add_parser("export", help="write the baked training runs in the form a site replays",
                        description="Run the port on the training cases and write, per run, one JSON file with its "
                                    "configuration and seed, loss and gradient norm per step, what the site shows "
@@ -157,6 +172,7 @@ def build_parser():
     f.add_argument("--tol", type=_positive, default=DEFAULT_TOL, metavar="T", help=f"tolerance (default {DEFAULT_TOL:g})")
     f.add_argument("--all-stages", action="store_true",
                    help="run every stage for every fault, also after a stage has caught it")
+    _bitwise(f)
     f.add_argument("--catalogue", type=Path, metavar="FILE", help="read the faults from FILE instead of faults/<suite>.json")
     s = sub.add_parser("show", help="re-render a saved JSON report (terminal, and optionally HTML or JUnit)",
                        description="Print a saved JSON report (reports/verify-<suite>.json or one written with "
@@ -164,6 +180,7 @@ def build_parser():
                                    "files. Exit 0 when the shown cases passed, 1 otherwise.")
     s.add_argument("report", type=Path, metavar="REPORT", help="a JSON report written by `verify <suite>`")
     s.add_argument("--case", metavar="PATTERN", action="append", default=[], help="show only these cases")
+    _bitwise(s)
     _outputs(s)
     d = sub.add_parser("diff", help="the worst change per tensor between two goldens or two golden directories, "
                                     "or between a git revision's goldens and the working tree's",
@@ -247,6 +264,10 @@ def _write_outputs(args, report, timings, out, json_paths=()):
             _write(args.junit, junit.dumps(report), "JUnit XML")
 
 
+def _policy(args):
+    return verdict.Policy(args.tol, args.bitwise)
+
+
 def cmd_verify(args, out):
     timings = Timings(from_process_start=True)  # the interpreter, imports, schemas and catalogue count too
     with timings.section("loading: schemas, catalogue"):
@@ -256,13 +277,13 @@ def cmd_verify(args, out):
         for case in selected:
             print(f"{case.id:<48} {case.kind:<8} {case.op:<28} {project.display(case.file)}", file=out)
         return EXIT_PASS
-    engine_list = [engines.reference_engine(project.root), engines.port_engine(project.root, args.port_cmd)]
+    engine_list = engines.engines_of(project.root, args)
     progress = Progress(out)
     previous = project.root / DEFAULT_REPORT.format(suite=args.suite)  # its per-case seconds order the work
     try:
         report = suite.run(project.context(args.timeout), selected, {c.id for c in every}, engine_list,
-                           args.tol, check_unused=not args.case, jobs=args.jobs, progress=progress, timings=timings,
-                           previous_report=previous)
+                           _policy(args), check_unused=not args.case, jobs=args.jobs, progress=progress,
+                           timings=timings, previous_report=previous)
     finally:
         progress.clear()
     with timings.section("report: terminal"):
@@ -278,51 +299,46 @@ def cmd_verify(args, out):
 
 
 def cmd_regen(args, out):
+    """Run the verification as `verify attention` does (replays included), refuse when an engine
+    failed a case or, without --force, when a case fails for any reason but its goldens, then write
+    each engine's documents into golden/<suite>/<engine name>/ in one atomic step."""
     project = Project(args, args.suite)
     every, selected = project.cases(args.case)
-    engine_list = [engines.reference_engine(project.root), engines.port_engine(project.root, args.port_cmd)]
-    extra, not_run = assets.plan(selected)  # a pretrained case whose model is missing keeps its goldens
-    for case_id, why in not_run.items():
-        print(f"skipped {case_id}: {why}", file=out)
-    selected = [c for c in selected if c.id not in not_run]
-    progress = Progress(out)
-    with tempfile.TemporaryDirectory(prefix="verify-regen-") as work:
-        try:
-            runs = engines.run_all(engine_list, [c.spec for c in selected], work, args.timeout, jobs=args.jobs,
-                                   progress=progress, extra=extra)
-        finally:
-            progress.clear()
-        problems, disagree, fresh_files = [], [], {e.name: {} for e in engine_list}
-        for case in selected:
-            suite._unknown_op(runs["reference"], case, project.display)
-            fresh = {name: suite.read_fresh(r, case, project.schemas) for name, r in runs.items()}
-            problems += [f"{case.id}: {f.error}" for f in fresh.values() if f.error]
-            if any(f.error for f in fresh.values()):
-                continue
-            for name, f in fresh.items():
-                fresh_files[name][case.id] = f.bytes
-            results = []
-            for part, role in (("inputs", "input"), ("outputs", "output")):
-                results += compare_named(role, fresh["reference"].tensors[part], fresh["port"].tensors[part], args.tol)
-            if case.kind == "pretrained":
-                full, errs = assets.compare_full(case, {n: r.out_dir for n, r in runs.items()}, args.tol, project.schemas)
-                results += full
-                problems += [f"{case.id}: {e}" for e in errs]
-            may_drift = set(case.spec.get("expect", {}).get("may_drift", []))  # allowed to drift, as in a run
-            bad = [f"{t.role} '{t.name}'" for t in results
-                   if not t.passed and not (t.role == "output" and t.name in may_drift and t.message is None)]
-            if bad:
-                disagree.append(f"{case.id} ({', '.join(bad)})")
+    policy = _policy(args)
+    progress, kept = Progress(out), {}
+    try:
+        report = suite.run(project.context(args.timeout), selected, {c.id for c in every},
+                           engines.engines_of(project.root, args), policy, check_unused=False, jobs=args.jobs,
+                           progress=progress, keep=kept)
+    finally:
+        progress.clear()
+    problems, disagree, fresh_files = [], [], {}
+    for entry in report["cases"]:
+        if entry["status"] == verdict.NOT_RUN:
+            print(f"skipped {entry['id']}: {entry['errors'][0]}", file=out)  # its goldens are kept
+            continue
+        fresh = kept[entry["id"]]
+        engine_errors = [f.error for f in fresh.values() if f.error]
+        problems += [f"{entry['id']}: {e}" for e in engine_errors]
+        if engine_errors:
+            continue
+        for f in fresh.values():
+            fresh_files.setdefault(f.engine_name, {})[entry["id"]] = f.bytes
+        without_goldens = verdict.decide(json.loads(json.dumps(entry)), policy, include_goldens=False)
+        if not without_goldens["passed"]:
+            disagree.append((entry["id"], without_goldens["failures"]))
     if problems:
         for p in problems:
             print(f"error: {p}", file=out)
         print(f"nothing written: {len(problems)} engine error(s); fix them, then regenerate", file=out)
         return EXIT_MISMATCH
     if disagree and not args.force:
-        for d in disagree:
-            print(f"engines disagree: {d}", file=out)
-        print(f"nothing written: reference and port disagree on {len(disagree)} case(s) beyond tol {args.tol:g}; "
-              "fix the port (see `verify " + args.suite + "`) or pass --force to write anyway", file=out)
+        for case_id, why in disagree:
+            print(f"engines disagree: {case_id}: {'; '.join(why[:3])}" + (f" and {len(why) - 3} more" if len(why) > 3 else ""),
+                  file=out)
+        print(f"nothing written: {len(disagree)} case(s) fail the verdict of `verify {args.suite}` whatever their goldens; "
+              f"see `verify {args.suite} --case {disagree[0][0]}` and fix the engine that is wrong, or pass --force to "
+              "write them anyway", file=out)
         return EXIT_MISMATCH
     plan = goldens.plan(project.golden_dir, fresh_files, {c.id for c in every})
     changed = any(c.added or c.changed or c.removed for c, _, _ in plan.values())
@@ -347,7 +363,7 @@ def cmd_regen(args, out):
         print(f"note: {project.display(path)} is left over from an interrupted regeneration; the goldens were "
               "never touched by it and it can be deleted", file=out)
     if disagree:
-        print(f"written with --force although the engines disagree on: {', '.join(disagree)}", file=out)
+        print(f"written with --force although these cases fail: {', '.join(c for c, _ in disagree)}", file=out)
     return EXIT_PASS
 
 
@@ -366,17 +382,27 @@ def cmd_show(args, out):
         schemas.check("report", report)
     except DocumentError as exc:
         raise InputError(f"{args.report} is not a report written by `verify`: {exc}") from None
+    saved = verdict.Policy(report["tolerance"], bool(report.get("bitwise", False)))
+    policy = verdict.Policy(report["tolerance"], saved.bitwise or args.bitwise)
+    cases = report["cases"]
     if args.case:
-        chosen = [c for c in report["cases"] if any(catalogue.matches(c["id"], p) for p in args.case)]
-        if not chosen:
+        cases = [c for c in cases if any(catalogue.matches(c["id"], p) for p in args.case)]
+        if not cases:
             raise InputError(f"no case in {args.report} matches {', '.join(map(repr, args.case))}")
-        report = dict(report, cases=chosen, unused_goldens=[],
-                      passed=all(c["passed"] for c in chosen),
-                      summary={"passed": sum(c["passed"] for c in chosen), "failed": sum(not c["passed"] for c in chosen)})
-    for line in render(report, Style(out), timings=args.timings):
+    notes = []
+    for c in cases:  # the verdict follows from the evidence, decided again, never read back
+        problem = verdict.consistency(c, saved)
+        if problem:
+            notes.append(f"note: {c['id']}: {problem} (the report was edited, or written by another version); "
+                         "shown as its evidence gives")
+        verdict.decide(c, policy)
+    unused = [] if args.case else report.get("unused_goldens", [])
+    report = dict(report, cases=cases, unused_goldens=unused, bitwise=policy.bitwise, summary=suite.summary(cases),
+                  passed=all(c["passed"] for c in cases) and not unused)
+    for line in notes + render(report, Style(out), timings=args.timings):
         print(line, file=out)
     _write_outputs(args, report, Timings(), out)
-    return EXIT_PASS if all(c["passed"] for c in report["cases"]) and not report.get("unused_goldens") else EXIT_MISMATCH
+    return EXIT_PASS if report["passed"] else EXIT_MISMATCH
 
 
 def cmd_export(args, out):

@@ -63,21 +63,33 @@ def node_binary():
     return node
 
 
-def reference_engine(root):
+def _split(option, command, example):
+    try:
+        argv = shlex.split(command)
+    except ValueError as exc:
+        raise InputError(f"{option} {command!r} cannot be split into words ({exc}); check its quoting") from None
+    if not argv:
+        raise InputError(f"{option} is empty; give the command that runs the engine, e.g. {example!r}")
+    return argv
+
+
+def reference_engine(root, reference_cmd=None):
+    """The NumPy reference, or any command given with --reference-cmd (a kept run, for instance)."""
+    if reference_cmd is not None:
+        return Engine("reference", _split("--reference-cmd", reference_cmd, "python -m reference run"), Path(root))
     return Engine("reference", [sys.executable, "-m", "reference", "run"], Path(root))
 
 
 def port_engine(root, port_cmd=None):
     """The TypeScript port, or any command given with --port-cmd (split like a shell would)."""
-    if port_cmd:
-        try:
-            argv = shlex.split(port_cmd)
-        except ValueError as exc:
-            raise InputError(f"--port-cmd {port_cmd!r} cannot be split into words ({exc}); check its quoting") from None
-        if not argv:
-            raise InputError("--port-cmd is empty; give the command that runs the port, e.g. 'node my/cli.ts run'")
-        return Engine("port", argv, Path(root))
+    if port_cmd is not None:
+        return Engine("port", _split("--port-cmd", port_cmd, "node my/cli.ts run"), Path(root))
     return Engine("port", [str(node_binary()), "port_ts/src/cli.ts", "run"], Path(root))
+
+
+def engines_of(root, args):
+    """[reference, port] as the command line's --reference-cmd and --port-cmd say."""
+    return [reference_engine(root, getattr(args, "reference_cmd", None)), port_engine(root, getattr(args, "port_cmd", None))]
 
 
 def _kill(proc):
@@ -188,26 +200,6 @@ def _status(line):
     if not (isinstance(status, dict) and isinstance(status.get("id"), str) and isinstance(status.get("ok"), bool)):
         return None
     return status
-
-
-def run_all(engines, case_specs, work_dir, timeout, jobs=2, progress=None, extra=None):
-    """Run the engines on the cases, each into work_dir/<name>; {name: EngineRun}. Scheduled as
-    `verify attention` schedules them (verify/schedule.py): jobs is how many engine processes may
-    run at once; 1 runs the engines one after the other, each in one process. extra: further
-    request fields for every process (the pretrained cases' assets). The first engine-level
-    error stops the other processes and is raised."""
-    from . import schedule  # it imports this module
-
-    sched = schedule.Scheduler(engines, case_specs, work_dir, timeout, jobs=jobs, extra=extra, progress=progress)
-    sched.start()
-    try:
-        while sched.next_event() is not None:
-            pass
-    except KeyboardInterrupt:  # the engines run in their own sessions: stop them too
-        sched.stop()
-        raise
-    runs, _ = sched.result()
-    return runs
 
 
 def _kill_live():

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from . import assets, catalogue
 from . import engines as engines_mod
-from . import suite
+from . import schedule, suite, verdict
 from .errors import EXIT_MISMATCH, EXIT_PASS, InputError
 
 AREAS = ("forward", "backward", "optimiser", "generator", "init", "decoding", "data")
@@ -134,33 +134,42 @@ def cached_engine(real, cache_dir):
     return engines_mod.Engine(real.name, [sys.executable, "-m", "verify.cached_engine", str(cache_dir), "--", *real.argv], real.cwd)
 
 
-def how(case):
-    """How a failing case (a report entry) failed: the kinds of evidence, in a fixed order."""
+def how(case, policy):
+    """How a failing case (a decided report entry) failed: the kinds of evidence, in a fixed order."""
     kinds = []
-    if any(not t["passed"] for t in case.get("tensors", [])):
+    if any(t.get("status") == verdict.FAILED for t in case.get("tensors", [])):
         kinds.append("tensor mismatch")
     for check in case.get("checks", []):
-        if check["passed"]:
+        if check["passed"] or not (check.get("required", "always") == "always" or policy.bitwise):
             continue
         if check["name"].startswith("digest"):
             kinds.append("digest")
         elif check["name"].endswith("rel_err") or check["name"] == "coverage":
             kinds.append("gradcheck bound")
+        elif check["name"].startswith("free run "):
+            kinds.append("free-run band")
         else:
             kinds.append("quality bar")
     if any(not r["passed"] for r in case.get("replay", [])):
         kinds.append("replay")
+    evaluation = case.get("evaluation")
+    if evaluation and (evaluation["error"] or any(t.get("status") == verdict.FAILED and not t.get("near_tie")
+                                                  for t in evaluation["tensors"])):
+        kinds.append("evaluation")
     for error in case.get("errors", []):
         kinds.append("golden" if error.startswith("golden ") else "engine error")
     return list(dict.fromkeys(kinds)) or ["failed"]
 
 
 class Baselines:
-    """The unmodified engines' outputs per stage, run once (lazily, one stage at a time)."""
+    """The unmodified engines' outputs per stage, run once (lazily, one stage at a time). Every
+    verification of the command shares one verdict.Reader that remembers the kept documents, so
+    each is read and validated once, not once per fault."""
 
-    def __init__(self, ctx, every, work, timeout, tol, display, out):
-        self.ctx, self.every, self.work, self.timeout, self.tol = ctx, every, Path(work), timeout, tol
+    def __init__(self, ctx, every, work, timeout, policy, display, out):
+        self.ctx, self.every, self.work, self.timeout, self.policy = ctx, every, Path(work), timeout, policy
         self.display, self.out = display, out
+        self.reader = verdict.Reader(ctx.schemas, memo=True)
         self.real = {"reference": engines_mod.reference_engine(ctx.root), "port": engines_mod.port_engine(ctx.root)}
         self.done, self.lock = {}, threading.Lock()
         self.seconds = 0.0
@@ -183,7 +192,7 @@ class Baselines:
         specs = [c.spec for c in selected if c.id not in not_run]
         base = self.work / f"baseline-{stage}"
         try:
-            runs = engines_mod.run_all(list(self.real.values()), specs, base / "runs", self.timeout, jobs=2, extra=extra)
+            runs = schedule.run_all(list(self.real.values()), specs, base / "runs", self.timeout, jobs=2, extra=extra)
         except InputError as exc:
             raise InputError(f"the unmodified engines do not run the {stage} cases ({exc}); "
                              "fix that first: `verify attention` must run before faults can be judged") from None
@@ -195,7 +204,7 @@ class Baselines:
             (cache / "out").symlink_to(run.out_dir.resolve(), target_is_directory=True)
             cached[name] = cached_engine(self.real[name], cache)
         report = suite.run(self.ctx, selected, {c.id for c in self.every}, [cached["reference"], cached["port"]],
-                           self.tol, check_unused=False, jobs=1)
+                           self.policy, check_unused=False, jobs=1, reader=self.reader)
         passing = {c["id"] for c in report["cases"] if c["passed"]}
         failing = [c["id"] for c in report["cases"] if not c["passed"]]
         self.seconds += time.monotonic() - started
@@ -206,7 +215,7 @@ class Baselines:
         return cached, passing
 
 
-def run_fault(fault, root, baselines, all_ids, stages, timeout, tol):
+def run_fault(fault, root, baselines, all_ids, stages, timeout):
     outcome = Outcome(fault)
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="verify-fault-") as copy_root:
@@ -222,11 +231,13 @@ def run_fault(fault, root, baselines, all_ids, stages, timeout, tol):
                                 baselines.ctx.golden_dir, timeout, baselines.ctx.display)
             outcome.stage = stage
             try:
-                report = suite.run(ctx, selected, all_ids, engine_list, tol, check_unused=False, jobs=1)
+                report = suite.run(ctx, selected, all_ids, engine_list, baselines.policy, check_unused=False, jobs=1,
+                                   reader=baselines.reader)
             except InputError as exc:
                 outcome.engine_error = str(exc)
                 break
-            outcome.caught += [(c["id"], how(c)) for c in report["cases"] if not c["passed"] and c["id"] in passing]
+            outcome.caught += [(c["id"], how(c, baselines.policy)) for c in report["cases"]
+                               if not c["passed"] and c["id"] in passing]
             if outcome.caught and not baselines.all_stages:
                 break
     outcome.seconds = time.monotonic() - started
@@ -245,26 +256,9 @@ def line(outcome):
     return f"{head}: {len(outcome.caught)} case(s) in stage {outcome.stage}: {shown}{more} ({outcome.seconds:.1f} s)"
 
 
-_memo, _memo_lock = {}, threading.Lock()
-
-
-def _read_fresh_memo(run, case, schemas, _read=suite.read_fresh):
-    """suite.read_fresh, remembered for the kept baseline outputs (the cached engine links them,
-    so a link is the mark): the same bytes are read and validated once, not once per fault."""
-    path = Path(run.out_dir) / f"{case.id}.json"
-    if not path.is_symlink():
-        return _read(run, case, schemas)
-    key = (str(path.resolve()), json.dumps(run.statuses.get(case.id), sort_keys=True))
-    with _memo_lock:
-        if key not in _memo:
-            _memo[key] = _read(run, case, schemas)
-        return _memo[key]
-
-
 def run(args, out, project):
     """The `verify faults SUITE` command; returns the exit code."""
     started = time.monotonic()
-    suite.read_fresh = _read_fresh_memo  # for this process only: the command is its last user
     path = args.catalogue or project.root / "faults" / f"{project.suite}.json"
     faults = load(path, project.root, project.display)
     if args.fault:
@@ -275,12 +269,13 @@ def run(args, out, project):
     stages = [name for name, _ in STAGES]
     report = {"suite": project.suite, "catalogue": project.display(path), "faults": []}
     with tempfile.TemporaryDirectory(prefix="verify-faults-") as work:
-        baselines = Baselines(project.context(args.timeout), every, work, args.timeout, args.tol, project.display, out)
+        baselines = Baselines(project.context(args.timeout), every, work, args.timeout,
+                              verdict.Policy(args.tol, args.bitwise), project.display, out)
         baselines.all_stages = args.all_stages
         baselines.get("fast")  # refuse early when the unmodified tree does not run
         all_ids = {c.id for c in every}
         with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-            futures = [pool.submit(run_fault, f, project.root, baselines, all_ids, stages, args.timeout, args.tol)
+            futures = [pool.submit(run_fault, f, project.root, baselines, all_ids, stages, args.timeout)
                        for f in faults]
             outcomes = []
             for future in futures:

@@ -266,8 +266,8 @@ def _decodes(case):
     for d in case.get("decodes") or []:
         head = (f"{d['differing']} of {d['sequences']} sequence(s) differ" if d["differing"]
                 else f"all {d['sequences']} sequence(s) identical")
-        if d["drift_allowed"]:
-            head += " (drift allowed)"
+        if d.get("free_run"):
+            head += " (the free runs: reported, not failed)"
         rows = []
         for r in d["rows"]:
             m = r.get("margin")
@@ -289,12 +289,13 @@ def _tensor_table(case):
         if t["role"] == "input" and t["passed"]:
             continue
         axes = t.get("axes")
-        rows.append(f'<tr class="{"" if t["passed"] else "fail"}"><td>{_e(t["role"])}</td><td>{_e(t["name"])}</td>'
+        failed = t.get("status", "failed" if not t["passed"] else "") == "failed"
+        rows.append(f'<tr class="{"fail" if failed else ""}"><td>{_e(t["role"])}</td><td>{_e(t["name"])}</td>'
                     f'<td>{_e(label(t["shape"], axes) if t["shape"] is not None else "?")}</td>'
                     f'<td class="num">{t["mismatched"]} / {t["total"]}</td>'
                     f'<td class="num">{_e(_num(t["max_abs"]))}</td><td>{_e(label(t["max_abs_index"], axes))}</td>'
                     f'<td class="num">{_e(_num(t["max_ulp"]))}</td>'
-                    f'<td>{"PASS" if t["passed"] else "FAIL"}</td></tr>')
+                    f'<td>{_e(t.get("status") or ("PASS" if t["passed"] else "FAIL"))}</td></tr>')
     if not rows:
         return ""
     return ('<table class="tensors"><tr><th>role</th><th>tensor</th><th>shape</th><th>mismatched</th>'
@@ -309,7 +310,7 @@ def _case(case, tol, open_, slices):
     text = "\n".join(case_lines(case, _Plain(), tol))
     return (f'<details class="case" data-verdict="{verdict}" id="case-{_e(case["id"])}" data-case-id="{_e(case["id"])}"'
             f'{" open" if open_ else ""}><summary><h2 style="display:inline"><span class="{cls}">{verdict}</span> '
-            f'{_e(case["kind"])} <code>{_e(case["id"])}</code></h2> — goldens: {_e(goldens)}</summary>'
+            f'{_e(case["kind"])} <code>{_e(case["id"])}</code></h2> {_e(case.get("status") or "")} — goldens: {_e(goldens)}</summary>'
             f'<pre class="explanation">{_e(text)}</pre>{_tensor_table(case)}{_curves(case)}{_decodes(case)}'
             f'{_heatmaps(case, slices)}</details>')
 

@@ -17,19 +17,8 @@ def _seconds(case):
 
 
 def _headline(case, tol):
-    """One line saying why a case failed: its first error, else its first failing tensor."""
-    if case["errors"]:
-        return case["errors"][0]
-    for t in case["tensors"]:
-        if not t["passed"]:
-            return t["message"] or f"{t['role']} '{t['name']}': {t['mismatched']} / {t['total']} elements beyond tol {tol:g}"
-    for c in case.get("checks") or []:
-        if not c["passed"]:
-            return f"{c['engine']}: {c['name']} {c['rule']}: {c['detail']}"
-    for r in case.get("replay") or []:
-        if not r["passed"]:
-            return f"replay: {r['error']}"
-    return "failed"
+    """One line saying why a case failed: the first reason of its verdict (verify/verdict.py)."""
+    return (case.get("failures") or case["errors"] or ["failed"])[0]
 
 
 def dumps(report):
@@ -45,12 +34,15 @@ def dumps(report):
     props = ET.SubElement(node, "properties")
     ET.SubElement(props, "property", name="tolerance", value=repr(report["tolerance"]))
     ET.SubElement(props, "property", name="rule", value=report["rule"])
+    ET.SubElement(props, "property", name="bitwise", value=str(bool(report.get("bitwise"))).lower())
     for name, command in report["engines"].items():
         ET.SubElement(props, "property", name=f"engine.{name}", value=command)
     plain = _Plain()
     for case in cases:
         tc = ET.SubElement(node, "testcase", classname=f"{suite}.{case['kind']}.{case['op']}", name=case["id"],
                            file=case["file"], time=f"{_seconds(case):.3f}")
+        if case.get("status"):
+            ET.SubElement(ET.SubElement(tc, "properties"), "property", name="status", value=case["status"])
         if not case["passed"]:
             failure = ET.SubElement(tc, "failure", message=_headline(case, report["tolerance"]), type="mismatch")
             failure.text = "\n".join(case_lines(case, plain, report["tolerance"])) + "\n"

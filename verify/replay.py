@@ -1,19 +1,42 @@
-"""Step-wise replay of training runs (docs/training.md, "Replay"): the reference's state at the
-start of each segment [t0, t1] goes to the port, which runs steps t0+1..t1; its state at t1 must
-match the reference's state at t1 within the tolerance. Together the segments cover every step,
-so every step of the port is checked from the reference's own starting point, however far the
-two free runs have drifted apart. This is the one place where one engine's arrays reach the
-other, by design."""
+"""Replay and evaluation of training runs (docs/training.md, "Replay" and "Evaluation"): the one
+place where one engine's arrays reach the other, by design.
+
+- Replay: the reference's state at the start of each segment [t0, t1] goes to the port, which runs
+  steps t0+1..t1; its state at t1 must match the reference's within the tolerance. Together the
+  segments cover every step, so every step of the port is checked from the reference's own
+  starting point, however far the two free runs have drifted apart.
+- Evaluation: the port evaluates the reference's final state (the run's evaluate(): decodes,
+  metrics, attention maps: what the site shows of the baked run), and must find what the
+  reference found at its final parameters: every output of `expect.evaluation.outputs` by the
+  rule, every greedy decode token for token. A decode may part at a near tie only: where the
+  reference's top-1 minus top-2 logit margin is at most NEAR_TIE_FACTOR * tol, a port within the
+  tolerance may take the other token; that sequence is then reported as a near tie, not failed,
+  and so are the outputs that follow from the decode (`follow`). The case's quality bars hold for
+  the port on this evaluation.
+"""
 
 from pathlib import Path
 
+import numpy as np
+
 from . import engines as engines_mod
 from .compare import compare_named
-from .documents import DocumentError, decode_tensors, read
+from .documents import DocumentError, case_difference, decode_tensors, read
+from .expectations import bound_checks
+
+# Two logits closer than this (in logit units) are a near tie. A port passes the rule with
+# |logit difference| <= tol (1 + |logit|) per logit; the logits of these models stay below 49 in
+# magnitude (docs/reversal.md), so two logits may move by up to 2 tol (1 + 49) = 100 tol together.
+NEAR_TIE_FACTOR = 100
 
 
 def segments_of(case):
     return case.spec.get("expect", {}).get("replay_segments") or []
+
+
+def evaluation_of(case):
+    """expect.evaluation: {"outputs": [...], "decodes": {tokens: {"margin", "follow"}}} or {}."""
+    return case.spec.get("expect", {}).get("evaluation") or {}
 
 
 def coverage_problem(case):
@@ -30,10 +53,18 @@ def coverage_problem(case):
     return None
 
 
+def evaluation_step(case):
+    """The step whose reference state the port evaluates: the run's last (the final parameters)."""
+    segments = segments_of(case)
+    return segments[-1][1] if segments and evaluation_of(case) else None
+
+
 def request_entry(case):
     """The case's entry of a replay request, without `from_dir` (the reference's states, added
-    by whoever knows where they are): every segment, no free run (docs/protocol.md)."""
-    return {"segments": segments_of(case), "free_run": False}
+    by whoever knows where they are): every segment, the evaluation step, no free run
+    (docs/protocol.md)."""
+    step = evaluation_step(case)
+    return {"segments": segments_of(case), "evaluate": [] if step is None else [step], "free_run": False}
 
 
 def run_port(port_engine, cases, reference_dir, work, timeout):
@@ -50,10 +81,9 @@ def _state(path):
         return str(exc)
 
 
-def compare(case, reference_dir, replay_run, tol):
+def _segments(case, reference_dir, replay_run, status, tol):
     """One entry per segment: {segment, passed, max_abs, max_ulp, worst, bit_identical, error}."""
     results = []
-    status = replay_run.statuses.get(case.id) if replay_run else None
     problem = coverage_problem(case)
     if problem:
         return [{"segment": None, "passed": False, "max_abs": None, "max_ulp": None, "worst": None,
@@ -84,3 +114,106 @@ def compare(case, reference_dir, replay_run, tol):
         if failing:
             entry["error"] = f"{len(failing)} state tensor(s) beyond the tolerance, first {failing[0].name}"
     return results
+
+
+def _near_ties(name, spec, expected, actual, tol):
+    """Sequences of decode `name` that part only at a near tie: [{sequence, position, margin, ...}]."""
+    e, a = expected.get(name), actual.get(name)
+    m = expected.get(spec.get("margin", ""))
+    if e is None or a is None or m is None or e.shape != a.shape or m.shape != e.shape or e.values.ndim not in (1, 2):
+        return []
+    E, A, M = (np.atleast_2d(t.values) for t in (e, a, m))
+    ties = []
+    for i in range(E.shape[0]):
+        diverge = np.flatnonzero(E[i] != A[i])
+        if diverge.size and M[i, diverge[0]] <= NEAR_TIE_FACTOR * tol:
+            j = int(diverge[0])
+            ties.append({"tensor": name, "sequence": i, "position": j, "margin": float(M[i, j]),
+                         "bound": NEAR_TIE_FACTOR * tol,
+                         "reference": [int(v) for v in E[i] if v >= 0], "port": [int(v) for v in A[i] if v >= 0]})
+    return ties
+
+
+def _without_rows(tensor, rows, like):
+    """A copy of `tensor` whose given rows (of its 2-D view) are those of `like`."""
+    values = np.atleast_2d(tensor.values).copy()
+    values[rows] = np.atleast_2d(like.values)[rows]
+    return type(tensor)(dtype=tensor.dtype, values=values.reshape(tensor.values.shape))
+
+
+def _evaluation(case, ref_fresh, replay_run, status, tol, schemas):
+    """The port's evaluation of the reference's final state against the reference's own outputs
+    there: {step, tensors, near_ties, error}, and the quality bars on it."""
+    spec = evaluation_of(case)
+    step = evaluation_step(case)
+    result = {"step": step, "tensors": [], "near_ties": [], "error": None}
+    if ref_fresh is None or ref_fresh.doc is None:
+        result["error"] = "the reference wrote no document to evaluate against"
+        return result, []
+    if status is None or not status.get("ok"):
+        result["error"] = "port: " + str((status or {}).get("error") or "no status line for the replay")
+        return result, []
+    path = replay_run.out_dir / f"{case.id}.replay" / f"evaluate_{step}.json"
+    try:
+        doc = read(path)
+        schemas.check("golden", doc)
+        actual = decode_tensors(doc)["outputs"]
+    except DocumentError as exc:
+        result["error"] = (f"no readable evaluation of the reference's state at step {step} ({path.name}: {exc}); "
+                           "a port answers a replay entry's 'evaluate' steps (docs/protocol.md)")
+        return result, []
+    different = case_difference(case.spec, doc["case"])
+    if different:
+        result["error"] = f"the evaluation echoed a different case: {different}"
+        return result, []
+    reference = ref_fresh.tensors["outputs"]
+    wanted = list(spec.get("outputs", []))
+    missing = [n for n in wanted if n not in reference]
+    if missing:
+        result["error"] = f"expect.evaluation names outputs the reference does not write: {', '.join(missing)}"
+        return result, []
+    expected = {n: reference[n] for n in wanted}
+    expected.update({n: reference[n] for n in actual if n in reference})
+    ties, exempt = [], set()
+    for name, decode in sorted((spec.get("decodes") or {}).items()):
+        found = _near_ties(name, decode, expected, actual, tol)
+        if found:
+            rows = [t["sequence"] for t in found]
+            for part in (name, decode.get("margin")):
+                if part in actual and part in expected:
+                    actual[part] = _without_rows(actual[part], rows, expected[part])
+            exempt |= set(decode.get("follow", []))
+            ties += found
+    masked = {}
+    for tie in ties:
+        decode = spec["decodes"][tie["tensor"]]
+        for part in (tie["tensor"], decode.get("margin")):
+            masked.setdefault(part, []).append(tie["sequence"])
+    tensors = []
+    for t in compare_named("output", expected, actual, tol):
+        entry = t.to_dict()
+        entry["part"] = "strict"
+        if t.name in exempt:
+            entry["near_tie"] = True  # follows a decode that parted at a near tie: reported, not failed
+        if t.name in masked:
+            entry["near_tie_rows"] = sorted(masked[t.name])  # compared without these sequences
+        tensors.append(entry)
+    result["tensors"], result["near_ties"] = tensors, ties
+    bars = bound_checks("port", actual, _bars_on(case, actual), source="evaluation")
+    for c in bars:
+        c["engine"] = "port (evaluating the reference's final parameters)"
+    return result, bars
+
+
+def _bars_on(case, outputs):
+    expect = case.spec.get("expect", {})
+    return {key: {n: b for n, b in expect.get(key, {}).items() if n in outputs} for key in ("at_least", "at_most")}
+
+
+def compare(case, ref_fresh, reference_dir, replay_run, tol, schemas):
+    """{"segments": [...], "evaluation": {...} or None, "checks": [quality bars on the evaluation]}."""
+    status = replay_run.statuses.get(case.id) if replay_run else None
+    part = {"segments": _segments(case, reference_dir, replay_run, status, tol), "evaluation": None, "checks": []}
+    if evaluation_step(case) is not None:
+        part["evaluation"], part["checks"] = _evaluation(case, ref_fresh, replay_run, status, tol, schemas)
+    return part

@@ -304,3 +304,21 @@ class Scheduler:
         if not self.processes:
             return 0.0
         return max(p.ended for p in self.processes) - min(p.started for p in self.processes)
+
+
+def run_all(engines, case_specs, work_dir, timeout, jobs=2, progress=None, extra=None):
+    """Run the engines on the cases, each into work_dir/<name>, without replays; {name: EngineRun}.
+    Scheduled as `verify attention` schedules them: jobs is how many engine processes may run at
+    once; 1 runs the engines one after the other, each in one process. extra: further request
+    fields for every process (the pretrained cases' assets). The first engine-level error stops
+    the other processes and is raised."""
+    sched = Scheduler(engines, case_specs, work_dir, timeout, jobs=jobs, extra=extra, progress=progress)
+    sched.start()
+    try:
+        while sched.next_event() is not None:
+            pass
+    except KeyboardInterrupt:  # the engines run in their own sessions: stop them too
+        sched.stop()
+        raise
+    runs, _ = sched.result()
+    return runs

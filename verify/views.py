@@ -49,7 +49,8 @@ def enrich(result, case, fresh, tol):
     if ref is None or port is None or ref.doc is None or port.doc is None:
         return result
     outs = (ref.tensors["outputs"], port.tensors["outputs"])
-    result["decodes"] = decodes(case, *outs, set(result.get("drifted", [])))
+    free_run = {t["name"] for t in result["tensors"] if t.get("part") == "free_run"}
+    result["decodes"] = decodes(case, *outs, free_run)
     if case.kind == "training":
         result["curves"] = curves(*outs, tol)
     result["heatmaps"], result["heatmaps_omitted"] = heatmaps(result["tensors"], ref.tensors, port.tensors)
@@ -63,7 +64,7 @@ def _tokens(row):
     return [int(v) for v in row if v >= 0]
 
 
-def decodes(case, ref_out, port_out, drifted):
+def decodes(case, ref_out, port_out, free_run):
     found = []
     for name in sorted(ref_out):
         if not name.endswith(".tokens") or name not in port_out:
@@ -104,7 +105,7 @@ def decodes(case, ref_out, port_out, drifted):
             "differing": len(differ),
             "first": row(differ[0]) if differ else None,
             "rows": [row(i) for i in sorted(shown)],
-            "drift_allowed": name in drifted,
+            "free_run": name in free_run,
         })
     return found
 

@@ -7,16 +7,22 @@
 //   stepFn(params, t) -> { loss, grads } for the batch of step t
 //   inputs            tensors the golden records as inputs (the data, or a small part of it)
 //   steps, lr, clip, checkpointEvery   the schedule (config keys steps, lr, clip, checkpoint_every)
-//   report(params, history, checkpoints) -> outputs: the run's own final metrics and maps
+//   evaluate(params) -> outputs: what follows from the final parameters alone (metrics, decodes,
+//                     attention maps); also run on the reference's final state (evaluateState,
+//                     docs/training.md "Evaluation")
+//   report(params, history, checkpoints) -> outputs: optional, what depends on the way there (a
+//                     checkpoint's snapshot, a per-step record of the run's own)
 //   digests           optional { name: hex } of the run's own (e.g. its data sets), copied into
 //                     the golden's digests
 // The builder trains it (train.ts) and returns { inputs, outputs, digests, states }:
-//   outputs   loss (steps,), grad_norm (steps,), checkpoint_steps int64 (C,), then the report's
+//   outputs   loss (steps,), grad_norm (steps,), checkpoint_steps int64 (C,), then evaluate's and
+//             the report's
 //   digests   init_params (parameters before step 1), the run's own, and state.<t> for each
 //             checkpoint t
 //   states    Map t -> state document (stateDocument; cases.ts echoes the case into each)
 // replaySegment(case, stateDoc, t1) rebuilds the run from the case, loads the state of step t0
-// from the document and runs steps t0+1..t1: the state document at t1.
+// from the document and runs steps t0+1..t1: the state document at t1. evaluateState(case,
+// stateDoc) rebuilds the run and evaluates the state's parameters: evaluate's outputs.
 //
 // train_alignment (act 4). Config: E, H (embedding and scorer sizes), pairs (default 1), and the
 // schedule. Draws: initAlignmentParams (W_q, W_k, w_v), then alignmentData (pair by pair, the
@@ -47,7 +53,8 @@ export interface Run extends Schedule {
   params: Params;
   stepFn: StepFn;
   inputs: Named;
-  report: (params: Params, history: History, checkpoints: Map<number, Snapshot>) => Named;
+  evaluate: (params: Params) => Named;
+  report?: (params: Params, history: History, checkpoints: Map<number, Snapshot>) => Named;
   digests?: Record<string, string>;
 }
 
@@ -104,24 +111,28 @@ export function alignmentSetup(config: Config, rng: Generator): Run {
     exactSteps.push(sameInts(argmaxLast(cache.weights), data.gold) ? 1 : 0);
     return { loss, grads: alignmentLossBackward(cache) };
   };
-  const report = (p: Params, _history: History, checkpoints: Map<number, Snapshot>): Named => {
+  const evaluate = (p: Params): Named => {
     const { loss, cache } = alignmentLoss(p, data);
     const argmax = argmaxLast(cache.weights); // (B, Q)
-    const steps = [...checkpoints.keys()].sort((a, b) => a - b);
-    const Q = cache.weights.shape[1], K = cache.weights.shape[2];
-    const story: Tensor = { shape: [steps.length, Q, K], data: new Float64Array(steps.length * Q * K) };
-    steps.forEach((t, c) => story.data.set(firstPair(alignmentLoss(checkpoints.get(t)!.params, data).cache.weights).data, c * Q * K));
     return {
       final_loss: { shape: [], data: Float64Array.of(loss) },
       "alignment.weights": firstPair(cache.weights), // (Q, K)
       "alignment.argmax": argmax,
       "alignment.exact": { shape: [], data: Int32Array.of(sameInts(argmax, data.gold) ? 1 : 0) },
+    };
+  };
+  const report = (_p: Params, _history: History, checkpoints: Map<number, Snapshot>): Named => {
+    const steps = [...checkpoints.keys()].sort((a, b) => a - b);
+    const Q = data.queries.shape[1], K = data.keys.shape[1];
+    const story: Tensor = { shape: [steps.length, Q, K], data: new Float64Array(steps.length * Q * K) };
+    steps.forEach((t, c) => story.data.set(firstPair(alignmentLoss(checkpoints.get(t)!.params, data).cache.weights).data, c * Q * K));
+    return {
       "alignment.exact_steps": { shape: [exactSteps.length], data: Int32Array.from(exactSteps) },
       "alignment.checkpoints": story, // (C, Q, K)
     };
   };
   return {
-    names, params, stepFn, report,
+    names, params, stepFn, evaluate, report,
     inputs: { queries: data.queries, keys: data.keys, gold: data.gold },
     ...schedule(config),
   };
@@ -152,7 +163,8 @@ function builder(setup: Setup): (config: Config, rng: Generator) => TrainingResu
       loss: { shape: [history.loss.length], data: Float64Array.from(history.loss) },
       grad_norm: { shape: [history.gradNorm.length], data: Float64Array.from(history.gradNorm) },
       checkpoint_steps: { shape: [steps.length], data: Int32Array.from(steps) },
-      ...run.report(params, history, checkpoints),
+      ...run.evaluate(params),
+      ...(run.report === undefined ? {} : run.report(params, history, checkpoints)),
     };
     const states = new Map<number, StateDocument>();
     for (const t of steps) {
@@ -174,6 +186,14 @@ export function replaySegment(spec: TrainingCase, stateDoc: StateDocument, t1: n
   }
   train(params, run.names, run.stepFn, t1, run.lr, run.clip, run.checkpointEvery, state);
   return { ...stateDocument(params, run.names, state), case: spec as unknown as StateDocument };
+}
+
+/** The run's evaluate() at the parameters of a state document (the reference's final state, for
+ *  the port): what the site shows of the baked run. */
+export function evaluateState(spec: TrainingCase, stateDoc: StateDocument): Named {
+  const run = setupOf(spec);
+  const { params } = stateFromDocument(stateDoc, run.names);
+  return run.evaluate(params);
 }
 
 export const BUILDERS: Record<string, (config: Config, rng: Generator) => TrainingResult> = Object.fromEntries(

@@ -2,7 +2,8 @@
 // to it as to the reference (docs/protocol.md):
 //   node port_ts/src/cli.ts run            request on stdin, one golden file per case, status lines out
 //                                          (a training case also writes out_dir/<id>.states/step_<t>.json,
-//                                          and the request's "replay" field out_dir/<id>.replay/step_<t1>.json;
+//                                          and the request's "replay" field out_dir/<id>.replay/step_<t1>.json
+//                                          and, for its "evaluate" steps, out_dir/<id>.replay/evaluate_<t>.json;
 //                                          a pretrained case reads the request's "assets" {model: directory}
 //                                          and writes out_dir/<id>.full.json beside its golden view)
 //   node port_ts/src/cli.ts rng-hash --seed S --count N --kind uniform|normal
@@ -13,37 +14,50 @@ import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { runCaseWithStates, type CaseSpec } from "./cases.ts";
 import { splitDocuments, type Assets } from "./casesPretrained.ts";
-import { replaySegment } from "./casesTraining.ts";
+import { evaluateState, replaySegment } from "./casesTraining.ts";
 import { CaseError } from "./caseConfig.ts";
-import { dumps, type Json } from "./golden.ts";
+import { caseDocument, dumps, type Json } from "./golden.ts";
 import type { StateDocument } from "./train.ts";
 import { Generator } from "./rng.ts";
 
-interface ReplayEntry { from_dir: string; segments: [number, number][]; free_run?: boolean }
+interface ReplayEntry { from_dir: string; segments: [number, number][]; evaluate?: number[]; free_run?: boolean }
+
+/** The state document of step t in fromDir (the reference's states), checked to hold step t. */
+function readState(fromDir: string, t: number, what: string): StateDocument {
+  const source = join(fromDir, `step_${t}.json`);
+  let stateDoc: StateDocument;
+  try {
+    stateDoc = JSON.parse(readFileSync(source, "utf8"));
+  } catch (err) {
+    throw new CaseError(`${what}: cannot read the state of step ${t} from ${source}: ${(err as Error).message}`);
+  }
+  const opt = ((stateDoc.outputs as { [k: string]: { data: Json[] } } | undefined)?.opt?.data ?? [null])[0];
+  if (opt !== t) throw new CaseError(`${what}: ${source} holds the state of step ${opt}, not ${t}`);
+  return stateDoc;
+}
 
 /** docs/training.md, Replay: for each segment [t0, t1], the state of step t0 read from
- *  entry.from_dir, steps t0+1..t1 run here, the state at t1 written to out_dir/<id>.replay/. */
-function replay(spec: CaseSpec, entry: ReplayEntry, outDir: string): number {
-  const segments = entry.segments;
+ *  entry.from_dir, steps t0+1..t1 run here, the state at t1 written to out_dir/<id>.replay/; then
+ *  for each step t of entry.evaluate, the state of step t evaluated (the run's evaluate()), written
+ *  to out_dir/<id>.replay/evaluate_<t>.json. Returns [segments, evaluations]. */
+function replay(spec: CaseSpec, entry: ReplayEntry, outDir: string): [number, number] {
+  const segments = entry.segments, evaluate = entry.evaluate ?? [];
   if (typeof entry.from_dir !== "string" || !Array.isArray(segments)
-      || !segments.every((s) => Array.isArray(s) && s.length === 2 && s.every(Number.isInteger))) {
-    throw new CaseError(`replay of '${spec.id}' needs 'from_dir' and 'segments' [[t0, t1], ...], got ${JSON.stringify(entry)}`);
+      || !segments.every((s) => Array.isArray(s) && s.length === 2 && s.every(Number.isInteger))
+      || !Array.isArray(evaluate) || !evaluate.every(Number.isInteger)) {
+    throw new CaseError(`replay of '${spec.id}' needs 'from_dir', 'segments' [[t0, t1], ...] and optionally 'evaluate' [t, ...], got ${JSON.stringify(entry)}`);
   }
   const target = join(outDir, `${spec.id}.replay`);
   mkdirSync(target, { recursive: true });
   for (const [t0, t1] of segments) {
-    const source = join(entry.from_dir, `step_${t0}.json`);
-    let stateDoc: StateDocument;
-    try {
-      stateDoc = JSON.parse(readFileSync(source, "utf8"));
-    } catch (err) {
-      throw new CaseError(`replay [${t0}, ${t1}]: cannot read the state of step ${t0} from ${source}: ${(err as Error).message}`);
-    }
-    const opt = ((stateDoc.outputs as { [k: string]: { data: Json[] } } | undefined)?.opt?.data ?? [null])[0];
-    if (opt !== t0) throw new CaseError(`replay [${t0}, ${t1}]: ${source} holds the state of step ${opt}, not ${t0}`);
+    const stateDoc = readState(entry.from_dir, t0, `replay [${t0}, ${t1}]`);
     writeFileSync(join(target, `step_${t1}.json`), dumps(replaySegment(spec, stateDoc, t1)) + "\n");
   }
-  return segments.length;
+  for (const t of evaluate) {
+    const stateDoc = readState(entry.from_dir, t, `evaluate ${t}`);
+    writeFileSync(join(target, `evaluate_${t}.json`), dumps(caseDocument(spec as unknown as Json, {}, evaluateState(spec, stateDoc))) + "\n");
+  }
+  return [segments.length, evaluate.length];
 }
 
 /** The request's assets {model name: directory} as the core takes them: bytes of a file, read on demand. */
@@ -93,7 +107,7 @@ function run(): number {
           for (const [t, state] of states) writeFileSync(join(stateDir, `step_${t}.json`), dumps(state) + "\n");
         }
       }
-      if (entry !== undefined) status.replayed = replay(spec, entry, request.out_dir);
+      if (entry !== undefined) [status.replayed, status.evaluated] = replay(spec, entry, request.out_dir);
       status.ok = true;
     } catch (err) {
       const e = err as Error;

@@ -158,8 +158,8 @@ export function firstOfEachClass(labels: IntTensor, classes: number): IntTensor 
 export interface VitRun extends Run { digests: Record<string, string> }
 
 /** The train_vit run: draws the ViT's initial parameters (vit.initVitParams), then the train
- *  split, then the test split; returns the Run of casesTraining (names, params, stepFn, report,
- *  inputs, digests, schedule). docs/garments.md has the configuration, the outputs and the reasons. */
+ *  split, then the test split; returns the Run of casesTraining (names, params, stepFn, evaluate,
+ *  report, inputs, digests, schedule). docs/garments.md has the configuration, the outputs and the reasons. */
 export function vitSetup(config: Config, rng: Generator): VitRun {
   const model = vitModelConfig(config);
   const nTrain = positiveInt(config, "n_train"), nTest = positiveInt(config, "n_test"), batch = positiveInt(config, "batch");
@@ -180,12 +180,10 @@ export function vitSetup(config: Config, rng: Generator): VitRun {
     const { loss, cache } = vitLoss(p, model, images, labels);
     return { loss, grads: vitLossBackward(cache) };
   };
-  const report = (p: Params, _history: History, checkpoints: Map<number, Snapshot>): Named => {
+  const evaluate = (p: Params): Named => {
     const { predictions, cache } = predict(p, model, testImages);
     const { loss: finalLoss } = vitLoss(p, model, testImages, testLabels);
     const trainPred = predict(p, model, trainImages).predictions;
-    const steps = [...checkpoints.keys()].sort((a, b) => a - b);
-    const story = Float64Array.from(steps, (t) => accuracy(predict(checkpoints.get(t)!.params, model, testImages).predictions, testLabels));
     const w = cache.weights[cache.weights.length - 1]; // (n_test, H, N+1, N+1)  the last block
     const [, H, T] = w.shape;
     const cls = new Float64Array(shown.data.length * H * T); // (K, H, N+1)  column 0 is <cls> itself
@@ -197,16 +195,20 @@ export function vitSetup(config: Config, rng: Generator): VitRun {
       accuracy: { shape: [], data: Float64Array.of(accuracy(predictions, testLabels)) },
       train_accuracy: { shape: [], data: Float64Array.of(accuracy(trainPred, trainLabels)) },
       predictions, // (n_test,)
-      "accuracy.checkpoints": { shape: [steps.length], data: story }, // (C,)
       cls_attention: { shape: [shown.data.length, H, T], data: cls },
       "cls_attention.images": shown, // (K,)  test indices, one per class
     };
+  };
+  const report = (_p: Params, _history: History, checkpoints: Map<number, Snapshot>): Named => {
+    const steps = [...checkpoints.keys()].sort((a, b) => a - b);
+    const story = Float64Array.from(steps, (t) => accuracy(predict(checkpoints.get(t)!.params, model, testImages).predictions, testLabels));
+    return { "accuracy.checkpoints": { shape: [steps.length], data: story } }; // (C,)
   };
   const attentionImages: Tensor = { shape: [shown.data.length, 1, SIDE, SIDE], data: new Float64Array(shown.data.length * P) };
   shown.data.forEach((i, a) => attentionImages.data.set(testImages.data.subarray(i * P, (i + 1) * P), a * P));
   const clip = get<unknown>(config, "clip") === null ? null : positiveNumber(config, "clip");
   return {
-    names, params, stepFn, report,
+    names, params, stepFn, evaluate, report,
     inputs: { attention_images: attentionImages, test_labels: testLabels },
     digests: { "data.train": dataDigest(trainImages, trainLabels), "data.test": dataDigest(testImages, testLabels) },
     steps: positiveInt(config, "steps"), lr: positiveNumber(config, "lr"), clip, checkpointEvery: positiveInt(config, "checkpoint_every"),

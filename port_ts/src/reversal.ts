@@ -11,7 +11,8 @@
 // order), then digitsData (training set, then held-out set). Training draws nothing more.
 // Step t: the padding-masked cross-entropy (transformerLoss) of the batch batchRows(t).
 //
-// report(params, ...) -> outputs, at the final parameters:
+// evaluate(params) -> outputs, at the final parameters (also run on the reference's final state,
+// docs/training.md "Evaluation"):
 //   test_loss              ()           teacher-forced loss over the whole held-out set
 //   decode.tokens          int64 (N, P) greedy decodes of the held-out inputs (<eos> included), -1 after
 //   decode.margin          (N, P)       top-1 minus top-2 logit at each decoding step, 0 after the end
@@ -72,7 +73,7 @@ function firstRows(w: Tensor, T: number): Tensor {
   return { shape: [H, T, S], data };
 }
 
-/** The run for casesTraining RUNS: names, params, stepFn, report, inputs, digests and the schedule. */
+/** The run for casesTraining RUNS: names, params, stepFn, evaluate, inputs, digests and the schedule. */
 export function reversalSetup(config: Config, rng: Generator): Run {
   const model = reversalModelConfig(config);
   const lo = positiveInt(config, "min_digits"), hi = positiveInt(config, "max_digits");
@@ -92,7 +93,7 @@ export function reversalSetup(config: Config, rng: Generator): Run {
     return { loss, grads: transformerLossBackward(cache) };
   };
 
-  const report = (p: Params): Named => {
+  const evaluate = (p: Params): Named => {
     const { loss: testLoss } = reversalBatchLoss(p, model, test);
     const dec = greedyDecode(p, model, test.src, test.srcLens, P, BOS, EOS);
     const exact = exactRows(dec.tokens, test);
@@ -112,7 +113,7 @@ export function reversalSetup(config: Config, rng: Generator): Run {
   };
 
   return {
-    names, params, stepFn, report,
+    names, params, stepFn, evaluate,
     inputs: { test_src: test.src, test_src_lens: test.srcLens, lab_src: lab.src },
     digests: { train_data: dataDigest(train), test_data: dataDigest(test) },
     ...schedule(config),

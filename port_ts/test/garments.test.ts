@@ -132,10 +132,10 @@ test("a run resumed from a checkpoint reproduces the uninterrupted run bit for b
   assert.ok(a.history.gradNorm.some((n) => n > SMALL.clip), "threshold 0.5 should clip some of the six steps");
 });
 
-test("the report: held-out predictions, accuracy, <cls> rows that sum to 1, one image per class", () => {
+test("evaluate and report: held-out predictions, accuracy, <cls> rows that sum to 1, one image per class", () => {
   const run = vitSetup(SMALL, new Generator(8));
   const { history, checkpoints } = train(run.params, run.names, run.stepFn, run.steps, run.lr, run.clip, run.checkpointEvery);
-  const rep = run.report(run.params, history, checkpoints);
+  const rep = { ...run.evaluate(run.params), ...run.report!(run.params, history, checkpoints) };
   const pred = rep.predictions as IntTensor;
   assert.ok(pred.data instanceof Int32Array);
   assert.deepEqual(pred.shape, [10]);

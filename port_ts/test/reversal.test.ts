@@ -31,13 +31,14 @@ test("model config: the digits' vocabulary, dropout 0, d a multiple of heads", (
   assert.throws(() => reversalSetup({ ...CONFIG, max_digits: 5 }, new Generator(1)), /max_digits >= 6/);
 });
 
-test("a three-step run: gradients for every parameter, the documented report", () => {
+test("a three-step run: gradients for every parameter, the documented evaluation", () => {
   const run = reversalSetup(CONFIG, new Generator(3));
   const { grads } = run.stepFn(run.params, 1);
   assert.deepEqual(Object.keys(grads), run.names);
-  const { history, checkpoints } = train(run.params, run.names, run.stepFn, 3, run.lr, run.clip, run.checkpointEvery);
+  const { history } = train(run.params, run.names, run.stepFn, 3, run.lr, run.clip, run.checkpointEvery);
   assert.equal(history.loss.length, 3);
-  const out = run.report(run.params, history, checkpoints);
+  assert.equal(run.report, undefined, "every output of the reversal run follows from its final parameters");
+  const out = run.evaluate(run.params);
   assert.deepEqual(out["decode.tokens"].shape, [20, 7]);
   assert.deepEqual(out["decode.margin"].shape, [20, 7]);
   assert.deepEqual(out["decode.exact"].shape, [20]);

@@ -1,0 +1,317 @@
+"""The verdict of a case: what each kind of case must satisfy to pass (docs/runner.md, "The verdict"),
+in one module that `verify attention`, `verify regen`, `verify faults` and `verify show` all call.
+
+Two steps, kept apart so that a saved report can be judged again:
+- `judge(ctx, case, fresh, policy)` gathers the evidence of one case: both engines' documents
+  read and validated (`Reader`), every tensor compared by the rule, the checks of the case
+  (verify/expectations.py), each engine against its own golden (verify/goldens.py), and what the
+  reports draw (verify/views.py). `add_replay` adds the replay and the evaluation of a training
+  case (verify/replay.py) once the port has replayed it.
+- `decide(entry, policy)` turns the evidence into the verdict: `passed`, `status` (bit-identical,
+  within the tolerance, failed, not run) and `failures` (why, one line each). It reads only the
+  report entry, so `verify show` re-decides a saved report with the rule of today, and a report
+  whose stored verdict does not follow from its evidence is named as such.
+
+The rule is the one of docs/runner.md: an element passes when |port - reference| <= tol (1 + |ref|).
+A training run's free-run outputs (everything it computes from the parameters it trained itself)
+are reported, bit-identical, within the tolerance or parted, but never fail a case by parting:
+last-bit differences grow over hundreds of Adam steps, so a faithful port's free run parts from the
+reference's. What a training run must satisfy instead: every replay segment within the tolerance,
+the evaluation of the reference's final parameters (decodes, metrics, maps) as the reference's,
+and the free run's outcomes within the case's band. `Policy.bitwise` (`--bitwise`) makes anything
+short of bit identity a failure, the free runs and the bitwise-only digests included.
+"""
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import assets, goldens, views
+from .compare import DEFAULT_TOL, compare_named
+from .documents import DocumentError, case_difference, decode_tensors, parse_bytes
+from .expectations import case_checks, free_run_names
+
+BIT_IDENTICAL = "bit-identical"
+WITHIN = "within the tolerance"
+PARTED = "parted"  # a free-run output beyond the tolerance: reported, not failed (unless --bitwise)
+FAILED = "failed"
+NOT_RUN = "not run"
+CASE_STATUSES = (BIT_IDENTICAL, WITHIN, FAILED, NOT_RUN)
+REGEN_HINT = "run `verify regen {suite}`"
+ENGINE_NAME_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789_-")
+
+
+@dataclass(frozen=True)
+class Policy:
+    """How strictly a run judges: the default tolerance (a case may declare its own, tighter one in
+    expect.tolerance) and whether anything short of bit identity fails."""
+
+    tol: float = DEFAULT_TOL
+    bitwise: bool = False
+
+    def tol_of(self, spec):
+        declared = (spec.get("expect") or {}).get("tolerance")
+        return float(declared["value"]) if declared else self.tol
+
+
+@dataclass
+class Fresh:
+    """One engine's output for one case, once read and validated (or why it is unusable)."""
+
+    bytes: bytes = None
+    doc: dict = None
+    tensors: dict = None
+    error: str = None
+
+    @property
+    def engine_name(self):
+        return None if self.doc is None else self.doc["engine"]["name"]
+
+
+class Reader:
+    """Reads and validates what an engine wrote for a case. With memo=True (verify faults, whose
+    unmodified engines answer every fault from one kept run), a document is read once per
+    distinct file and status line, not once per fault."""
+
+    def __init__(self, schemas, memo=False):
+        self.schemas = schemas
+        self.memo = {} if memo else None
+
+    def fresh(self, run, case, role):
+        path = Path(run.out_dir) / f"{case.id}.json"
+        status = run.statuses.get(case.id)
+        if self.memo is None or not path.is_symlink():
+            return self._read(run.engine.name, role, status, path, case)
+        key = (str(path.resolve()), role, json.dumps(status, sort_keys=True))
+        if key not in self.memo:
+            self.memo[key] = self._read(run.engine.name, role, status, path, case)
+        return self.memo[key]
+
+    def _read(self, name, role, status, path, case):
+        if status is None:
+            return Fresh(error=f"{name}: gave no status line for this case")
+        if not status["ok"]:
+            return Fresh(error=f"{name}: {status.get('error') or 'failed without a message'}")
+        try:
+            data = path.read_bytes()
+        except OSError:
+            return Fresh(error=f"{name}: reported ok but wrote no {case.id}.json")
+        try:
+            doc = parse_bytes(data)  # the bytes just read: each document is read and parsed once
+            self.schemas.check("golden", doc)
+            tensors = decode_tensors(doc)
+        except DocumentError as exc:
+            return Fresh(error=f"{name}: wrote an invalid golden document: {exc}")
+        different = case_difference(case.spec, doc["case"])
+        if different:
+            return Fresh(error=f"{name}: echoed a different case: {different}")
+        problem = _engine_name_problem(role, doc["engine"]["name"])
+        if problem:
+            return Fresh(error=f"{name}: {problem}")
+        return Fresh(bytes=data, doc=doc, tensors=tensors)
+
+
+def _engine_name_problem(role, name):
+    """Goldens live in golden/<suite>/<engine name>/: the reference is "reference", a port any
+    other lower-case name."""
+    if role == "reference":
+        return None if name == "reference" else f"the reference must name itself 'reference', not {name!r}"
+    if name == "reference":
+        return "a port must not name itself 'reference' (its goldens would overwrite the reference's)"
+    if not name or not set(name) <= ENGINE_NAME_CHARS or name[0] in "_-":
+        return (f"names itself {name!r}, which cannot name a golden directory "
+                "(lower-case letters, digits, '_' and '-', starting with a letter or digit)")
+    return None
+
+
+def golden_path(ctx, role, fresh, case_id):
+    """golden/<suite>/<engine name>/<id>.json; the role stands in for a name not known."""
+    return Path(ctx.golden_dir) / (fresh.engine_name or role) / f"{case_id}.json"
+
+
+# --- evidence -------------------------------------------------------------------------------------
+
+def read_all(reader, case, runs):
+    """{role: Fresh} of one case from {role: engine run} (EngineRun or schedule.Live)."""
+    return {role: reader.fresh(run, case, role) for role, run in runs.items()}
+
+
+def _seconds(runs, case_id):
+    found = {}
+    for role, r in runs.items():
+        seconds = (r.statuses.get(case_id) or {}).get("seconds")
+        ok = isinstance(seconds, (int, float)) and not isinstance(seconds, bool) and seconds >= 0
+        found[role] = float(seconds) if ok else None
+    return found
+
+
+def judge(ctx, case, runs, policy, reader, fresh=None):
+    """The report entry of one case without its replay part, decided (decide() runs again once
+    add_replay() adds the replay). runs: {"reference": run, "port": run}, each with out_dir and
+    statuses; fresh: their documents if already read (read_all)."""
+    fresh = fresh or read_all(reader, case, runs)
+    tol = policy.tol_of(case.spec)
+    errors = [f.error for f in fresh.values() if f.error]
+    ref, port = fresh["reference"], fresh["port"]
+    free_run = free_run_names(case.kind, ref, port)
+    tensors = []
+    if ref.doc is not None and port.doc is not None:
+        for part, role in (("inputs", "input"), ("outputs", "output")):
+            tensors += compare_named(role, ref.tensors[part], port.tensors[part], tol)
+    if case.kind == "pretrained" and ref.doc is not None and port.doc is not None:
+        full, full_errors = assets.compare_full(case, {role: r.out_dir for role, r in runs.items()}, tol, ctx.schemas)
+        tensors += full
+        errors += full_errors
+    checks, free_runs = case_checks(case.kind, case.spec.get("expect", {}), fresh, tol)
+    golden_checks = {}
+    for role, f in fresh.items():
+        path = golden_path(ctx, role, f, case.id)
+        shown = ctx.display(path)
+        if f.doc is None:
+            golden_checks[role] = goldens.GoldenCheck("not run", shown, "the engine gave no usable output")
+        else:
+            golden_checks[role] = goldens.check(path, shown, f.bytes, f.doc, f.tensors, tol, ctx.schemas, free_run,
+                                                suite=ctx.suite,
+                                                required_digests=case.spec.get("expect", {}).get("equal_digests", ()))
+    outdated = [f"{g.file} is missing" if g.status == "missing" else f"{g.file} is stale: {g.detail}"
+                for g in golden_checks.values() if g.status in ("stale", "missing")]
+    if outdated:
+        errors.append(f"golden {'; golden '.join(outdated)}; {REGEN_HINT.format(suite=ctx.suite)}")
+    entry = {
+        "id": case.id,
+        "kind": case.kind,
+        "op": case.op,
+        "file": ctx.display(case.file),
+        "passed": False,
+        "status": FAILED,
+        "tolerance": tol,
+        "goldens": {role: g.status for role, g in golden_checks.items()},
+        "golden_details": {role: dict(g.to_dict(), label=g.label, engine=fresh[role].engine_name)
+                           for role, g in golden_checks.items()},
+        "tensors": [dict(t.to_dict(), part="free_run" if t.role == "output" and t.name in free_run else "strict")
+                    for t in tensors],
+        "checks": checks,
+        "free_runs": free_runs,
+        "replay": [],
+        "evaluation": None,
+        "errors": errors,
+        "failures": [],
+        "seconds": _seconds(runs, case.id),
+    }
+    views.enrich(entry, case, fresh, tol)
+    return decide(entry, policy)
+
+
+def add_replay(entry, replay_part, policy):
+    """The replay segments and the evaluation (verify/replay.py compare) joined to a case's entry;
+    the evaluation's checks (quality bars on the port's evaluation) join the case's checks."""
+    entry["replay"] = replay_part["segments"]
+    entry["evaluation"] = replay_part["evaluation"]
+    entry["checks"] = [c for c in entry["checks"] if c.get("source") != "evaluation"] + replay_part["checks"]
+    return decide(entry, policy)
+
+
+# --- the decision ---------------------------------------------------------------------------------
+
+def _tensor_identical(t):
+    return t["passed"] and t["max_ulp"] == 0 and not any((t.get("nan") or {}).values())
+
+
+def tensor_status(t, bitwise=False):
+    """bit-identical, within the tolerance, parted (a free-run output beyond the tolerance) or failed."""
+    if _tensor_identical(t):
+        return BIT_IDENTICAL
+    if t["passed"]:
+        return FAILED if bitwise else WITHIN
+    if t.get("part") == "free_run" and t["message"] is None:
+        return FAILED if bitwise else PARTED
+    return FAILED
+
+
+def _describe(t):
+    if t["message"]:
+        return t["message"]
+    if t["passed"]:
+        return f"{t['total']} elements within the tolerance, max {t['max_ulp']} ULP, not bit-identical"
+    return f"{t['mismatched']} / {t['total']} elements beyond the tolerance"
+
+
+def decide(entry, policy, include_goldens=True):
+    """Set entry's passed, status and failures from its evidence; returns the entry. With
+    include_goldens=False the committed goldens do not count (`verify regen` asks whether the
+    engines agree, whatever the goldens hold)."""
+    failures = list(entry["errors"]) if include_goldens else [e for e in entry["errors"] if not e.startswith("golden ")]
+    if entry.get("status") == NOT_RUN:
+        entry.update(passed=False, failures=failures or ["not run"])
+        return entry
+    identical = True
+    for t in entry["tensors"]:
+        t["status"] = tensor_status(t, policy.bitwise)
+        identical &= t["status"] == BIT_IDENTICAL
+        if t["status"] == FAILED:
+            free = t.get("part") == "free_run"
+            bitwise_only = t["passed"] or (free and t["message"] is None)
+            failures.append(f"{t['role']} '{t['name']}'{' (free run)' if free else ''}: {_describe(t)}"
+                            + (" (--bitwise)" if bitwise_only else ""))
+    for c in entry["checks"]:
+        required = c.get("required", "always") == "always" or policy.bitwise
+        if c["required"] == "bitwise":
+            identical &= c["passed"]
+        if required and not c["passed"]:
+            failures.append(f"check {c['engine']}: {c['name']} {c['rule']}: {c['detail']}")
+    for r in entry["replay"]:
+        identical &= r["bit_identical"]
+        if not r["passed"]:
+            failures.append(f"replay {r['segment']}: {r['error']}")
+        elif policy.bitwise and not r["bit_identical"]:
+            failures.append(f"replay {r['segment']}: within the tolerance (max {r['max_ulp']} ULP), not bit-identical (--bitwise)")
+    evaluation = entry.get("evaluation")
+    if evaluation is not None:
+        if evaluation["error"]:
+            failures.append(f"evaluation: {evaluation['error']}")
+        for t in evaluation["tensors"]:
+            t["status"] = tensor_status(t, policy.bitwise)
+            tie = bool(t.get("near_tie") or t.get("near_tie_rows"))
+            identical &= t["status"] == BIT_IDENTICAL and not tie
+            if t["status"] == FAILED and not t.get("near_tie"):
+                failures.append(f"evaluation of the reference's final parameters, '{t['name']}': {_describe(t)}"
+                                + (" (--bitwise)" if t["passed"] else ""))
+            elif tie and policy.bitwise:
+                failures.append(f"evaluation '{t['name']}': parted at a near tie, not bit-identical (--bitwise)")
+    if include_goldens:
+        for role, g in entry["golden_details"].items():
+            if g["status"] in ("stale", "missing", "not run"):
+                continue  # named in errors (stale, missing) or by the engine's own error
+            if policy.bitwise and (g["status"] == "parted" or (g["status"] == "drift" and g["max_ulp"])):
+                failures.append(f"golden {g['file']}: {g['label']}, not byte-identical (--bitwise)")
+    entry["passed"] = not failures
+    entry["failures"] = failures
+    entry["status"] = FAILED if failures else (BIT_IDENTICAL if identical else WITHIN)
+    return entry
+
+
+def consistency(entry, policy):
+    """None when the stored verdict of a saved report entry follows from its evidence under
+    policy; otherwise what was stored and what the evidence says (verify show)."""
+    decided = decide(json.loads(json.dumps(entry)), policy)
+    if "status" in entry:
+        stored, found = (entry.get("passed"), entry["status"]), (decided["passed"], decided["status"])
+    else:  # a report from before statuses: its verdict alone
+        stored, found = (entry.get("passed"), "-"), (decided["passed"], "-")
+    if stored == found:
+        return None
+    return f"stored {'PASS' if stored[0] else 'FAIL'} ({stored[1]}), its evidence gives {'PASS' if found[0] else 'FAIL'} ({found[1]})"
+
+
+def not_run_entry(case, display, reason):
+    """The report entry of a case that was not sent to the engines (a model that is not installed):
+    not passed, goldens "not run", the reason (with the install command) as its failure."""
+    not_run = {"status": "not run", "label": "not run", "file": "", "detail": reason, "max_ulp": None, "engine": None}
+    return {
+        "id": case.id, "kind": case.kind, "op": case.op, "file": display(case.file), "passed": False,
+        "status": NOT_RUN, "tolerance": None,
+        "goldens": {"reference": "not run", "port": "not run"},
+        "golden_details": {"reference": dict(not_run), "port": dict(not_run)},
+        "tensors": [], "checks": [], "free_runs": [], "replay": [], "evaluation": None,
+        "errors": [reason], "failures": [reason], "seconds": {},
+    }
