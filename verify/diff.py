@@ -1,7 +1,10 @@
 """What changed between two versions of a golden, in numbers (the worst change per tensor), not a
-text diff: used by `verify regen` for every golden it rewrites and by `verify diff OLD NEW` for
-any two goldens or two golden directories."""
+text diff: used by `verify regen` for every golden it rewrites, by `verify diff OLD NEW` for any
+two goldens or two golden directories, and by `verify diff --rev REV [PATH ...]` (or
+`verify diff REV`) for the goldens of a git revision against the working tree's. A revision's
+files are read with `git ls-tree` and `git cat-file`, never by checking anything out."""
 
+import subprocess
 from pathlib import Path
 
 from .compare import compare_named
@@ -74,12 +77,135 @@ def diff_paths(old, new, schemas, tol):
             raise InputError(f"cannot compare {old} and {new}: one is not a valid golden ({exc})") from None
         return [f"changed {new.name}:"] + [f"  {p}" for p in parts or ["text only (same values)"]], True
     a, b = _files(old), _files(new)
+    return _diff_sets({k: p.read_bytes for k, p in a.items()}, {k: p.read_bytes for k, p in b.items()},
+                      f"{old} -> {new}", schemas, tol)
+
+
+def _diff_sets(a, b, label, schemas, tol):
+    """Lines for two sets of goldens {relative path: () -> bytes} and whether they differ."""
     added, removed = sorted(set(b) - set(a)), sorted(set(a) - set(b))
     common = sorted(set(a) & set(b))
-    changed = [k for k in common if a[k].read_bytes() != b[k].read_bytes()]
+    data = {k: (a[k](), b[k]()) for k in common}
+    changed = [k for k in common if data[k][0] != data[k][1]]
     lines = [f"{len(changed)} changed, {len(added)} added, {len(removed)} removed, "
-             f"{len(common) - len(changed)} unchanged ({old} -> {new})"]
+             f"{len(common) - len(changed)} unchanged ({label})"]
     for k in changed:
-        lines.append(f"  changed {k}: {describe(a[k].read_bytes(), b[k].read_bytes(), schemas, tol)}")
+        lines.append(f"  changed {k}: {describe(data[k][0], data[k][1], schemas, tol)}")
     lines += [f"  added {k}" for k in added] + [f"  removed {k}" for k in removed]
     return lines, bool(changed or added or removed)
+
+
+# --- against a git revision ------------------------------------------------------------------------
+
+def _git(root, *args, stdin=None):
+    """Run git in `root` -> stdout bytes; InputError with git's own words when it fails."""
+    try:
+        done = subprocess.run(["git", *args], cwd=root, input=stdin, capture_output=True)
+    except OSError as exc:
+        raise InputError(f"cannot run git ({exc.strerror}); --rev needs git on PATH") from None
+    if done.returncode != 0:
+        said = done.stderr.decode("utf-8", "replace").strip().splitlines()
+        raise _GitError(said[-1] if said else f"exit {done.returncode}")
+    return done.stdout
+
+
+class _GitError(Exception):
+    pass
+
+
+def _revision(root, rev):
+    """(the repository's top level, the checkout's path inside it, the commit REV names)."""
+    try:
+        top = Path(_git(root, "rev-parse", "--show-toplevel").decode().strip())
+    except _GitError as exc:
+        raise InputError(f"{root} is not in a git repository ({exc}); --rev compares with a git revision, "
+                         "give OLD NEW paths instead") from None
+    try:
+        commit = _git(root, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}").decode().strip()
+    except _GitError:
+        commit = ""
+    if not commit:
+        raise InputError(f"{rev!r} names no commit of {top} (expected a revision git rev-parse takes: HEAD, "
+                         "HEAD~1, a branch, a tag or a hash); give OLD NEW paths to compare two files or directories")
+    prefix = Path(root).resolve().relative_to(top.resolve()).as_posix()
+    return top, ("" if prefix == "." else prefix + "/"), commit
+
+
+def _blobs(top, commit, path):
+    """{path inside the repository: blob id} of the .json files at or under `path` (relative to
+    the repository's top; "" for all of it) in `commit`."""
+    listing = _git(top, "ls-tree", "-r", "-z", "--full-tree", commit, *(["--", path] if path else []))
+    found = {}
+    for entry in listing.split(b"\0"):
+        if not entry:
+            continue
+        meta, _, name = entry.partition(b"\t")
+        kind, oid = meta.split()[1:3]
+        name = name.decode("utf-8", "surrogateescape")
+        if kind == b"blob" and name.endswith(".json") and (not path or name == path or name.startswith(path + "/")):
+            found[name] = oid.decode()
+    return found
+
+
+def _read_blobs(top, oids):
+    """{blob id: bytes}, all read by one `git cat-file --batch`."""
+    unique = sorted(set(oids))
+    if not unique:
+        return {}
+    out = _git(top, "cat-file", "--batch", stdin="".join(f"{o}\n" for o in unique).encode())
+    blobs, pos = {}, 0
+    for oid in unique:
+        end = out.index(b"\n", pos)
+        header = out[pos:end].split()
+        size = int(header[2])
+        blobs[oid] = out[end + 1:end + 1 + size]
+        pos = end + 1 + size + 1  # the content, then a newline
+    return blobs
+
+
+def diff_revision(root, rev, paths, schemas, tol):
+    """Lines describing how the working tree's goldens at PATHS (default: every suite's golden
+    directory) differ from those of the git revision REV, and whether anything differs."""
+    root = Path(root).resolve()
+    top, prefix, commit = _revision(root, rev)
+    lines, differ = [], False
+    for given in paths:
+        here = Path(given)
+        here = (here if here.is_absolute() else Path.cwd() / here).resolve()
+        try:
+            rel = here.relative_to(root).as_posix()
+        except ValueError:
+            raise InputError(f"{given} is outside the checkout {root}; --rev compares paths of the checkout") from None
+        rel = "" if rel == "." else rel
+        at_rev = _blobs(top, commit, (prefix + rel).rstrip("/"))
+        if not at_rev and not here.exists():
+            raise InputError(f"{given} is neither in the working tree nor in {rev}; give a golden file or directory")
+        shown = rel or "."
+        if here.is_file() or (not here.exists() and set(at_rev) == {prefix + rel}):
+            old = _read_blobs(top, at_rev.values()).get(at_rev.get(prefix + rel)) if at_rev else None
+            new = here.read_bytes() if here.is_file() else None
+            if old is None:
+                lines.append(f"added {shown} (not in {rev})")
+                differ = True
+            elif new is None:
+                lines.append(f"removed {shown} (in {rev}, not in the working tree)")
+                differ = True
+            elif old == new:
+                lines.append(f"{shown}: identical to {rev}:{shown}")
+            else:
+                try:
+                    parts = changes(old, new, schemas, tol)
+                except (DocumentError, UnicodeDecodeError) as exc:
+                    raise InputError(f"cannot compare {rev}:{shown} and {shown}: one is not a valid golden ({exc})") \
+                        from None
+                lines += [f"changed {shown}:"] + [f"  {p}" for p in parts or ["text only (same values)"]]
+                differ = True
+            continue
+        base = prefix + (rel + "/" if rel else "")
+        blobs = _read_blobs(top, at_rev.values())
+        old_set = {name[len(base):]: (lambda b=blobs[oid]: b) for name, oid in at_rev.items()}
+        new_set = {k: p.read_bytes for k, p in _files(here).items()} if here.is_dir() else {}
+        part, moved = _diff_sets(old_set, new_set, f"{rev}:{shown} -> {shown}", schemas, tol)
+        lines += part
+        differ = differ or moved
+    return lines, differ

