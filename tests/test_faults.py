@@ -24,7 +24,7 @@ def _catalogue(tmp_path, faults):
     return path
 
 
-FAULT = {"id": "x", "engine": "port", "file": "port_ts/src/layerNorm.ts", "find": "export const EPS = 1e-5;",
+FAULT = {"id": "x", "engine": "port", "file": "port_ts/src/nn/layerNorm.ts", "find": "export const EPS = 1e-5;",
          "replace": "export const EPS = 1e-4;", "description": "d", "area": "forward"}
 
 
@@ -34,7 +34,7 @@ FAULT = {"id": "x", "engine": "port", "file": "port_ts/src/layerNorm.ts", "find"
     ([dict(FAULT, find="no such text")], ["occurs 0 times", "update the fault to today's sources"]),
     ([dict(FAULT, find="d")], ["occurs", "must be exactly once"]),
     ([dict(FAULT, area="elsewhere")], ["area one of"]),
-    ([dict(FAULT, file="reference/layer_norm.py")], ["not in the port's tree"]),
+    ([dict(FAULT, file="reference/nn/layer_norm.py")], ["not in the port's tree"]),
     ([FAULT, FAULT], ["the id is used twice"]),
     ([{"id": "x"}], ["must have exactly the string fields"]),
 ])

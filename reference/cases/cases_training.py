@@ -33,12 +33,12 @@ data set (full batch). Outputs besides the common ones:
 
 import numpy as np
 
-from . import case_config as cc
-from .alignment import alignment_data, alignment_loss, alignment_loss_backward, init_alignment_params
-from .garments import vit_setup
-from .reversal import reversal_setup
-from .rng import Generator
-from .train import state_digest, state_document, state_from_document, train
+from ..core import case_config as cc
+from ..models.alignment import alignment_data, alignment_loss, alignment_loss_backward, init_alignment_params
+from ..runs.garments import vit_setup
+from ..runs.reversal import reversal_setup
+from ..core.rng import Generator
+from ..runs.train import state_digest, state_document, state_from_document, train
 
 
 def schedule(config):

@@ -1,4 +1,4 @@
-"""Post-norm Transformer decoder block, always causal (twin: port_ts/src/decoderBlock.ts).
+"""Post-norm Transformer decoder block, always causal (twin: port_ts/src/nn/decoderBlock.ts).
 
     S = MHA_self(X, X, X, causal)             (B, T, d)    query t sees keys 0..t
     Y = AddNorm1(X, S) = LN1(X + drop(S))     (B, T, d)

@@ -1,4 +1,4 @@
-"""Post-norm Transformer encoder block (twin: port_ts/src/encoderBlock.ts).
+"""Post-norm Transformer encoder block (twin: port_ts/src/nn/encoderBlock.ts).
 
     A = MHA(X, X, X, lens)                   (B, T, d)    attention-weight dropout p inside
     Y = AddNorm1(X, A) = LN1(X + drop(A))    (B, T, d)

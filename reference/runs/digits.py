@@ -1,5 +1,5 @@
 """Reverse-the-digits data: vocabulary, sequences, the two sets and the batch of each step
-(twin: port_ts/src/digits.ts).
+(twin: port_ts/src/runs/digits.ts).
 
 Vocabulary (one, shared by source and target; V = 13):
     0 <pad>   1 <bos>   2 <eos>   3..12 the digits 0..9 (digit k has id k + 3)

@@ -1,5 +1,5 @@
 """The training loop of the baked runs, their checkpoints and state documents (twin:
-port_ts/src/train.ts; the contract is docs/training.md).
+port_ts/src/runs/train.ts; the contract is docs/training.md).
 
 train(params, names, step_fn, steps, lr, clip, checkpoint_every, state=None) -> (history, checkpoints)
     params            {name: float64 array}, updated in place (the dict's entries are replaced)
@@ -28,9 +28,9 @@ import hashlib
 
 import numpy as np
 
-from .golden import ENGINE, SCHEMA_VERSION, tensor_doc
+from ..core.golden import ENGINE, SCHEMA_VERSION, tensor_doc
 from .optim import adam_init, adam_step, clip_gradients, global_norm
-from .rng import GENERATOR
+from ..core.rng import GENERATOR
 
 
 def copy_state(params, names, state):

@@ -30,15 +30,15 @@
 //                         update t) is exact
 //   alignment.checkpoints (C, Q, K) pair 0's weights at each checkpoint (the heatmap's story)
 
-import type { Named } from "./golden.ts";
-import type { IntTensor, Tensor } from "./ops.ts";
-import type { Params } from "./optim.ts";
-import { Generator } from "./rng.ts";
-import { type Config, CaseError, get, positiveInt, positiveNumber } from "./caseConfig.ts";
-import { alignmentData, alignmentLoss, alignmentLossBackward, initAlignmentParams } from "./alignment.ts";
-import { vitSetup } from "./garments.ts";
-import { reversalSetup } from "./reversal.ts";
-import { type History, type Snapshot, type StateDocument, type StepFn, stateDigest, stateDocument, stateFromDocument, train } from "./train.ts";
+import type { Named } from "../core/golden.ts";
+import type { IntTensor, Tensor } from "../core/ops.ts";
+import type { Params } from "../runs/optim.ts";
+import { Generator } from "../core/rng.ts";
+import { type Config, CaseError, get, positiveInt, positiveNumber } from "../core/caseConfig.ts";
+import { alignmentData, alignmentLoss, alignmentLossBackward, initAlignmentParams } from "../models/alignment.ts";
+import { vitSetup } from "../runs/garments.ts";
+import { reversalSetup } from "../runs/reversal.ts";
+import { type History, type Snapshot, type StateDocument, type StepFn, stateDigest, stateDocument, stateFromDocument, train } from "../runs/train.ts";
 
 export interface Schedule { steps: number; lr: number; clip: number | null; checkpointEvery: number }
 

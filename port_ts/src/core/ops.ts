@@ -1,8 +1,8 @@
-// Tensors and reductions in one documented order (twin: reference/ops.py).
+// Tensors and reductions in one documented order (twin: reference/core/ops.py).
 // A tensor is its shape plus a row-major Float64Array. Every sum runs in index order from +0,
 // one rounded add per term: acc = 0; for k in 0..K-1: acc = acc + x[k]. The products compute
 // several outputs per pass over k (productKernel), each in that order (docs/performance.md);
-// port_ts/test/ops.test.ts checks them bit for bit against the naive loops.
+// port_ts/test/core/ops.test.ts checks them bit for bit against the naive loops.
 // Shape legend: ... leading (batch) axes, M rows, K summed axis, N columns.
 
 export interface Tensor {

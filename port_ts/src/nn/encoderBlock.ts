@@ -1,4 +1,4 @@
-// Post-norm Transformer encoder block (twin: reference/encoder_block.py).
+// Post-norm Transformer encoder block (twin: reference/nn/encoder_block.py).
 //
 //   A = MHA(X, X, X, lens)                   (B, T, d)    attention-weight dropout p inside
 //   Y = AddNorm1(X, A) = LN1(X + drop(A))    (B, T, d)
@@ -23,8 +23,8 @@
 //   dY = dY_residual + dY_ffn                     from AddNorm2, then from the FFN
 //   dX = (dX_residual + dX_query) + dX_keyvalue   from AddNorm1, then MHA's x_q, then its x_kv
 
-import type { Generator } from "./rng.ts";
-import { type Tensor, type IntTensor, zeros } from "./ops.ts";
+import type { Generator } from "../core/rng.ts";
+import { type Tensor, type IntTensor, zeros } from "../core/ops.ts";
 import { type DropoutCache, dropoutBackward, dropoutForward } from "./dropout.ts";
 import { type FfnCache, ffnBackward, ffnForward } from "./ffn.ts";
 import { layerNormParams, linearParams } from "./init.ts";

@@ -1,5 +1,5 @@
 // Reverse-the-digits data: vocabulary, sequences, the two sets and the batch of each step
-// (twin: reference/digits.py).
+// (twin: reference/runs/digits.py).
 //
 // Vocabulary (one, shared by source and target; V = 13):
 //   0 <pad>   1 <bos>   2 <eos>   3..12 the digits 0..9 (digit k has id k + 3)
@@ -19,8 +19,8 @@
 // Batch of step t (t = 1, 2, ...): rows (t - 1) * B + i modulo the training set's size,
 // i = 0..B-1, in the order the training set was drawn: a fixed cyclic order, a function of t.
 
-import type { Generator } from "./rng.ts";
-import type { IntTensor, Tensor } from "./ops.ts";
+import type { Generator } from "../core/rng.ts";
+import type { IntTensor, Tensor } from "../core/ops.ts";
 import { stateDigest } from "./train.ts";
 
 export const PAD = 0, BOS = 1, EOS = 2;

@@ -1,4 +1,4 @@
-// The 8x8 garment data set and the ViT training run (twin: reference/garments.py).
+// The 8x8 garment data set and the ViT training run (twin: reference/runs/garments.py).
 //
 // No garment data set can be downloaded here, so both engines draw one from the shared generator.
 // Eight classes, each with two hand-drawn 8x8 templates ('#' 1.0, '+' 0.5, '.' 0.0); see
@@ -14,14 +14,14 @@
 //
 // Shape legend: n images, C = 1 channel, S = 8 image side, K classes, B batch.
 
-import type { Generator } from "./rng.ts";
-import type { IntTensor, Tensor } from "./ops.ts";
-import type { Named } from "./golden.ts";
+import type { Generator } from "../core/rng.ts";
+import type { IntTensor, Tensor } from "../core/ops.ts";
+import type { Named } from "../core/golden.ts";
 import type { Params } from "./optim.ts";
-import type { Run } from "./casesTraining.ts";
-import { type Config, CaseError, get, positiveInt, positiveNumber } from "./caseConfig.ts";
+import type { Run } from "../cases/casesTraining.ts";
+import { type Config, CaseError, get, positiveInt, positiveNumber } from "../core/caseConfig.ts";
 import { type History, type Snapshot, type StepFn, stateDigest } from "./train.ts";
-import { type VitCache, type VitConfig, initVitParams, vitForward, vitLoss, vitLossBackward } from "./vit.ts";
+import { type VitCache, type VitConfig, initVitParams, vitForward, vitLoss, vitLossBackward } from "../models/vit.ts";
 
 export const SIDE = 8;
 export const GARMENTS = ["t-shirt", "trouser", "pullover", "dress", "sandal", "sneaker", "bag", "ankle boot"];

@@ -1,5 +1,5 @@
 // The optimiser of the baked runs: the book's global-norm clipping and PyTorch's Adam
-// (twin: reference/optim.py; the contract is docs/training.md).
+// (twin: reference/runs/optim.py; the contract is docs/training.md).
 //
 // Parameters, gradients and Adam's moments are Record<string, Tensor> keyed by parameter name;
 // `names` fixes the order every loop walks them in (the model's parameter order).
@@ -17,7 +17,7 @@
 //   theta <- theta + (-stepSize) * (m / denom)                   addcdiv_'s order
 // The state is { t, b1t, b2t, m: Record<name, Tensor>, v: Record<name, Tensor> }.
 
-import { type Tensor, zeros } from "./ops.ts";
+import { type Tensor, zeros } from "../core/ops.ts";
 
 export const BETA1 = 0.9;
 export const BETA2 = 0.999;

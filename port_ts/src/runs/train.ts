@@ -1,5 +1,5 @@
 // The training loop of the baked runs, their checkpoints and state documents (twin:
-// reference/train.py; the contract is docs/training.md).
+// reference/runs/train.py; the contract is docs/training.md).
 //
 // train(params, names, stepFn, steps, lr, clip, checkpointEvery, state?) -> { history, checkpoints }
 //   params           Record<name, Tensor>, updated in place
@@ -25,10 +25,10 @@
 // SHA-256 is written out below (FIPS 180-4) so the core needs neither node:crypto nor the
 // asynchronous WebCrypto.
 
-import type { Tensor } from "./ops.ts";
+import type { Tensor } from "../core/ops.ts";
 import { type AdamState, type Params, adamInit, adamStep, clipGradients, globalNorm } from "./optim.ts";
-import { ENGINE, SCHEMA_VERSION, type Json, tensorDoc } from "./golden.ts";
-import { GENERATOR } from "./rng.ts";
+import { ENGINE, SCHEMA_VERSION, type Json, tensorDoc } from "../core/golden.ts";
+import { GENERATOR } from "../core/rng.ts";
 
 export type StepFn = (params: Params, t: number) => { loss: number; grads: Params };
 export interface History { loss: number[]; gradNorm: number[] }

@@ -2,11 +2,11 @@
 // post-norm rows (LN last), masked keys ignored exactly, and the generator draws in forward order.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { Generator } from "../src/rng.ts";
-import { intTensor, type Tensor } from "../src/ops.ts";
+import { Generator } from "../../src/core/rng.ts";
+import { intTensor, type Tensor } from "../../src/core/ops.ts";
 import {
   addNormBackward, addNormForward, encoderBlockBackward, encoderBlockForward, initEncoderBlockParams, subParams,
-} from "../src/encoderBlock.ts";
+} from "../../src/nn/encoderBlock.ts";
 
 const DIRECT = 1e-14; // against a direct formula summed in another order, values of size ~1
 const ROW_MEAN = 1e-15; // the mean of a layer-normed row of 8 values near 1 in size
