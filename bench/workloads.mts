@@ -28,8 +28,9 @@ import { dropoutForward, dropoutBackward } from "../port_ts/src/nn/dropout.ts";
 import { linearForward, linearBackward } from "../port_ts/src/nn/linear.ts";
 import { embeddingForward, embeddingBackward } from "../port_ts/src/nn/embedding.ts";
 import { crossEntropyForward, crossEntropyBackward, sequenceWeights } from "../port_ts/src/nn/loss.ts";
+import { addGrads } from "../port_ts/src/core/params.ts";
 import {
-  addGrads, encoderBlockBackward, encoderBlockForward, initEncoderBlockParams, initFfnParams, initMhaParams,
+  encoderBlockBackward, encoderBlockForward, initEncoderBlockParams, initFfnParams, initMhaParams,
 } from "../port_ts/src/nn/encoderBlock.ts";
 import { adamInit, adamStep } from "../port_ts/src/runs/optim.ts";
 import { decoderBlockForward, decoderBlockBackward, initDecoderBlockParams } from "../port_ts/src/nn/decoderBlock.ts";

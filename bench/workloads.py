@@ -40,7 +40,8 @@ from reference.nn.decoder_block import decoder_block_backward, decoder_block_for
 from reference.nn.dot_product_attention import dot_product_attention_backward, dot_product_attention_forward
 from reference.nn.dropout import dropout_backward, dropout_forward
 from reference.nn.embedding import embedding_backward, embedding_forward
-from reference.nn.encoder_block import (add_grads, encoder_block_backward, encoder_block_forward, init_encoder_block_params,
+from reference.core.params import add_grads
+from reference.nn.encoder_block import (encoder_block_backward, encoder_block_forward, init_encoder_block_params,
                                      init_ffn_params, init_mha_params)
 from reference.nn.ffn import ffn_backward, ffn_forward
 from reference.runs.garments import garment_splits, vit_model_config, vit_setup

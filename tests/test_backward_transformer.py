@@ -38,7 +38,8 @@ from torch import nn
 import reference.nn.decoder_block as decoder_block_module
 import reference.nn.encoder_block as encoder_block_module
 from reference.nn.decoder_block import decoder_block_backward, decoder_block_forward, init_decoder_block_params
-from reference.nn.encoder_block import encoder_block_backward, encoder_block_forward, init_encoder_block_params, sub_params
+from reference.core.params import sub_params
+from reference.nn.encoder_block import encoder_block_backward, encoder_block_forward, init_encoder_block_params
 from reference.core.rng import Generator
 from reference.models.transformer import init_transformer_params, transformer_loss, transformer_loss_backward
 

@@ -33,7 +33,8 @@ import torch.nn.functional as F
 
 from reference.runs import digits as dg
 from reference.runs.decode import greedy_decode
-from reference.nn.encoder_block import add_norm_forward, param, sub_params
+from reference.core.params import param, sub_params
+from reference.nn.encoder_block import add_norm_forward
 from reference.nn.ffn import ffn_forward
 from reference.nn.linear import linear_forward
 from reference.nn.multi_head_attention import multi_head_attention_forward

@@ -34,7 +34,8 @@ import numpy as np
 
 from ..nn.decoder_block import decoder_block_backward, decoder_block_forward, init_decoder_block_params
 from ..nn.embedding import embedding_backward, embedding_forward
-from ..nn.encoder_block import add_grads, encoder_block_backward, encoder_block_forward, init_encoder_block_params, param, sub_params
+from ..core.params import add_grads, param, sub_params
+from ..nn.encoder_block import encoder_block_backward, encoder_block_forward, init_encoder_block_params
 from ..nn.init import embedding_params, linear_params
 from ..nn.linear import linear_backward, linear_forward
 from ..nn.loss import cross_entropy_backward, cross_entropy_forward, sequence_weights

@@ -33,7 +33,8 @@ vit_loss / vit_loss_backward add the mean cross-entropy of the logits against in
 import numpy as np
 
 from ..nn.dropout import dropout_backward, dropout_forward
-from ..nn.encoder_block import init_ffn_params, init_layer_norm_params, init_mha_params, param, sub_params
+from ..core.params import param, sub_params
+from ..nn.encoder_block import init_ffn_params, init_layer_norm_params, init_mha_params
 from ..nn.gelu import gelu_backward, gelu_forward
 from ..nn.init import linear_params, patch_embedding_params
 from ..nn.layer_norm import layer_norm_backward, layer_norm_forward

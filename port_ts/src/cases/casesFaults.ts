@@ -13,7 +13,8 @@ import { type DigitArrays, BOS, EOS, batchRows, digitsData, drawDigitSet, encode
 import { makeGarments } from "../runs/garments.ts";
 import { crossEntropyBackward, crossEntropyForward, sequenceWeights } from "../nn/loss.ts";
 import { erf, geluBackward, geluForward } from "../nn/gelu.ts";
-import { type Params, adamInit, adamStep, clipGradients } from "../runs/optim.ts";
+import type { Params } from "../core/params.ts";
+import { adamInit, adamStep, clipGradients } from "../runs/optim.ts";
 import { sinusoidalTable } from "../nn/positionalEncoding.ts";
 import { exactRows, reversalModelConfig } from "../runs/reversal.ts";
 import { stateDigest } from "../runs/train.ts";

@@ -26,7 +26,8 @@ import type { IntTensor, Tensor } from "../core/ops.ts";
 import { Generator } from "../core/rng.ts";
 import { type Config, CaseError, get, intArray, positiveInt } from "../core/caseConfig.ts";
 import { alignmentData, alignmentLoss, alignmentLossBackward, initAlignmentParams } from "../models/alignment.ts";
-import { type LossFn, type Params, gradcheck } from "../runs/gradcheck.ts";
+import type { Params } from "../core/params.ts";
+import { type LossFn, gradcheck } from "../runs/gradcheck.ts";
 import { type TransformerConfig, type TransformerLossCache, initTransformerParams, transformerLoss, transformerLossBackward } from "../models/transformer.ts";
 import { type VitConfig, initVitParams, vitLoss, vitLossBackward } from "../models/vit.ts";
 

@@ -32,7 +32,7 @@
 
 import type { Named } from "../core/golden.ts";
 import type { IntTensor, Tensor } from "../core/ops.ts";
-import type { Params } from "../runs/optim.ts";
+import type { Params } from "../core/params.ts";
 import { Generator } from "../core/rng.ts";
 import { type Config, CaseError, get, positiveInt, positiveNumber } from "../core/caseConfig.ts";
 import { alignmentData, alignmentLoss, alignmentLossBackward, initAlignmentParams } from "../models/alignment.ts";

@@ -34,10 +34,8 @@ import { type PositionalEncodingCache, positionalEncodingBackward, positionalEnc
 import { type LinearCache, linearBackward, linearForward } from "../nn/linear.ts";
 import { embeddingParams, linearParams } from "../nn/init.ts";
 import { type CrossEntropyCache, crossEntropyBackward, crossEntropyForward, sequenceWeights } from "../nn/loss.ts";
-import {
-  type EncoderBlockCache, type Params, addGrads, encoderBlockBackward, encoderBlockForward, initEncoderBlockParams,
-  param, subParams,
-} from "../nn/encoderBlock.ts";
+import { type Params, addGrads, param, subParams } from "../core/params.ts";
+import { type EncoderBlockCache, encoderBlockBackward, encoderBlockForward, initEncoderBlockParams } from "../nn/encoderBlock.ts";
 import { type DecoderBlockCache, decoderBlockBackward, decoderBlockForward, initDecoderBlockParams } from "../nn/decoderBlock.ts";
 
 export interface TransformerConfig {

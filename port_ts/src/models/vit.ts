@@ -38,7 +38,8 @@ import { type LayerNormCache, layerNormBackward, layerNormForward } from "../nn/
 import { type LinearCache, linearBackward, linearForward } from "../nn/linear.ts";
 import { type CrossEntropyCache, crossEntropyBackward, crossEntropyForward } from "../nn/loss.ts";
 import { type MultiHeadAttentionCache, multiHeadAttentionBackward, multiHeadAttentionForward } from "../nn/multiHeadAttention.ts";
-import { type Params, initFfnParams, initLayerNormParams, initMhaParams, param, subParams } from "../nn/encoderBlock.ts";
+import { type Params, param, subParams } from "../core/params.ts";
+import { initFfnParams, initLayerNormParams, initMhaParams } from "../nn/encoderBlock.ts";
 
 export interface VitConfig {
   image: number; channels: number; patch: number; d: number; heads: number;

@@ -28,10 +28,8 @@ import type { Generator } from "../core/rng.ts";
 import type { Tensor, IntTensor } from "../core/ops.ts";
 import { type FfnCache, ffnBackward, ffnForward } from "./ffn.ts";
 import { type MultiHeadAttentionCache, multiHeadAttentionBackward, multiHeadAttentionForward } from "./multiHeadAttention.ts";
-import {
-  type AddNormCache, type Params, addGrads, addNormBackward, addNormForward, initFfnParams, initLayerNormParams,
-  initMhaParams, param, subParams,
-} from "./encoderBlock.ts";
+import { type Params, addGrads, param, subParams } from "../core/params.ts";
+import { type AddNormCache, addNormBackward, addNormForward, initFfnParams, initLayerNormParams, initMhaParams } from "./encoderBlock.ts";
 
 /** (B, T): row t of every batch element may see keys 0..t, i.e. length t + 1. */
 export function causalValidLens(B: number, T: number): IntTensor {

@@ -18,7 +18,7 @@
 // rows one by one. Shape legend: N inputs, S source steps, d model dim, H heads, V vocabulary.
 
 import type { IntTensor, Tensor } from "../core/ops.ts";
-import type { Params } from "../nn/encoderBlock.ts";
+import type { Params } from "../core/params.ts";
 import { type TransformerConfig, transformerDecode, transformerEncode } from "../models/transformer.ts";
 
 export interface Decoded {

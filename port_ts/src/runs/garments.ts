@@ -17,7 +17,7 @@
 import type { Generator } from "../core/rng.ts";
 import type { IntTensor, Tensor } from "../core/ops.ts";
 import type { Named } from "../core/golden.ts";
-import type { Params } from "./optim.ts";
+import type { Params } from "../core/params.ts";
 import type { Run } from "../cases/casesTraining.ts";
 import { type Config, CaseError, get, positiveInt, positiveNumber } from "../core/caseConfig.ts";
 import { type History, type Snapshot, type StepFn, stateDigest } from "./train.ts";

@@ -25,14 +25,13 @@
 // kinkRetries. A check that still crosses a kink keeps its last value and fails honestly.
 
 import type { Generator } from "../core/rng.ts";
-import type { Tensor } from "../core/ops.ts";
+import type { Params } from "../core/params.ts";
 
 export const STEP = 1e-3; // fourth-order stencil: truncation ~h^4, rounding ~eps/h; see docs/gradcheck.md
 export const ORDER = 4;
 export const FLOOR = 1e-3; // |a - n| below 1e-9 passes whatever a is
 export const KINK_HALVINGS = 20;
 
-export type Params = Record<string, Tensor>;
 export type LossFn = (params: Params) => { loss: number; kinks: Uint8Array | null };
 
 export interface CheckRecord { index: Int32Array; analytic: Float64Array; numeric: Float64Array; relErr: Float64Array }

@@ -17,13 +17,12 @@
 //   theta <- theta + (-stepSize) * (m / denom)                   addcdiv_'s order
 // The state is { t, b1t, b2t, m: Record<name, Tensor>, v: Record<name, Tensor> }.
 
-import { type Tensor, zeros } from "../core/ops.ts";
+import { zeros } from "../core/ops.ts";
+import type { Params } from "../core/params.ts";
 
 export const BETA1 = 0.9;
 export const BETA2 = 0.999;
 export const EPS = 1e-8;
-
-export type Params = Record<string, Tensor>;
 
 export interface AdamState {
   t: number;

@@ -23,7 +23,7 @@
 // and digests train_data, test_data (dataDigest), equal across engines.
 
 import type { IntTensor, Tensor } from "../core/ops.ts";
-import type { Params } from "./optim.ts";
+import type { Params } from "../core/params.ts";
 import type { Generator } from "../core/rng.ts";
 import type { Named } from "../core/golden.ts";
 import { type Config, CaseError, positiveInt } from "../core/caseConfig.ts";

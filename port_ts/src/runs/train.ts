@@ -26,7 +26,8 @@
 // asynchronous WebCrypto.
 
 import type { Tensor } from "../core/ops.ts";
-import { type AdamState, type Params, adamInit, adamStep, clipGradients, globalNorm } from "./optim.ts";
+import type { Params } from "../core/params.ts";
+import { type AdamState, adamInit, adamStep, clipGradients, globalNorm } from "./optim.ts";
 import { ENGINE, SCHEMA_VERSION, type Json, tensorDoc } from "../core/golden.ts";
 import { GENERATOR } from "../core/rng.ts";
 

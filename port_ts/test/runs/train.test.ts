@@ -8,7 +8,7 @@ import { createHash } from "node:crypto";
 import { tensor } from "../../src/core/ops.ts";
 import { Generator } from "../../src/core/rng.ts";
 import { dumps } from "../../src/core/golden.ts";
-import type { Params } from "../../src/runs/optim.ts";
+import type { Params } from "../../src/core/params.ts";
 import { copyState, stateDigest, stateDocument, stateFromDocument, train, type StepFn } from "../../src/runs/train.ts";
 import { BUILDERS, replaySegment } from "../../src/cases/casesTraining.ts";
 
