@@ -18,7 +18,7 @@ Shape legend: n images, C = 1 channel, S = 8 image side, K classes, B batch.
 import numpy as np
 
 from ..core import case_config as cc
-from .train import state_digest
+from ..core.digest import float64_digest
 from ..models.vit import init_vit_params, vit_forward, vit_loss, vit_loss_backward
 
 SIDE = 8
@@ -180,5 +180,5 @@ def vit_setup(config, rng):
 
 
 def _data_digest(images, labels):
-    """SHA-256 of the images' then the labels' little-endian float64 bytes (train.state_digest)."""
-    return state_digest({"images": images, "labels": labels}, ["images", "labels"])
+    """SHA-256 of the images' then the labels' little-endian float64 bytes (digest.float64_digest)."""
+    return float64_digest([images, labels])

@@ -20,7 +20,8 @@ import type { Named } from "../core/golden.ts";
 import type { Params } from "../core/params.ts";
 import type { Run } from "../cases/casesTraining.ts";
 import { type Config, CaseError, get, positiveInt, positiveNumber } from "../core/caseConfig.ts";
-import { type History, type Snapshot, type StepFn, stateDigest } from "./train.ts";
+import { float64Digest } from "../core/digest.ts";
+import type { History, Snapshot, StepFn } from "./train.ts";
 import { type VitCache, type VitConfig, initVitParams, vitForward, vitLoss, vitLossBackward } from "../models/vit.ts";
 
 export const SIDE = 8;
@@ -213,7 +214,7 @@ export function vitSetup(config: Config, rng: Generator): VitRun {
   };
 }
 
-/** SHA-256 of the images' then the labels' little-endian float64 bytes (train.stateDigest). */
+/** SHA-256 of the images' then the labels' little-endian float64 bytes (float64Digest). */
 function dataDigest(images: Tensor, labels: IntTensor): string {
-  return stateDigest({ images, labels: { shape: labels.shape, data: Float64Array.from(labels.data) } }, ["images", "labels"]);
+  return float64Digest([images.data, labels.data]);
 }
