@@ -38,15 +38,8 @@ from ..models.alignment import alignment_data, alignment_loss, alignment_loss_ba
 from ..runs.garments import vit_setup
 from ..runs.reversal import reversal_setup
 from ..core.rng import Generator
+from ..runs.schedule import schedule
 from ..runs.train import state_digest, state_document, state_from_document, train
-
-
-def schedule(config):
-    """{steps, lr, clip, checkpoint_every} from the config; clip may be null (never clip)."""
-    steps = cc.positive_int(config, "steps")
-    every = cc.positive_int(config, "checkpoint_every")
-    clip = None if cc.get(config, "clip") is None else cc.positive_number(config, "clip")
-    return {"steps": steps, "lr": cc.positive_number(config, "lr"), "clip": clip, "checkpoint_every": every}
 
 
 def alignment_setup(config, rng):

@@ -34,24 +34,12 @@ import type { Named } from "../core/golden.ts";
 import type { IntTensor, Tensor } from "../core/ops.ts";
 import type { Params } from "../core/params.ts";
 import { Generator } from "../core/rng.ts";
-import { type Config, CaseError, get, positiveInt, positiveNumber } from "../core/caseConfig.ts";
+import { type Config, CaseError, positiveInt } from "../core/caseConfig.ts";
 import { alignmentData, alignmentLoss, alignmentLossBackward, initAlignmentParams } from "../models/alignment.ts";
 import { vitSetup } from "../runs/garments.ts";
 import { reversalSetup } from "../runs/reversal.ts";
+import { type Run, type Setup, schedule } from "../runs/schedule.ts";
 import { type History, type Snapshot, type StateDocument, type StepFn, stateDigest, stateDocument, stateFromDocument, train } from "../runs/train.ts";
-
-export interface Schedule { steps: number; lr: number; clip: number | null; checkpointEvery: number }
-
-export interface Run extends Schedule {
-  names: string[];
-  params: Params;
-  stepFn: StepFn;
-  inputs: Named;
-  report: (params: Params, history: History, checkpoints: Map<number, Snapshot>) => Named;
-  digests?: Record<string, string>;
-}
-
-export type Setup = (config: Config, rng: Generator) => Run;
 
 export interface TrainingResult {
   inputs: Named;
@@ -61,14 +49,6 @@ export interface TrainingResult {
 }
 
 interface TrainingCase { id: string; op: string; seed: number; config?: Config }
-
-/** { steps, lr, clip, checkpointEvery } from the config; clip may be null (never clip). */
-export function schedule(config: Config): Schedule {
-  const steps = positiveInt(config, "steps");
-  const checkpointEvery = positiveInt(config, "checkpoint_every");
-  const clip = get<unknown>(config, "clip") === null ? null : positiveNumber(config, "clip");
-  return { steps, lr: positiveNumber(config, "lr"), clip, checkpointEvery };
-}
 
 /** Row-wise argmax over the last axis (the first of equal maxima, as NumPy). */
 function argmaxLast(x: Tensor): IntTensor {

@@ -18,7 +18,7 @@ import type { Generator } from "../core/rng.ts";
 import type { IntTensor, Tensor } from "../core/ops.ts";
 import type { Named } from "../core/golden.ts";
 import type { Params } from "../core/params.ts";
-import type { Run } from "../cases/casesTraining.ts";
+import type { Run } from "./schedule.ts";
 import { type Config, CaseError, get, positiveInt, positiveNumber } from "../core/caseConfig.ts";
 import { float64Digest } from "../core/digest.ts";
 import type { History, Snapshot, StepFn } from "./train.ts";

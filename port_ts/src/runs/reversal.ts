@@ -6,7 +6,7 @@
 //   min_digits, max_digits                         input lengths, drawn uniformly in that range
 //   n_train, n_test                                distinct training inputs, then held-out ones
 //   batch                                          rows per step, cyclic over the training set
-//   steps, lr, clip, checkpoint_every              the schedule (casesTraining schedule)
+//   steps, lr, clip, checkpoint_every              the schedule (runs/schedule.ts)
 // Draws, in this order, from the case's generator: initTransformerParams (the model's parameter
 // order), then digitsData (training set, then held-out set). Training draws nothing more.
 // Step t: the padding-masked cross-entropy (transformerLoss) of the batch batchRows(t).
@@ -30,7 +30,7 @@ import { type Config, CaseError, positiveInt } from "../core/caseConfig.ts";
 import { type DigitArrays, BOS, EOS, VOCAB, batchRows, dataDigest, digitsData, encodeInputs, takeRows } from "./digits.ts";
 import { greedyDecode } from "./decode.ts";
 import { type TransformerConfig, type TransformerLossCache, initTransformerParams, transformerLoss, transformerLossBackward } from "../models/transformer.ts";
-import { type Run, schedule } from "../cases/casesTraining.ts";
+import { type Run, schedule } from "./schedule.ts";
 
 export const LAB_EXAMPLE: readonly number[] = [3, 8, 0, 5, 2, 7]; // the lab's example; reserved: never in either set
 
