@@ -36,7 +36,7 @@ import { adamInit, adamStep } from "../port_ts/src/runs/optim.ts";
 import { decoderBlockForward, decoderBlockBackward, initDecoderBlockParams } from "../port_ts/src/nn/decoderBlock.ts";
 import { reversalSetup } from "../port_ts/src/runs/reversal.ts";
 import { vitSetup } from "../port_ts/src/runs/garments.ts";
-import { alignmentSetup } from "../port_ts/src/cases/casesTraining.ts";
+import { alignmentSetup } from "../port_ts/src/runs/alignmentRun.ts";
 import type { Run } from "../port_ts/src/runs/schedule.ts";
 import { BUILDERS as GRADCHECK_BUILDERS } from "../port_ts/src/cases/casesGradcheck.ts";
 

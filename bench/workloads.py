@@ -35,7 +35,7 @@ from reference.runs import digits as dg
 from reference.nn.additive_attention import additive_attention_backward, additive_attention_forward
 from reference.models.alignment import alignment_data, init_alignment_params
 from reference.cases.cases_gradcheck import BUILDERS as GRADCHECK_BUILDERS
-from reference.cases.cases_training import alignment_setup
+from reference.runs.alignment_run import alignment_setup
 from reference.nn.decoder_block import decoder_block_backward, decoder_block_forward, init_decoder_block_params
 from reference.nn.dot_product_attention import dot_product_attention_backward, dot_product_attention_forward
 from reference.nn.dropout import dropout_backward, dropout_forward
