@@ -8,8 +8,8 @@
 //   node --cpu-prof bench/reversal_step.mts 300    -> a .cpuprofile for the profile
 import { readFileSync } from "node:fs";
 import { createInterface } from "node:readline";
-import { Generator } from "../port_ts/src/rng.ts";
-import { reversalSetup } from "../port_ts/src/reversal.ts";
+import { Generator } from "../port_ts/src/core/rng.ts";
+import { reversalSetup } from "../port_ts/src/runs/reversal.ts";
 
 // The real case's seed and config, read from the catalogue so the benchmark cannot drift from it.
 const CASE_ID = "train.reversal";

@@ -14,8 +14,8 @@ import statistics
 import time
 from pathlib import Path
 
-from reference.reversal import reversal_setup
-from reference.rng import Generator
+from reference.runs.reversal import reversal_setup
+from reference.core.rng import Generator
 
 CASE_ID = "train.reversal"
 

@@ -32,7 +32,7 @@ import time
 import pytest
 import torch
 
-from reference.rng import Generator
+from reference.core.rng import Generator
 from torch_ops import torch_call
 from workloads import (MAX_ROUNDS, MAX_WARMUP_CALLS, MIN_ROUNDS, REFERENCE, WARMUP, WORKLOADS, agree, budget,
                        reference_call, rounds_for)

@@ -22,12 +22,12 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from reference.masked_softmax import MASK_VALUE
-from reference.positional_encoding import sinusoidal_table
+from reference.nn.masked_softmax import MASK_VALUE
+from reference.nn.positional_encoding import sinusoidal_table
 
 from workloads import ADAM_LR, CASES, DROPOUT_P, PRIMITIVES, STEP_CYCLE, dout_for
 
-EPS = 1e-5  # layer norm's, as reference/layer_norm.py
+EPS = 1e-5  # layer norm's, as reference/nn/layer_norm.py
 
 
 @dataclass
@@ -234,7 +234,7 @@ def reversal_step(config, a, cache):
     # tests/test_reversal.py's composition of the encoder-decoder, checked there against the
     # reference to 1e-9 over 20 Adam steps of this run
     torch_loss = _tests_module("test_reversal").torch_loss
-    from reference.reversal import reversal_model_config
+    from reference.runs.reversal import reversal_model_config
 
     P = _leaves(a["params"], list(a["params"]))
     model = reversal_model_config(config)
@@ -242,7 +242,7 @@ def reversal_step(config, a, cache):
 
 
 def vit_step(config, a, cache):
-    from reference.garments import batch_indices
+    from reference.runs.garments import batch_indices
 
     P = _leaves(a["params"], list(a["params"]))
     c = a["model"]

@@ -12,31 +12,33 @@
 // JIT has compiled it), then timed round by round with process.hrtime, as many rounds as fill
 // budget_ms at the warm-up's median call time, within [min_rounds, max_rounds].
 import { createInterface } from "node:readline";
-import { Generator } from "../port_ts/src/rng.ts";
-import type { IntTensor, Tensor } from "../port_ts/src/ops.ts";
-import type { Config } from "../port_ts/src/caseConfig.ts";
-import { linearParams, embeddingParams } from "../port_ts/src/init.ts";
-import { maskedSoftmaxForward, maskedSoftmaxBackward } from "../port_ts/src/maskedSoftmax.ts";
-import { dotProductAttentionForward, dotProductAttentionBackward } from "../port_ts/src/dotProductAttention.ts";
-import { additiveAttentionForward, additiveAttentionBackward } from "../port_ts/src/additiveAttention.ts";
-import { multiHeadAttentionForward, multiHeadAttentionBackward } from "../port_ts/src/multiHeadAttention.ts";
-import { positionalEncodingForward, positionalEncodingBackward } from "../port_ts/src/positionalEncoding.ts";
-import { layerNormForward, layerNormBackward } from "../port_ts/src/layerNorm.ts";
-import { ffnForward, ffnBackward } from "../port_ts/src/ffn.ts";
-import { geluForward, geluBackward } from "../port_ts/src/gelu.ts";
-import { dropoutForward, dropoutBackward } from "../port_ts/src/dropout.ts";
-import { linearForward, linearBackward } from "../port_ts/src/linear.ts";
-import { embeddingForward, embeddingBackward } from "../port_ts/src/embedding.ts";
-import { crossEntropyForward, crossEntropyBackward, sequenceWeights } from "../port_ts/src/loss.ts";
+import { Generator } from "../port_ts/src/core/rng.ts";
+import type { IntTensor, Tensor } from "../port_ts/src/core/ops.ts";
+import type { Config } from "../port_ts/src/core/caseConfig.ts";
+import { linearParams, embeddingParams } from "../port_ts/src/nn/init.ts";
+import { maskedSoftmaxForward, maskedSoftmaxBackward } from "../port_ts/src/nn/maskedSoftmax.ts";
+import { dotProductAttentionForward, dotProductAttentionBackward } from "../port_ts/src/nn/dotProductAttention.ts";
+import { additiveAttentionForward, additiveAttentionBackward } from "../port_ts/src/nn/additiveAttention.ts";
+import { multiHeadAttentionForward, multiHeadAttentionBackward } from "../port_ts/src/nn/multiHeadAttention.ts";
+import { positionalEncodingForward, positionalEncodingBackward } from "../port_ts/src/nn/positionalEncoding.ts";
+import { layerNormForward, layerNormBackward } from "../port_ts/src/nn/layerNorm.ts";
+import { ffnForward, ffnBackward } from "../port_ts/src/nn/ffn.ts";
+import { geluForward, geluBackward } from "../port_ts/src/nn/gelu.ts";
+import { dropoutForward, dropoutBackward } from "../port_ts/src/nn/dropout.ts";
+import { linearForward, linearBackward } from "../port_ts/src/nn/linear.ts";
+import { embeddingForward, embeddingBackward } from "../port_ts/src/nn/embedding.ts";
+import { crossEntropyForward, crossEntropyBackward, sequenceWeights } from "../port_ts/src/nn/loss.ts";
+import { addGrads } from "../port_ts/src/core/params.ts";
 import {
-  addGrads, encoderBlockBackward, encoderBlockForward, initEncoderBlockParams, initFfnParams, initMhaParams,
-} from "../port_ts/src/encoderBlock.ts";
-import { adamInit, adamStep } from "../port_ts/src/optim.ts";
-import { decoderBlockForward, decoderBlockBackward, initDecoderBlockParams } from "../port_ts/src/decoderBlock.ts";
-import { reversalSetup } from "../port_ts/src/reversal.ts";
-import { vitSetup } from "../port_ts/src/garments.ts";
-import { alignmentSetup, type Run } from "../port_ts/src/casesTraining.ts";
-import { BUILDERS as GRADCHECK_BUILDERS } from "../port_ts/src/casesGradcheck.ts";
+  encoderBlockBackward, encoderBlockForward, initEncoderBlockParams, initFfnParams, initMhaParams,
+} from "../port_ts/src/nn/encoderBlock.ts";
+import { adamInit, adamStep } from "../port_ts/src/runs/optim.ts";
+import { decoderBlockForward, decoderBlockBackward, initDecoderBlockParams } from "../port_ts/src/nn/decoderBlock.ts";
+import { reversalSetup } from "../port_ts/src/runs/reversal.ts";
+import { vitSetup } from "../port_ts/src/runs/garments.ts";
+import { alignmentSetup } from "../port_ts/src/runs/alignmentRun.ts";
+import type { Run } from "../port_ts/src/runs/schedule.ts";
+import { BUILDERS as GRADCHECK_BUILDERS } from "../port_ts/src/cases/casesGradcheck.ts";
 
 const DROPOUT_P = 0.1; // the dropout and positional-encoding workloads (as DROPOUT_P in workloads.py)
 const ADAM_LR = 0.01;

@@ -31,32 +31,33 @@ from pathlib import Path
 
 import numpy as np
 
-from reference import digits as dg
-from reference.additive_attention import additive_attention_backward, additive_attention_forward
-from reference.alignment import alignment_data, init_alignment_params
-from reference.cases_gradcheck import BUILDERS as GRADCHECK_BUILDERS
-from reference.cases_training import alignment_setup
-from reference.decoder_block import decoder_block_backward, decoder_block_forward, init_decoder_block_params
-from reference.dot_product_attention import dot_product_attention_backward, dot_product_attention_forward
-from reference.dropout import dropout_backward, dropout_forward
-from reference.embedding import embedding_backward, embedding_forward
-from reference.encoder_block import (add_grads, encoder_block_backward, encoder_block_forward, init_encoder_block_params,
+from reference.runs import digits as dg
+from reference.nn.additive_attention import additive_attention_backward, additive_attention_forward
+from reference.models.alignment import alignment_data, init_alignment_params
+from reference.cases.cases_gradcheck import BUILDERS as GRADCHECK_BUILDERS
+from reference.runs.alignment_run import alignment_setup
+from reference.nn.decoder_block import decoder_block_backward, decoder_block_forward, init_decoder_block_params
+from reference.nn.dot_product_attention import dot_product_attention_backward, dot_product_attention_forward
+from reference.nn.dropout import dropout_backward, dropout_forward
+from reference.nn.embedding import embedding_backward, embedding_forward
+from reference.core.params import add_grads
+from reference.nn.encoder_block import (encoder_block_backward, encoder_block_forward, init_encoder_block_params,
                                      init_ffn_params, init_mha_params)
-from reference.ffn import ffn_backward, ffn_forward
-from reference.garments import garment_splits, vit_model_config, vit_setup
-from reference.gelu import gelu_backward, gelu_forward
-from reference.init import embedding_params, linear_params
-from reference.layer_norm import layer_norm_backward, layer_norm_forward
-from reference.linear import linear_backward, linear_forward
-from reference.loss import cross_entropy_backward, cross_entropy_forward, sequence_weights
-from reference.masked_softmax import masked_softmax_backward, masked_softmax_forward
-from reference.multi_head_attention import multi_head_attention_backward, multi_head_attention_forward
-from reference.optim import adam_init, adam_step
-from reference.positional_encoding import positional_encoding_backward, positional_encoding_forward
-from reference.reversal import LAB_EXAMPLE, reversal_model_config, reversal_setup
-from reference.rng import Generator
-from reference.transformer import init_transformer_params
-from reference.vit import init_vit_params
+from reference.nn.ffn import ffn_backward, ffn_forward
+from reference.runs.garments import garment_splits, vit_model_config, vit_setup
+from reference.nn.gelu import gelu_backward, gelu_forward
+from reference.nn.init import embedding_params, linear_params
+from reference.nn.layer_norm import layer_norm_backward, layer_norm_forward
+from reference.nn.linear import linear_backward, linear_forward
+from reference.nn.loss import cross_entropy_backward, cross_entropy_forward, sequence_weights
+from reference.nn.masked_softmax import masked_softmax_backward, masked_softmax_forward
+from reference.nn.multi_head_attention import multi_head_attention_backward, multi_head_attention_forward
+from reference.runs.optim import adam_init, adam_step
+from reference.nn.positional_encoding import positional_encoding_backward, positional_encoding_forward
+from reference.runs.reversal import LAB_EXAMPLE, reversal_model_config, reversal_setup
+from reference.core.rng import Generator
+from reference.models.transformer import init_transformer_params
+from reference.models.vit import init_vit_params
 
 ROOT = Path(__file__).resolve().parent.parent
 DROPOUT_P = 0.1  # the dropout and positional-encoding workloads (the other ops run with p = 0, as the models train)

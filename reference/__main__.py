@@ -17,12 +17,12 @@ import sys
 import time
 import traceback
 
-from . import golden
-from .case_config import CaseError
-from .cases import run_case_with_states
-from .cases_pretrained import split_documents
-from .cases_training import evaluate_state, replay_segment
-from .rng import Generator
+from .core import golden
+from .core.case_config import CaseError
+from .cases.cases import run_case_with_states
+from .cases.cases_pretrained import split_documents
+from .cases.cases_training import evaluate_state, replay_segment
+from .core.rng import Generator
 
 
 def _read_state(from_dir, t, what):

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 import torch
 
-from reference.alignment import (ALIGNMENT, SOURCE, TARGET, alignment_data, alignment_loss, alignment_loss_backward,
+from reference.models.alignment import (ALIGNMENT, SOURCE, TARGET, alignment_data, alignment_loss, alignment_loss_backward,
                                  init_alignment_params)
-from reference.rng import Generator
+from reference.core.rng import Generator
 
 ATOL = 1e-10
 

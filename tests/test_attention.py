@@ -17,12 +17,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from reference.additive_attention import additive_attention_forward
-from reference.cases_attention import BUILDERS
-from reference.dot_product_attention import dot_product_attention_forward
-from reference.masked_softmax import masked_softmax_forward
-from reference.multi_head_attention import merge_heads, multi_head_attention_forward, split_heads
-from reference.rng import Generator
+from reference.nn.additive_attention import additive_attention_forward
+from reference.cases.cases_attention import BUILDERS
+from reference.nn.dot_product_attention import dot_product_attention_forward
+from reference.nn.masked_softmax import masked_softmax_forward
+from reference.nn.multi_head_attention import merge_heads, multi_head_attention_forward, split_heads
+from reference.core.rng import Generator
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CATALOGUE = os.path.join(ROOT, "cases", "attention", "forward_attention.json")

@@ -19,12 +19,12 @@ import numpy as np
 import pytest
 import torch
 
-import reference.additive_attention as additive_mod
-import reference.dot_product_attention as dpa_mod
-import reference.masked_softmax as softmax_mod
-import reference.multi_head_attention as mha_mod
-from reference.ops import sum_last
-from reference.rng import Generator
+import reference.nn.additive_attention as additive_mod
+import reference.nn.dot_product_attention as dpa_mod
+import reference.nn.masked_softmax as softmax_mod
+import reference.nn.multi_head_attention as mha_mod
+from reference.core.ops import sum_last
+from reference.core.rng import Generator
 
 # Tolerances, each with its reason.
 TORCH = 1e-12  # max |ours - torch| / max |torch| per tensor: torch sums in other orders (BLAS), ulps only
@@ -307,12 +307,12 @@ def test_fd_error_falls_as_h_squared():
 
 PORT_SCRIPT = r"""
 import { readFileSync } from "node:fs";
-import { Generator } from "./port_ts/src/rng.ts";
-import { intTensor } from "./port_ts/src/ops.ts";
-import { maskedSoftmaxForward, maskedSoftmaxBackward } from "./port_ts/src/maskedSoftmax.ts";
-import { dotProductAttentionForward, dotProductAttentionBackward } from "./port_ts/src/dotProductAttention.ts";
-import { additiveAttentionForward, additiveAttentionBackward } from "./port_ts/src/additiveAttention.ts";
-import { multiHeadAttentionForward, multiHeadAttentionBackward } from "./port_ts/src/multiHeadAttention.ts";
+import { Generator } from "./port_ts/src/core/rng.ts";
+import { intTensor } from "./port_ts/src/core/ops.ts";
+import { maskedSoftmaxForward, maskedSoftmaxBackward } from "./port_ts/src/nn/maskedSoftmax.ts";
+import { dotProductAttentionForward, dotProductAttentionBackward } from "./port_ts/src/nn/dotProductAttention.ts";
+import { additiveAttentionForward, additiveAttentionBackward } from "./port_ts/src/nn/additiveAttention.ts";
+import { multiHeadAttentionForward, multiHeadAttentionBackward } from "./port_ts/src/nn/multiHeadAttention.ts";
 
 const w = (g, o, i) => g.uniform([o, i], -1 / Math.sqrt(i), 1 / Math.sqrt(i));
 const lensOf = (s) => s.lens === null ? null

@@ -32,15 +32,15 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from reference.dropout import dropout_backward, dropout_forward
-from reference.embedding import embedding_backward, embedding_forward
-from reference.ffn import ffn_backward, ffn_forward
-from reference.gelu import gelu_backward, gelu_forward
-from reference.layer_norm import layer_norm_backward, layer_norm_forward
-from reference.linear import linear_backward, linear_forward
-from reference.loss import cross_entropy_backward, cross_entropy_forward, sequence_weights
-from reference.positional_encoding import positional_encoding_backward, positional_encoding_forward, sinusoidal_table
-from reference.rng import Generator
+from reference.nn.dropout import dropout_backward, dropout_forward
+from reference.nn.embedding import embedding_backward, embedding_forward
+from reference.nn.ffn import ffn_backward, ffn_forward
+from reference.nn.gelu import gelu_backward, gelu_forward
+from reference.nn.layer_norm import layer_norm_backward, layer_norm_forward
+from reference.nn.linear import linear_backward, linear_forward
+from reference.nn.loss import cross_entropy_backward, cross_entropy_forward, sequence_weights
+from reference.nn.positional_encoding import positional_encoding_backward, positional_encoding_forward, sinusoidal_table
+from reference.core.rng import Generator
 
 TORCH_RTOL = 1e-12
 FD_RTOL = 1e-10
@@ -397,15 +397,15 @@ def test_wrong_backwards_fail():
 # ---- 3. the port against the reference, on the same generator-drawn inputs ------------------
 
 NODE_SCRIPT = r"""
-import { Generator } from './port_ts/src/rng.ts';
-import { linearForward, linearBackward } from './port_ts/src/linear.ts';
-import { embeddingForward, embeddingBackward } from './port_ts/src/embedding.ts';
-import { layerNormForward, layerNormBackward } from './port_ts/src/layerNorm.ts';
-import { ffnForward, ffnBackward } from './port_ts/src/ffn.ts';
-import { geluForward, geluBackward } from './port_ts/src/gelu.ts';
-import { dropoutForward, dropoutBackward } from './port_ts/src/dropout.ts';
-import { positionalEncodingForward, positionalEncodingBackward } from './port_ts/src/positionalEncoding.ts';
-import { sequenceWeights, crossEntropyForward, crossEntropyBackward } from './port_ts/src/loss.ts';
+import { Generator } from './port_ts/src/core/rng.ts';
+import { linearForward, linearBackward } from './port_ts/src/nn/linear.ts';
+import { embeddingForward, embeddingBackward } from './port_ts/src/nn/embedding.ts';
+import { layerNormForward, layerNormBackward } from './port_ts/src/nn/layerNorm.ts';
+import { ffnForward, ffnBackward } from './port_ts/src/nn/ffn.ts';
+import { geluForward, geluBackward } from './port_ts/src/nn/gelu.ts';
+import { dropoutForward, dropoutBackward } from './port_ts/src/nn/dropout.ts';
+import { positionalEncodingForward, positionalEncodingBackward } from './port_ts/src/nn/positionalEncoding.ts';
+import { sequenceWeights, crossEntropyForward, crossEntropyBackward } from './port_ts/src/nn/loss.ts';
 
 const spec = JSON.parse(process.argv[1]);
 const flat = (t) => Array.from(t.data);

@@ -35,12 +35,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-import reference.decoder_block as decoder_block_module
-import reference.encoder_block as encoder_block_module
-from reference.decoder_block import decoder_block_backward, decoder_block_forward, init_decoder_block_params
-from reference.encoder_block import encoder_block_backward, encoder_block_forward, init_encoder_block_params, sub_params
-from reference.rng import Generator
-from reference.transformer import init_transformer_params, transformer_loss, transformer_loss_backward
+import reference.nn.decoder_block as decoder_block_module
+import reference.nn.encoder_block as encoder_block_module
+from reference.nn.decoder_block import decoder_block_backward, decoder_block_forward, init_decoder_block_params
+from reference.core.params import sub_params
+from reference.nn.encoder_block import encoder_block_backward, encoder_block_forward, init_encoder_block_params
+from reference.core.rng import Generator
+from reference.models.transformer import init_transformer_params, transformer_loss, transformer_loss_backward
 
 TORCH = 1e-10
 ENGINES = 1e-12
@@ -386,9 +387,9 @@ def test_transformer_gradients_with_dropout_match_central_differences():
 # ---- the port against the reference ----
 
 PORT_SCRIPT = """
-import { Generator } from './port_ts/src/rng.ts';
-import { intTensor } from './port_ts/src/ops.ts';
-import { initTransformerParams, transformerLoss, transformerLossBackward } from './port_ts/src/transformer.ts';
+import { Generator } from './port_ts/src/core/rng.ts';
+import { intTensor } from './port_ts/src/core/ops.ts';
+import { initTransformerParams, transformerLoss, transformerLossBackward } from './port_ts/src/models/transformer.ts';
 const { config, seed, dropoutSeed, B, S, T, srcLens, tgtLens } = JSON.parse(process.argv[1]);
 const rng = new Generator(seed);
 const params = initTransformerParams(rng, config);

@@ -14,9 +14,9 @@ import pytest
 import torch
 from torch import nn
 
-from reference.encoder_block import sub_params
-from reference.rng import Generator
-from reference.vit import (init_vit_params, patch_embedding_backward, patch_embedding_forward, vit_backward,
+from reference.core.params import sub_params
+from reference.core.rng import Generator
+from reference.models.vit import (init_vit_params, patch_embedding_backward, patch_embedding_forward, vit_backward,
                            vit_forward, vit_loss, vit_loss_backward)
 
 ATOL = 1e-10

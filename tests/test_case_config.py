@@ -1,6 +1,6 @@
 """The reference's case configs: every builder rejects a malformed count or rate with a CaseError
 naming the key, before it computes anything, as the port's builders do (twin:
-port_ts/test/caseConfig.test.ts; both read port_ts/test/small-configs.json). true is no count in
+port_ts/test/core/caseConfig.test.ts; both read port_ts/test/small-configs.json). true is no count in
 either engine, though Python's bool is an int."""
 
 import json
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from reference.case_config import CaseError, positive_int, positive_number
-from reference.cases import run_case
+from reference.core.case_config import CaseError, positive_int, positive_number
+from reference.cases.cases import run_case
 
 ROOT = Path(__file__).resolve().parent.parent
 BASE = json.loads((ROOT / "port_ts" / "test" / "small-configs.json").read_text())["cases"]

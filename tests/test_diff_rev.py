@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from reference import golden as golden_text
+from reference.core import golden as golden_text
 from verify import cli
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -98,13 +98,13 @@ def test_items_rule(dtype, data, valid):
 
 # --- the golden text: both writers give the same layout ------------------------------------------
 
-# The example port_ts/test/golden.test.ts writes and pins byte for byte; here it is built in both
+# The example port_ts/test/core/golden.test.ts writes and pins byte for byte; here it is built in both
 # languages. docs/goldens.md: the same layout, the same values; scalars may be spelled differently
 # (Python's repr 1.2345678901234568e+20 is JavaScript's 123456789012345680000; json.dumps escapes
 # non-ASCII), which is why each engine keeps its own golden directory and the two are compared by
 # value.
 GOLDEN_TEXT_JS = """
-import { dumps } from './port_ts/src/golden.ts';
+import { dumps } from './port_ts/src/core/golden.ts';
 const example = {
   z: [1.5, -0, 0, NaN, Infinity, -Infinity, 1e-300, 123456789012345680000, 0.1],
   a: { nested: [[1, 2], [3]], empty: {}, none: [], text: "caf\\u00e9 \\"q\\"", flags: [true, false, null] },
@@ -126,7 +126,7 @@ def _layout(text):
 def test_both_engines_write_the_same_golden_layout_and_values(node, repo_root):
     import subprocess
 
-    from reference.golden import dumps
+    from reference.core.golden import dumps
 
     example = {
         "z": [1.5, -0.0, 0, math.nan, math.inf, -math.inf, 1e-300, 123456789012345680000.0, 0.1],

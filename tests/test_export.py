@@ -8,8 +8,8 @@ import sys
 
 import numpy as np
 
-from reference.alignment import alignment_data, alignment_loss, init_alignment_params
-from reference.rng import Generator
+from reference.models.alignment import alignment_data, alignment_loss, init_alignment_params
+from reference.core.rng import Generator
 
 
 def _export(repo_root, out):

@@ -1,11 +1,16 @@
 """The fault catalogue and `verify faults` (docs/faults.md): every fault is a valid edit of today's
-sources, every fault is caught, a harmless edit is reported missed, a broken catalogue is exit 2."""
+sources, anchored to the declaration that holds it (a function moved to another module keeps its
+faults), every fault is caught (a fault with a witness by that case, also end to end through
+`verify attention --port-cmd`), a harmless edit is reported missed, a broken catalogue is exit 2."""
 
 import json
+import shutil
+from pathlib import Path
 
 import pytest
 
-from verify.faults import AREAS, load
+from verify import anchors
+from verify.faults import AREAS, Fault, apply, load
 from helpers import assert_one_line_error, run_verify
 
 
@@ -24,17 +29,27 @@ def _catalogue(tmp_path, faults):
     return path
 
 
-FAULT = {"id": "x", "engine": "port", "file": "port_ts/src/layerNorm.ts", "find": "export const EPS = 1e-5;",
+FAULT = {"id": "x", "engine": "port", "within": "EPS", "find": "export const EPS = 1e-5;",
          "replace": "export const EPS = 1e-4;", "description": "d", "area": "forward"}
 
 
 @pytest.mark.parametrize("faults,fragments", [
     ('{"faults": [', ["not valid JSON", "fix it"]),
     ([], ["non-empty list 'faults'"]),
-    ([dict(FAULT, find="no such text")], ["occurs 0 times", "update the fault to today's sources"]),
-    ([dict(FAULT, find="d")], ["occurs", "must be exactly once"]),
+    ([dict(FAULT, find="no such text")], ["occurs 0 times in EPS (port_ts/src/nn/layerNorm.ts, port_ts/src/runs/optim.ts)",
+                                           "update 'find' (or 'within') to today's sources"]),
+    ([dict(FAULT, within="layerNormForward", find="for (let k = 0; k < d; k++)")],
+     ["occurs 3 times in layerNormForward (port_ts/src/nn/layerNorm.ts)", "make it longer"]),
+    ([dict(FAULT, find="export const EPS = ")], ["EPS holding its 'find' text is declared in port_ts/src/nn/layerNorm.ts, "
+                                                  "port_ts/src/runs/optim.ts", "make 'find' longer"]),
+    ([dict(FAULT, within="layer_norm_forward")], ["no module of port_ts/src/ declares layer_norm_forward",
+                                                  "set 'within' to the function that holds the text today"]),
+    ([dict(FAULT, within="Generator.noSuchMethod")], ["declares Generator.noSuchMethod"]),
+    ([dict(FAULT, within="x.y.z")], ["'within' must name a declaration"]),
+    ([dict(FAULT, replace=FAULT["find"])], ["the same text"]),
+    ([dict(FAULT, engine="reference", within="EPS", find="EPS = 1e-5", witness="layer_norm.d1")], ["only a port fault"]),
     ([dict(FAULT, area="elsewhere")], ["area one of"]),
-    ([dict(FAULT, file="reference/layer_norm.py")], ["not in the port's tree"]),
+    ([dict(FAULT, file="port_ts/src/nn/layerNorm.ts")], ["must have exactly the string fields", "not a file"]),
     ([FAULT, FAULT], ["the id is used twice"]),
     ([{"id": "x"}], ["must have exactly the string fields"]),
 ])
@@ -48,10 +63,133 @@ def test_a_fault_pattern_without_a_match_is_an_input_error(repo_root):
     assert_one_line_error(proc, "no fault", "no.such.fault")
 
 
+# --- anchored by declaration: a refactor that moves a function keeps its faults -----------------
+
+def _copy_engines(repo_root, tmp_path):
+    shutil.copytree(repo_root / "port_ts" / "src", tmp_path / "port_ts" / "src")
+    shutil.copy(repo_root / "port_ts" / "package.json", tmp_path / "port_ts" / "package.json")
+    shutil.copytree(repo_root / "reference", tmp_path / "reference", ignore=shutil.ignore_patterns("__pycache__"))
+    return tmp_path
+
+
+def _cut(path, start_marker, end_marker):
+    """Remove from path the text from start_marker up to (not including) end_marker; return it."""
+    text = path.read_text()
+    start, end = text.index(start_marker), text.index(end_marker)
+    path.write_text(text[:start] + text[end:])
+    return text[start:end]
+
+
+def test_moving_a_function_to_another_module_keeps_its_faults(repo_root, tmp_path):
+    """keepMask (three faults) and the reference's masked_softmax_forward move to new modules:
+    every fault of the catalogue still loads, those follow their function, and applying one
+    edits the new module only."""
+    root = _copy_engines(repo_root, tmp_path)
+    port = root / "port_ts/src/nn"
+    moved = _cut(port / "maskedSoftmax.ts", "/** The keep mask", "export function maskedSoftmaxForward")
+    (port / "keepMask.ts").write_text('import { type IntTensor, sizeOf } from "../core/ops.ts";\n\n' + moved)
+    ref = root / "reference/nn"
+    text = (ref / "masked_softmax.py").read_text()
+    at = text.index("def masked_softmax_forward")
+    (ref / "softmax_forward.py").write_text(text[at:text.index("def masked_softmax_backward")])
+    (ref / "masked_softmax.py").write_text(text[:at] + text[text.index("def masked_softmax_backward"):])
+
+    faults = {f.id: f for f in load(repo_root / "faults" / "attention.json", root, str)}
+    assert len(faults) == len(load(repo_root / "faults" / "attention.json", repo_root, str))
+    for fid in ("port.softmax.mask_polarity", "port.softmax.valid_len_off_by_one", "port.softmax.two_d_lens_by_batch"):
+        assert faults[fid].file == "port_ts/src/nn/keepMask.ts", faults[fid]
+    assert faults["port.softmax.no_max_subtraction"].file == "port_ts/src/nn/maskedSoftmax.ts"
+    assert faults["reference.softmax.mask_polarity"].file == "reference/nn/softmax_forward.py"
+
+    into = tmp_path / "applied"
+    edited = apply(faults["port.softmax.mask_polarity"], root, into)
+    assert edited == into / "port_ts/src/nn/keepMask.ts"
+    assert "k < len ? 0 : 1" in edited.read_text()
+    assert (into / "port_ts/src/nn/maskedSoftmax.ts").read_text() == (port / "maskedSoftmax.ts").read_text()
+
+
+def test_the_anchor_is_the_declaration_text_only(tmp_path):
+    """A find text that occurs once in the declaration is edited there, even where the same text
+    occurs elsewhere in the file (outside the declaration), and never elsewhere."""
+    src = tmp_path / "port_ts" / "src"
+    src.mkdir(parents=True)
+    (tmp_path / "port_ts" / "package.json").write_text("{}")
+    (src / "a.ts").write_text('export const SCALE = 2;\n\nexport function f(x: number): number {\n'
+                              '  const s = `${"}"}`; // a brace in a template literal and a string: not the end\n'
+                              '  return x * 2 + s.length; /* } */\n}\n\nexport function g(x: number): number {\n'
+                              '  return x * 2;\n}\n')
+    fault = Fault(id="y", engine="port", within="g", find="x * 2", replace="x * 3", description="d", area="forward")
+    edited = apply(fault, tmp_path, tmp_path / "out")
+    text = edited.read_text()
+    assert "return x * 2 + s.length" in text and text.endswith("  return x * 3;\n}\n"), text
+    with pytest.raises(anchors.AnchorError, match="occurs 0 times in f"):
+        anchors.locate(tmp_path, "port_ts/src", "f", "x * 3")
+
+
+def test_python_declarations_read_decorators_methods_and_nested_functions(tmp_path):
+    text = ("import functools\n\nLIMIT = 3\n\n\n@functools.cache\ndef outer(n):\n    def step_fn(p):\n"
+            "        return p + LIMIT\n    return step_fn(n)\n\n\nclass Gen:\n    def draw(self):\n"
+            "        return 4\n")
+    [(s, e)] = anchors.python_declarations(text, "outer")
+    assert text[s:e].startswith("@functools.cache\n") and text[s:e].endswith("return step_fn(n)\n")
+    [(s, e)] = anchors.python_declarations(text, "outer.step_fn")
+    assert text[s:e] == "    def step_fn(p):\n        return p + LIMIT\n"
+    [(s, e)] = anchors.python_declarations(text, "Gen.draw")
+    assert text[s:e] == "    def draw(self):\n        return 4\n"
+    [(s, e)] = anchors.python_declarations(text, "LIMIT")
+    assert text[s:e] == "LIMIT = 3\n"
+
+
+def test_typescript_declarations_read_methods_constants_and_inner_functions():
+    text = ("const PARITY = 0x1bd11bda;\nconst TABLE = Uint32Array.from([\n  1, 2,\n]);\n\n"
+            "/** doc */\nexport class Gen {\n  readonly seed: number;\n  next(): number {\n    return 1;\n  }\n\n"
+            "  normal(shape: number[]): number[] {\n    return shape.map((s) => s / 2); // a / 2 is no regex\n  }\n}\n\n"
+            "export function setup(config: string): number {\n  const stepFn = (p: number) => {\n    return p + 1;\n  };\n"
+            "  const re = /[}]/;\n  return stepFn(config.length) + (re.test(config) ? 1 : 0);\n}\n")
+    [(s, e)] = anchors.ts_declarations(text, "TABLE")
+    assert text[s:e] == "const TABLE = Uint32Array.from([\n  1, 2,\n]);\n"
+    [(s, e)] = anchors.ts_declarations(text, "Gen.next")
+    assert text[s:e] == "  next(): number {\n    return 1;\n  }\n"
+    [(s, e)] = anchors.ts_declarations(text, "Gen.normal")
+    assert text[s:e].endswith("// a / 2 is no regex\n  }\n")
+    [(s, e)] = anchors.ts_declarations(text, "setup.stepFn")
+    assert text[s:e] == "  const stepFn = (p: number) => {\n    return p + 1;\n  };\n"
+    [(s, e)] = anchors.ts_declarations(text, "setup")
+    assert text[s:e].endswith("? 1 : 0);\n}\n")
+    with pytest.raises(anchors.AnchorError, match="ends inside"):
+        anchors.ts_lines("function f() {\n  return `${x;\n}\n")
+
+
+# --- the faults with a witness fail `verify attention` end to end -------------------------------
+
+WITNESSED = [f for f in load(Path(__file__).resolve().parent.parent / "faults" / "attention.json",
+                             Path(__file__).resolve().parent.parent, str) if f.witness]
+
+
+def test_every_witness_is_a_case_of_the_catalogue(repo_root):
+    proc = run_verify(repo_root, "attention", "--list", timeout=60)
+    ids = {line.split()[0] for line in proc.stdout.splitlines() if line.strip()}
+    assert len(WITNESSED) >= 9
+    assert {f.witness for f in WITNESSED} <= ids, {f.witness for f in WITNESSED} - ids
+
+
+@pytest.mark.parametrize("fault", WITNESSED, ids=[f.id for f in WITNESSED])
+def test_a_witnessed_fault_fails_verify_against_the_committed_goldens(repo_root, node, tmp_path, fault):
+    """A one-line change of the port makes `verify attention` exit 1 and name the witness (the
+    faulty copy run through --port-cmd, against golden/attention)."""
+    apply(fault, repo_root, tmp_path)
+    cli = tmp_path / "port_ts" / "src" / "cli.ts"
+    proc = run_verify(repo_root, "attention", "--case", fault.witness, "--port-cmd", f"{node} {cli} run",
+                      "--report", tmp_path / "report.json", timeout=300)
+    assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
+    failing = [line for line in proc.stdout.splitlines() if line.startswith("FAIL")]
+    assert any(fault.witness in line for line in failing), f"no FAIL line names {fault.witness}:\n" + proc.stdout[-2000:]
+
+
 @pytest.mark.slow
 def test_a_harmless_edit_is_reported_missed(repo_root, tmp_path):
-    harmless = dict(FAULT, id="comment", find="// Layer normalisation over the last axis",
-                    replace="// Layer normalization over the last axis")
+    harmless = dict(FAULT, id="comment", within="layerNormForward", find="H[o + k] = c; // xc for now",
+                    replace="H[o + k] = c; // x - mean for now")
     caught = dict(FAULT, id="eps")
     proc = run_verify(repo_root, "faults", "attention", "--catalogue", _catalogue(tmp_path, [harmless, caught]))
     assert proc.returncode == 1, proc.stdout + proc.stderr
@@ -69,3 +207,7 @@ def test_every_fault_of_the_catalogue_is_caught(repo_root):
     report = json.loads((repo_root / "reports" / "faults-attention.json").read_text())
     assert report["caught"] == report["total"] == len(load(repo_root / "faults" / "attention.json", repo_root, str))
     assert all(f["caught"] and (f["cases"] or f["engine_error"]) for f in report["faults"])
+    witnesses = {f.id: f.witness for f in WITNESSED}
+    missed = [(f["id"], witnesses[f["id"]]) for f in report["faults"]
+              if f["id"] in witnesses and witnesses[f["id"]] not in {c["id"] for c in f["cases"]}]
+    assert not missed, f"faults not caught by their witness case: {missed}"

@@ -18,11 +18,11 @@ import pytest
 import torch
 from torch import nn
 
-from reference.garments import (GARMENTS, batch_indices, garment_splits, garment_templates, make_garments,
+from reference.runs.garments import (GARMENTS, batch_indices, garment_splits, garment_templates, make_garments,
                                  shift_image, vit_model_config, vit_setup)
-from reference.rng import Generator
-from reference.train import state_digest, train
-from reference.vit import init_vit_params
+from reference.core.rng import Generator
+from reference.runs.train import state_digest, train
+from reference.models.vit import init_vit_params
 
 # The train_vit case (docs/garments.md); cases/attention/training.json must hold the same.
 VIT_CASE = {
@@ -64,8 +64,8 @@ SPLITS = [(1, 40, 8), (2, 37, 5), (3, 0, 8), (602, 1000, 8)]
 def test_data_are_bit_identical_across_engines(node, repo_root):
     script = f"""
 import {{ createHash }} from "node:crypto";
-import {{ Generator }} from "./port_ts/src/rng.ts";
-import {{ makeGarments, garmentTemplates }} from "./port_ts/src/garments.ts";
+import {{ Generator }} from "./port_ts/src/core/rng.ts";
+import {{ makeGarments, garmentTemplates }} from "./port_ts/src/runs/garments.ts";
 const h = (a) => {{ const b = Buffer.alloc(a.length * 8); a.forEach((v, i) => b.writeDoubleLE(v, i * 8));
   return createHash("sha256").update(b).digest("hex"); }};
 const out = {{ templates: h(garmentTemplates().data), splits: [] }};
@@ -244,9 +244,9 @@ def test_reference_held_out_accuracy_clears_the_bar(reference_run):
 
 def test_port_free_run_matches_the_reference_at_every_step(node, repo_root, reference_run):
     script = f"""
-import {{ Generator }} from "./port_ts/src/rng.ts";
-import {{ vitSetup }} from "./port_ts/src/garments.ts";
-import {{ stateDigest, train }} from "./port_ts/src/train.ts";
+import {{ Generator }} from "./port_ts/src/core/rng.ts";
+import {{ vitSetup }} from "./port_ts/src/runs/garments.ts";
+import {{ stateDigest, train }} from "./port_ts/src/runs/train.ts";
 const c = {json.dumps(VIT_CASE)};
 const run = vitSetup(c.config, new Generator(c.seed));
 const init = stateDigest(run.params, run.names);

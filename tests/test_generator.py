@@ -8,8 +8,8 @@ import sys
 import numpy as np
 import pytest
 
-from reference.mathlib import spec_log
-from reference.rng import Generator, threefry2x32
+from reference.core.mathlib import spec_log
+from reference.core.rng import Generator, threefry2x32
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

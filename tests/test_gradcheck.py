@@ -1,4 +1,4 @@
-"""The finite-difference gradient checks (reference/gradcheck.py, docs/gradcheck.md):
+"""The finite-difference gradient checks (reference/runs/gradcheck.py, docs/gradcheck.md):
 
 - every catalogue gradcheck case passes in the reference (every rel_err <= 1e-6, every parameter
   tensor covered, indices in range, the records consistent with the full gradient);
@@ -20,10 +20,10 @@ import types
 import numpy as np
 import pytest
 
-from reference import cases_gradcheck
-from reference import gradcheck as gc
-from reference.cases import run_case
-from reference.rng import Generator
+from reference.cases import cases_gradcheck
+from reference.runs import gradcheck as gc
+from reference.cases.cases import run_case
+from reference.core.rng import Generator
 
 BOUND = 1e-6  # the issue's bound on every relative error
 CATALOGUE = "cases/attention/gradcheck.json"
@@ -126,7 +126,7 @@ def small(case, **overrides):
 
 
 def test_transposed_output_weight_gradient_fails(catalogue, monkeypatch):
-    import reference.transformer as transformer
+    import reference.models.transformer as transformer
 
     real = transformer.linear_backward
 
@@ -143,7 +143,7 @@ def test_transposed_output_weight_gradient_fails(catalogue, monkeypatch):
 
 def test_scaled_weight_gradient_fails(catalogue, monkeypatch):
     """A 0.1% error in one linear layer's weight gradient is far above the check's noise."""
-    import reference.vit as vit
+    import reference.models.vit as vit
 
     real = vit.linear_backward
 
@@ -158,17 +158,18 @@ def test_scaled_weight_gradient_fails(catalogue, monkeypatch):
 
 
 def buggy_module(repo_root, module, old, new):
-    """reference/<module>.py with one line replaced, loaded as a sibling module."""
+    """reference/<layer>/<module>.py with one line replaced, loaded as a sibling module."""
     source = (repo_root / "reference" / f"{module}.py").read_text()
     assert source.count(old) == 1, f"expected exactly one {old!r} in reference/{module}.py"
-    mod = types.ModuleType(f"reference._buggy_{module}")
-    mod.__package__ = "reference"
+    layer, name = module.split("/")
+    mod = types.ModuleType(f"reference.{layer}._buggy_{name}")
+    mod.__package__ = f"reference.{layer}"
     exec(compile(source.replace(old, new), f"buggy {module}.py", "exec"), mod.__dict__)
     return mod
 
 
 def test_missing_residual_in_vit_block_backward_fails(catalogue, repo_root, monkeypatch):
-    bug = buggy_module(repo_root, "vit", "dx = dx1 + dx_ln  # x feeds", "dx = dx_ln  # x feeds")
+    bug = buggy_module(repo_root, "models/vit", "dx = dx1 + dx_ln  # x feeds", "dx = dx_ln  # x feeds")
     monkeypatch.setattr(cases_gradcheck, "vit_loss", bug.vit_loss)
     monkeypatch.setattr(cases_gradcheck, "vit_loss_backward", bug.vit_loss_backward)
     out = outputs_of(catalogue["gradcheck.vit.p2_d8"])
@@ -180,7 +181,7 @@ def test_missing_residual_in_vit_block_backward_fails(catalogue, repo_root, monk
 
 
 def test_transposed_scorer_gradient_fails(catalogue, monkeypatch):
-    import reference.alignment as alignment
+    import reference.models.alignment as alignment
 
     real = alignment.additive_attention_backward
 
@@ -196,12 +197,12 @@ def test_transposed_scorer_gradient_fails(catalogue, monkeypatch):
 # --- the same bugs in a copy of the port fail the cross-engine comparison ----------------------
 
 PORT_BUGS = {
-    "missing residual": ("vit.ts", "const dx = add(dx1, dxLn); // x feeds", "const dx = dxLn; // x feeds",
+    "missing residual": ("models/vit.ts", "const dx = add(dx1, dxLn); // x feeds", "const dx = dxLn; // x feeds",
                          "gradcheck.vit.p2_d8", "grad.cls"),
-    "scaled weight gradient": ("vit.ts", '"head.W": dWHead,',
+    "scaled weight gradient": ("models/vit.ts", '"head.W": dWHead,',
                                '"head.W": { shape: dWHead.shape, data: dWHead.data.map((g) => g * 1.001) },',
                                "gradcheck.vit.p2_d8", "grad.head.W"),
-    "transposed scorer gradient": ("alignment.ts", "return { W_q: grads.W_q,",
+    "transposed scorer gradient": ("models/alignment.ts", "return { W_q: grads.W_q,",
                                    "return { W_q: { shape: grads.W_q.shape, data: grads.W_q.data.map((_, i) => grads.W_q.data[(i % 4) * 4 + Math.floor(i / 4)]) },",
                                    "gradcheck.alignment.three_pairs", "grad.W_q"),
 }

@@ -17,14 +17,14 @@ import pytest
 import torch
 from torch import nn
 
-from reference.dropout import dropout_forward
-from reference.embedding import embedding_forward
-from reference.ffn import ffn_forward
-from reference.gelu import erf, gelu_forward
-from reference.init import embedding_params, layer_norm_params, linear_params, patch_embedding_params
-from reference.layer_norm import layer_norm_forward
-from reference.linear import linear_forward
-from reference.rng import Generator
+from reference.nn.dropout import dropout_forward
+from reference.nn.embedding import embedding_forward
+from reference.nn.ffn import ffn_forward
+from reference.nn.gelu import erf, gelu_forward
+from reference.nn.init import embedding_params, layer_norm_params, linear_params, patch_embedding_params
+from reference.nn.layer_norm import layer_norm_forward
+from reference.nn.linear import linear_forward
+from reference.core.rng import Generator
 
 ATOL = 1e-12
 ERF_ULPS = 2

@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 import torch
 
-from reference.cases import run_case
-from reference.nadaraya_watson import mean_abs_error, nadaraya_watson, regression_data
-from reference.positional_encoding import position_similarity, positional_encoding_forward, sinusoidal_table
-from reference.rng import Generator
-from reference.score_scaling import score_scaling
+from reference.cases.cases import run_case
+from reference.nn.nadaraya_watson import mean_abs_error, nadaraya_watson, regression_data
+from reference.nn.positional_encoding import position_similarity, positional_encoding_forward, sinusoidal_table
+from reference.core.rng import Generator
+from reference.nn.score_scaling import score_scaling
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CATALOGUE = os.path.join(ROOT, "cases", "attention", "forward_lesson.json")

@@ -1,6 +1,6 @@
 """mathlib: accuracy against Python's math module and a long-double reference, special values, and
 bit identity between the engines (SHA-256 of each function's outputs over ~1e6 generator-drawn
-inputs, computed by reference/mathlib.py and by port_ts/src/mathlib.ts).
+inputs, computed by reference/core/mathlib.py and by port_ts/src/core/mathlib.ts).
 
 Measured (this file's grids and draws, 2M-point random sweeps during development), as the error
 of our double against the x87 long-double value (64-bit mantissa) in ulps of the result:
@@ -17,8 +17,8 @@ import subprocess
 import numpy as np
 import pytest
 
-from reference import mathlib as M
-from reference.rng import Generator
+from reference.core import mathlib as M
+from reference.core.rng import Generator
 
 LD = np.longdouble
 LN10000 = (9.210340371976184, -8.683024893528997e-16)  # ln 10000 as a double pair (positional encoding)
@@ -174,7 +174,7 @@ def test_ldexp_rounds_once_into_subnormals():
 
 
 def test_spec_log_is_the_generators():
-    from reference import rng
+    from reference.core import rng
 
     assert rng.spec_log is M.spec_log
 
@@ -199,7 +199,7 @@ HASH_SETS = [
     ("pow", 907, [("uniform", 500000, 0.0, 1.0), ("uniform", 500000, -76.0, 76.0)]),
     ("ldexp", 908, [("scaled", 1000000, -1200, 1100)]),
 ]
-# The piece edges of mathlib (port_ts/test/mathlib.test.ts checks the port's values there), each with
+# The piece edges of mathlib (port_ts/test/core/mathlib.test.ts checks the port's values there), each with
 # its neighbours one ulp either side, and arguments where a branch's two roundings part ways; both
 # signs of each. Run through every function above, so each function also meets the others' edges.
 EDGE_INPUTS = [s * v for v in [
@@ -267,8 +267,8 @@ PORT_SCRIPT = r"""
 import { createHash } from "node:crypto";
 import { pathToFileURL } from "node:url";
 const root = process.argv[1];
-const M = await import(pathToFileURL(root + "/port_ts/src/mathlib.ts").href);
-const { Generator } = await import(pathToFileURL(root + "/port_ts/src/rng.ts").href);
+const M = await import(pathToFileURL(root + "/port_ts/src/core/mathlib.ts").href);
+const { Generator } = await import(pathToFileURL(root + "/port_ts/src/core/rng.ts").href);
 const { sets, special, ln10000 } = JSON.parse(process.argv[2]);
 const dec = (v) => (typeof v === "string" ? Number(v.replace("inf", "Infinity")) : v);
 const fns = { exp: M.exp, expm1: M.expm1, tanh: M.tanh, log: M.log, sin: M.sin, cos: M.cos,
@@ -328,7 +328,7 @@ LDEXP_EDGES = [(1.0, 1023), (5e-324, 1074), (5e-324, 2046), (5e-324, 2047), (5e-
 
 LDEXP_SCRIPT = r"""
 import { pathToFileURL } from "node:url";
-const M = await import(pathToFileURL(process.argv[1] + "/port_ts/src/mathlib.ts").href);
+const M = await import(pathToFileURL(process.argv[1] + "/port_ts/src/core/mathlib.ts").href);
 const bits = new DataView(new ArrayBuffer(8));
 console.log(JSON.stringify(JSON.parse(process.argv[2]).map(([x, k]) => {
   bits.setFloat64(0, M.ldexp(x, k));

@@ -17,11 +17,12 @@ import pytest
 import torch
 from torch import nn
 
-from reference.decoder_block import decoder_block_forward, init_decoder_block_params
-from reference.encoder_block import encoder_block_forward, init_encoder_block_params, sub_params
-from reference.rng import Generator
-from reference.transformer import init_transformer_params, transformer_encode, transformer_forward
-from reference.vit import init_vit_params, patch_embedding_forward, vit_forward
+from reference.nn.decoder_block import decoder_block_forward, init_decoder_block_params
+from reference.core.params import sub_params
+from reference.nn.encoder_block import encoder_block_forward, init_encoder_block_params
+from reference.core.rng import Generator
+from reference.models.transformer import init_transformer_params, transformer_encode, transformer_forward
+from reference.models.vit import init_vit_params, patch_embedding_forward, vit_forward
 
 ATOL = 1e-12
 

@@ -1,4 +1,4 @@
-"""reference/ops.py: the fast reductions give the plain loops' bits (docs/performance.md).
+"""reference/core/ops.py: the fast reductions give the plain loops' bits (docs/performance.md).
 
 The specification is the loop the module used to run and the port runs: acc = +0.0, then
 acc = acc + term_k for k = 0..K-1. ops.matmul / matmul_nt / matmul_tn / sum_last / mean_last now
@@ -11,7 +11,7 @@ other order gives other bits: the tests show that np.sum / @ on the same data do
 import numpy as np
 import pytest
 
-from reference import ops
+from reference.core import ops
 
 
 # ---- the specification: the loops, one rounded add per term, from +0.0 ----

@@ -1,4 +1,4 @@
-"""The optimiser (reference/optim.py, port_ts/src/optim.ts) and the state digest (train.py):
+"""The optimiser (reference/runs/optim.py, port_ts/src/runs/optim.ts) and the state digest (train.py):
 Adam against torch.optim.Adam, the book's clipping against a hand-written one and against
 torch.nn.utils.clip_grad_norm_ where d2l-book-facts §12/§13 says they differ, the port bit for
 bit on the same seed-drawn arrays, and the digest's stability and sensitivity."""
@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 import torch
 
-from reference.golden import dumps
-from reference.optim import BETA1, BETA2, EPS, adam_init, adam_step, clip_gradients, global_norm
-from reference.rng import Generator
-from reference.train import copy_state, state_digest, state_document, state_from_document
+from reference.core.golden import dumps
+from reference.runs.optim import BETA1, BETA2, EPS, adam_init, adam_step, clip_gradients, global_norm
+from reference.core.rng import Generator
+from reference.runs.train import copy_state, state_digest, state_document, state_from_document
 
 SHAPES = {"W": (3, 4), "b": (5,), "T": (2, 2, 3)}
 NAMES = ["W", "b", "T"]
@@ -195,9 +195,9 @@ def test_clip_far_below_theta_agrees_with_torch():
 # --- the port, bit for bit ----------------------------------------------------------------
 
 PORT_SCRIPT = """
-import { Generator } from './port_ts/src/rng.ts';
-import { adamInit, adamStep, clipGradients } from './port_ts/src/optim.ts';
-import { stateDigest } from './port_ts/src/train.ts';
+import { Generator } from './port_ts/src/core/rng.ts';
+import { adamInit, adamStep, clipGradients } from './port_ts/src/runs/optim.ts';
+import { stateDigest } from './port_ts/src/runs/train.ts';
 const shapes = %(shapes)s, names = %(names)s;
 const g = new Generator(%(seed)d);
 const params = {};

@@ -52,16 +52,22 @@ def test_type_check_catches_a_node_api_in_the_core(tsc, tmp_path):
     assert proc.returncode != 0 and "process" in proc.stdout
 
 
+def _files(top, suffix):
+    """Paths under port_ts/<top> ending in suffix, relative to port_ts, sorted."""
+    return sorted(os.path.relpath(os.path.join(d, n), PORT)
+                  for d, _, names in os.walk(os.path.join(PORT, top)) for n in names if n.endswith(suffix))
+
+
 def test_core_imports_nothing_from_node():
-    for name in os.listdir(os.path.join(PORT, "src")):
-        if name.endswith(".ts") and name != "cli.ts":
-            with open(os.path.join(PORT, "src", name)) as fh:
+    for name in _files("src", ".ts"):
+        if name != os.path.join("src", "cli.ts"):
+            with open(os.path.join(PORT, name)) as fh:
                 text = fh.read()
             assert not re.search(r"""from\s+["']node:""", text), f"{name} imports a node: module"
 
 
 def test_port_unit_tests():
-    tests = sorted(os.path.join("test", n) for n in os.listdir(os.path.join(PORT, "test")) if n.endswith(".test.ts"))
+    tests = _files("test", ".test.ts")
     assert tests, "port_ts/test has no unit tests"
     proc = subprocess.run([_node(), "--test", *tests], cwd=PORT, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]

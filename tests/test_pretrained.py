@@ -13,9 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from reference.bert import bert_forward, valid_lengths
-from reference.cases_pretrained import GOLDEN_OUTPUTS, load_model
-from reference.safetensors import SafetensorsError, load_tensor, parse_safetensors, tensor_names
+from reference.models.bert import bert_forward, valid_lengths
+from reference.cases.cases_pretrained import GOLDEN_OUTPUTS, load_model
+from reference.core.safetensors import SafetensorsError, load_tensor, parse_safetensors, tensor_names
 from verify import assets, verdict
 from verify.catalogue import Case
 
@@ -156,7 +156,7 @@ def test_the_port_reads_the_same_buffer(node, tmp_path):
     path.write_bytes(blob)
     script = (
         "import { readFileSync } from 'node:fs';"
-        "import { parseSafetensors, loadTensor, tensorNames } from './port_ts/src/safetensors.ts';"
+        "import { parseSafetensors, loadTensor, tensorNames } from './port_ts/src/core/safetensors.ts';"
         f"const st = parseSafetensors(new Uint8Array(readFileSync({json.dumps(str(path))})).buffer);"
         "const out = {};"
         "for (const n of tensorNames(st)) { const t = loadTensor(st, n);"

@@ -31,17 +31,18 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from reference import digits as dg
-from reference.decode import greedy_decode
-from reference.encoder_block import add_norm_forward, param, sub_params
-from reference.ffn import ffn_forward
-from reference.linear import linear_forward
-from reference.multi_head_attention import multi_head_attention_forward
-from reference.positional_encoding import sinusoidal_table
-from reference.reversal import LAB_EXAMPLE, reversal_model_config, reversal_setup
-from reference.rng import Generator
-from reference.train import state_digest, train
-from reference.transformer import init_transformer_params, transformer_encode, transformer_forward
+from reference.runs import digits as dg
+from reference.runs.decode import greedy_decode
+from reference.core.params import param, sub_params
+from reference.nn.encoder_block import add_norm_forward
+from reference.nn.ffn import ffn_forward
+from reference.nn.linear import linear_forward
+from reference.nn.multi_head_attention import multi_head_attention_forward
+from reference.nn.positional_encoding import sinusoidal_table
+from reference.runs.reversal import LAB_EXAMPLE, reversal_model_config, reversal_setup
+from reference.core.rng import Generator
+from reference.runs.train import state_digest, train
+from reference.models.transformer import init_transformer_params, transformer_encode, transformer_forward
 
 TORCH = 1e-9
 MARGIN = 1e-12
@@ -112,10 +113,10 @@ def test_batches_cycle_over_the_training_set():
 
 
 DATA_SCRIPT = """
-import { Generator } from './port_ts/src/rng.ts';
-import { digitsData, dataDigest } from './port_ts/src/digits.ts';
-import { reversalSetup } from './port_ts/src/reversal.ts';
-import { stateDigest } from './port_ts/src/train.ts';
+import { Generator } from './port_ts/src/core/rng.ts';
+import { digitsData, dataDigest } from './port_ts/src/runs/digits.ts';
+import { reversalSetup } from './port_ts/src/runs/reversal.ts';
+import { stateDigest } from './port_ts/src/runs/train.ts';
 const { seed, config } = JSON.parse(process.argv[1]);
 const data = digitsData(new Generator(seed), 500, 200, 1, 6, [[3, 8, 0, 5, 2, 7]]);
 const run = reversalSetup(config, new Generator(seed));
@@ -335,9 +336,9 @@ def test_book_cached_decoder_fails_the_trained_model(final_run):
 
 DECODE_SCRIPT = """
 import { readFileSync } from 'node:fs';
-import { greedyDecode } from './port_ts/src/decode.ts';
-import { intTensor } from './port_ts/src/ops.ts';
-import { reversalModelConfig } from './port_ts/src/reversal.ts';
+import { greedyDecode } from './port_ts/src/runs/decode.ts';
+import { intTensor } from './port_ts/src/core/ops.ts';
+import { reversalModelConfig } from './port_ts/src/runs/reversal.ts';
 const { path, config } = JSON.parse(process.argv[1]);
 const { params: raw, src, srcLens, N, P } = JSON.parse(readFileSync(path, 'utf8'));
 const params = {};

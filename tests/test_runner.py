@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from reference import golden as golden_text
+from reference.core import golden as golden_text
 from verify.documents import Schemas, parse
 from helpers import assert_one_line_error, run_verify, split_output
 
@@ -129,9 +129,9 @@ def mutated_port(repo_root, node, tmp_path, old, new):
     """The port's sources copied, with one constant or operator changed; the --port-cmd running it."""
     src = tmp_path / "port_src"
     shutil.copytree(repo_root / "port_ts" / "src", src)
-    target = src / "maskedSoftmax.ts"
+    target = src / "nn" / "maskedSoftmax.ts"
     text = target.read_text()
-    assert text.count(old) == 1, f"expected exactly one {old!r} in maskedSoftmax.ts"
+    assert text.count(old) == 1, f"expected exactly one {old!r} in nn/maskedSoftmax.ts"
     target.write_text(text.replace(old, new))
     return f"{node} {src / 'cli.ts'} run"
 

@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 import torch
 
-from reference.alignment import ALIGNMENT, alignment_data, init_alignment_params
-from reference.cases import run_case_with_states
-from reference.cases_training import replay_segment
-from reference.rng import Generator
-from reference.train import state_from_document
+from reference.models.alignment import ALIGNMENT, alignment_data, init_alignment_params
+from reference.cases.cases import run_case_with_states
+from reference.cases.cases_training import replay_segment
+from reference.core.rng import Generator
+from reference.runs.train import state_from_document
 
 TOL = 1e-6  # the runner's rule: |port - reference| <= TOL * (1 + |reference|)
 NAMES = ["W_q", "W_k", "w_v"]
@@ -132,7 +132,7 @@ def test_replay_of_every_segment_reproduces_the_next_checkpoint_exactly(case, re
 
 
 def test_replay_refuses_a_segment_past_the_run(case, reference_run):
-    from reference.case_config import CaseError
+    from reference.core.case_config import CaseError
 
     _, states = reference_run
     with pytest.raises(CaseError, match="last step"):

@@ -7,7 +7,7 @@ import copy
 import numpy as np
 import pytest
 
-from reference import golden as golden_text
+from reference.core import golden as golden_text
 from verify import replay, verdict
 from verify.compare import Tensor, compare_tensor
 

@@ -42,7 +42,7 @@ def build(case, golden_doc, final_state):
 
 def export(project, selected, out_dir, timeout, port_cmd=None):
     """Run the port on the selected training cases and write <out_dir>/<id>.json for each."""
-    from reference.golden import dumps  # the golden text layout, shared with the reference engine
+    from reference.core.golden import dumps  # the golden text layout, shared with the reference engine
 
     training = [c for c in selected if c.kind == "training"]
     if not training:

@@ -1,8 +1,11 @@
 """`verify faults attention`: does the verification catch porting bugs? (docs/faults.md)
 
-The catalogue (faults/<suite>.json) lists faults, each one text edit (find, exactly once; replace)
-of one engine's source. For each fault the engine's tree is copied to a temporary directory, the
-edit applied, and the verification run with that engine in place of the real one; the fault is
+The catalogue (faults/<suite>.json) lists faults, each one text edit of one engine's source,
+anchored to the declaration that holds it (within: a function, Class.method or constant; find,
+exactly once in that declaration's text; replace), wherever in the engine's tree the declaration
+lives (verify/anchors.py), so moving a function to another module keeps its faults. For each fault
+the engine's tree is copied to a temporary directory, the edit applied, and the verification run
+with that engine in place of the real one; the fault is
 caught when a case that passes on the unmodified tree fails (how: tensor mismatch, gradcheck
 bound, digest, quality bar, replay, golden, engine error), or when the faulty engine fails as a
 whole (crashes, hangs, prints garbage).
@@ -29,14 +32,15 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import assets, catalogue
+from . import anchors, assets, catalogue
 from . import engines as engines_mod
 from . import schedule, suite, verdict
 from .errors import EXIT_MISMATCH, EXIT_PASS, InputError
 
 AREAS = ("forward", "backward", "optimiser", "generator", "init", "decoding", "data")
 ENGINES = ("port", "reference")
-KEYS = {"id", "engine", "file", "find", "replace", "description", "area"}
+KEYS = {"id", "engine", "within", "find", "replace", "description", "area"}
+OPTIONAL = {"witness"}  # a case that must fail with the fault (tests/test_faults.py checks it end to end)
 SLOW_OPS = {"train_reversal"}  # the last stage
 STAGES = (
     ("fast", lambda c: c.kind in ("forward", "gradcheck")),
@@ -50,11 +54,13 @@ TREES = {"port": ("port_ts/src", "port_ts/package.json"), "reference": ("referen
 class Fault:
     id: str
     engine: str
-    file: str
+    within: str
     find: str
     replace: str
     description: str
     area: str
+    witness: str = None
+    file: str = field(default=None, compare=False)  # where `within` is declared today (found by load)
 
 
 @dataclass
@@ -72,8 +78,8 @@ class Outcome:
 
 
 def load(path, root, display):
-    """The catalogue's faults, checked: every key present, a known engine and area, a file of
-    that engine's tree in which `find` occurs exactly once."""
+    """The catalogue's faults, checked: every key present, a known engine and area, and one
+    declaration of `within` in that engine's tree whose text holds `find` exactly once."""
     try:
         doc = json.loads(Path(path).read_text(encoding="utf-8"))
     except OSError as exc:
@@ -87,8 +93,10 @@ def load(path, root, display):
     faults, seen = [], set()
     for n, entry in enumerate(entries):
         where = f"fault {n} of {display(path)}"
-        if not isinstance(entry, dict) or set(entry) != KEYS or not all(isinstance(entry[k], str) for k in KEYS):
-            raise InputError(f"{where} must have exactly the string fields {sorted(KEYS)}")
+        if (not isinstance(entry, dict) or not KEYS <= set(entry) <= KEYS | OPTIONAL
+                or not all(isinstance(v, str) for v in entry.values())):
+            raise InputError(f"{where} must have exactly the string fields {sorted(KEYS)} (and optionally "
+                             f"{sorted(OPTIONAL)}); a fault names the declaration that holds its text, not a file")
         fault = Fault(**entry)
         where = f"fault '{fault.id}' in {display(path)}"
         if fault.id in seen:
@@ -96,21 +104,21 @@ def load(path, root, display):
         seen.add(fault.id)
         if fault.engine not in ENGINES or fault.area not in AREAS:
             raise InputError(f"{where}: engine must be one of {ENGINES} and area one of {AREAS}")
-        if not fault.file.startswith(TREES[fault.engine][0] + "/"):
-            raise InputError(f"{where}: file {fault.file} is not in the {fault.engine}'s tree {TREES[fault.engine][0]}/")
+        if fault.find == fault.replace:
+            raise InputError(f"{where}: its 'find' and 'replace' are the same text; make 'replace' the fault")
+        if fault.witness is not None and fault.engine != "port":
+            raise InputError(f"{where}: a witness is checked through --port-cmd, so only a port fault can have one")
         try:
-            count = (Path(root) / fault.file).read_text(encoding="utf-8").count(fault.find)
-        except OSError:
-            raise InputError(f"{where}: there is no file {fault.file}; update the fault to today's sources") from None
-        if count != 1 or fault.find == fault.replace:
-            raise InputError(f"{where}: its 'find' text occurs {count} times in {fault.file} (must be exactly once, "
-                             "and differ from 'replace'); update the fault to today's sources")
+            fault.file = anchors.locate(root, TREES[fault.engine][0], fault.within, fault.find).file
+        except anchors.AnchorError as exc:
+            raise InputError(f"{where}: {exc}") from None
         faults.append(fault)
     return faults
 
 
 def apply(fault, root, into):
-    """Copy the fault's engine tree from root into `into` and apply the edit there."""
+    """Copy the fault's engine tree from root into `into` and apply the edit there, inside the
+    declaration `within` (anchors.locate in the copy). Returns the edited file's path."""
     for part in TREES[fault.engine]:
         source, target = Path(root) / part, Path(into) / part
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -118,9 +126,12 @@ def apply(fault, root, into):
             shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__", "node_modules"))
         else:
             shutil.copy2(source, target)
-    path = Path(into) / fault.file
+    span = anchors.locate(into, TREES[fault.engine][0], fault.within, fault.find)
+    path = Path(into) / span.file
     text = path.read_text(encoding="utf-8")
-    path.write_text(text.replace(fault.find, fault.replace, 1), encoding="utf-8")
+    inside = text[span.start:span.end].replace(fault.find, fault.replace, 1)
+    path.write_text(text[:span.start] + inside + text[span.end:], encoding="utf-8")
+    return path
 
 
 def faulty_engine(fault, copy_root, root):

@@ -64,8 +64,8 @@ def check_length(ids, limit):
 
 def reference_attentions(ids, directory):
     """(L, H, T, T) attention weights and (L + 1, T, d) hidden states from the reference engine."""
-    from reference.bert import bert_forward
-    from reference.cases_pretrained import load_model
+    from reference.models.bert import bert_forward
+    from reference.cases.cases_pretrained import load_model
 
     cfg, params = load_model({MODEL: str(directory)}, MODEL)
     check_length(ids, cfg["max_position_embeddings"])

@@ -17,10 +17,10 @@
 
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
-import { runCase, type CaseSpec } from "../src/cases.ts";
-import { splitDocuments, type Assets } from "../src/casesPretrained.ts";
-import { dumps, type Json } from "../src/golden.ts";
-import { productEngine } from "../src/ops.ts";
+import { runCase, type CaseSpec } from "../src/cases/cases.ts";
+import { splitDocuments, type Assets } from "../src/cases/casesPretrained.ts";
+import { dumps, type Json } from "../src/core/golden.ts";
+import { productEngine } from "../src/core/ops.ts";
 import { activeMutant, cannotReach, countUnder, recordCoverage } from "./coverage.ts";
 
 const TOL = 1e-6;
@@ -96,7 +96,7 @@ function compareDoc(got: Doc, want: Doc): string | null {
 
 function main(): number {
   // Under Node 24 the products run in the Wasm kernel, as in a browser; were its module broken,
-  // every case would pass on the JavaScript fallback alone (test/ops.test.ts checks both kernels).
+  // every case would pass on the JavaScript fallback alone (test/core/ops.test.ts checks both kernels).
   if (!productEngine.simd) {
     process.stdout.write("FAIL the Wasm product kernel is missing (its module did not build or validate)\n");
     return 1;

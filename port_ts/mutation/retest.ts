@@ -20,7 +20,7 @@ let unknown = 0;
 for (const file of args) {
   const entry = results.files[file];
   if (entry === undefined) {
-    process.stderr.write(`mutation/retest.ts: ${file} has no results (files look like src/ops.ts)\n`);
+    process.stderr.write(`mutation/retest.ts: ${file} has no results (files look like src/core/ops.ts)\n`);
     unknown++;
     continue;
   }

@@ -2,7 +2,8 @@
 // (docs/faults.md, "Mutation testing"):
 //   node mutation/score.ts [results.json] [--survivors out.json]
 //                                   (default results: ../reports/stryker-incremental.json; --survivors
-//                                   writes every surviving mutant: file, line, mutator, replacement)
+//                                   writes every surviving mutant: file, line, mutator, replacement,
+//                                   a generated report: ../reports/stryker-survivors.json, git-ignored)
 // Stryker's incremental file keeps every mutant's last result, so runs over different --mutate
 // lists add up to one score. Score = detected / valid, as Stryker counts it: detected = killed or
 // timed out, valid = detected + survived + no coverage (compile and runtime errors and ignored
@@ -10,8 +11,8 @@
 // port's source files that have no result at all and those whose source changed since their
 // results, so a partial or outdated run cannot pass for a whole one (exit 1 then, 0 otherwise).
 
-import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { dirname, join } from "node:path";
 
 type Mutant = {
   status: string; mutatorName?: string; replacement?: string;
@@ -53,7 +54,8 @@ const scored = Object.keys(results.files).length;
 rows.push(`| **all ${scored} files** | **${pct(detected, valid)}** | **${total.killed}** | **${total.timeout}** | **${total.survived}** | **${total.noCoverage}** | **${total.errors}** |`);
 process.stdout.write(rows.join("\n") + "\n");
 
-const sources = readdirSync(join(import.meta.dirname, "..", "src")).filter((f) => f.endsWith(".ts") && f !== "cli.ts").map((f) => `src/${f}`);
+const sources = (readdirSync(join(import.meta.dirname, "..", "src"), { recursive: true }) as string[])
+  .map((f) => `src/${f.split("\\").join("/")}`).filter((f) => f.endsWith(".ts") && f !== "src/cli.ts").sort();
 const missing = sources.filter((f) => !(f in results.files));
 process.stdout.write(missing.length ? `\nnot yet mutated (${missing.length}): ${missing.join(", ")}\n` : `\nevery file of src/ but cli.ts is scored\n`);
 // Results of a file whose source has changed since describe code that is no longer there.
@@ -67,6 +69,7 @@ if (survivorsFile !== undefined) {
     .filter((m) => UNDETECTED.has(m.status))
     .map((m) => ({ file, line: m.location?.start.line, column: m.location?.start.column, mutator: m.mutatorName, replacement: m.replacement })))
     .sort((a, b) => a.file.localeCompare(b.file) || (a.line ?? 0) - (b.line ?? 0) || (a.column ?? 0) - (b.column ?? 0));
+  mkdirSync(dirname(survivorsFile), { recursive: true });
   writeFileSync(survivorsFile, JSON.stringify(survivors, null, 1) + "\n");
   process.stdout.write(`${survivors.length} surviving mutants written to ${survivorsFile}\n`);
 }

@@ -1,6 +1,6 @@
 // The port's unit tests as the second stage of the mutation check (docs/faults.md, "Mutation
 // testing"):   node mutation/units.ts
-// runs every port_ts/test/*.test.ts in this one process (no process per file), one file after
+// runs every port_ts/test/**/*.test.ts in this one process (no process per file), one file after
 // another, and exits 1 at the first failing test, 0 when all pass. Stryker's command is
 // `node mutation/check.ts && node mutation/units.ts`: the catalogue's cases first (they kill most
 // mutants within a second), then the unit tests, which reach what no valid case reaches (shape
@@ -16,7 +16,7 @@ import { run } from "node:test";
 import { activeMutant, cannotReach, countUnder, recordCoverage } from "./coverage.ts";
 
 const dir = join(import.meta.dirname, "..", "test");
-const files = readdirSync(dir)
+const files = (readdirSync(dir, { recursive: true }) as string[])
   .filter((f) => f.endsWith(".test.ts"))
   .sort()
   .map((f) => join(dir, f));
@@ -53,7 +53,8 @@ function runFiles(chosen: string[], skipped: number, record?: string): void {
 /** An instrumented sandbox copy (Stryker's), not the checkout. */
 function instrumented(): boolean {
   const src = join(dir, "..", "src");
-  return readdirSync(src).some((f) => f.endsWith(".ts") && readFileSync(join(src, f), "utf8").includes("stryNS_9fa48"));
+  return (readdirSync(src, { recursive: true }) as string[])
+    .some((f) => f.endsWith(".ts") && readFileSync(join(src, f), "utf8").includes("stryNS_9fa48"));
 }
 
 if (process.argv[2] === "--record") {

@@ -12,13 +12,13 @@ import { createHash } from "node:crypto";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { runCaseWithStates, type CaseSpec } from "./cases.ts";
-import { splitDocuments, type Assets } from "./casesPretrained.ts";
-import { evaluateState, replaySegment } from "./casesTraining.ts";
-import { CaseError } from "./caseConfig.ts";
-import { caseDocument, dumps, type Json } from "./golden.ts";
-import type { StateDocument } from "./train.ts";
-import { Generator } from "./rng.ts";
+import { runCaseWithStates, type CaseSpec } from "./cases/cases.ts";
+import { splitDocuments, type Assets } from "./cases/casesPretrained.ts";
+import { evaluateState, replaySegment } from "./cases/casesTraining.ts";
+import { CaseError } from "./core/caseConfig.ts";
+import { caseDocument, dumps, type Json } from "./core/golden.ts";
+import type { StateDocument } from "./runs/train.ts";
+import { Generator } from "./core/rng.ts";
 
 interface ReplayEntry { from_dir: string; segments: [number, number][]; evaluate?: number[]; free_run?: boolean }
 

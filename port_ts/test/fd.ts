@@ -4,7 +4,7 @@
 // smooth O(1) functions, rounding ~eps |L| / h (L summed in order here, not exactly). FD_RTOL
 // 1e-9 of the gradient's scale leaves a wide margin; a wrong gradient is off by O(1).
 import assert from "node:assert/strict";
-import type { Tensor } from "../src/ops.ts";
+import type { Tensor } from "../src/core/ops.ts";
 
 export const FD_STEP = 1e-3;
 export const FD_RTOL = 1e-9;

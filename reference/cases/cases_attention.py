@@ -6,11 +6,11 @@ dropout_p > 0, is the last draw, made inside the forward."""
 
 import math
 
-from . import case_config as cc
-from .additive_attention import additive_attention_forward
-from .dot_product_attention import dot_product_attention_forward
-from .masked_softmax import masked_softmax_forward
-from .multi_head_attention import multi_head_attention_forward
+from ..core import case_config as cc
+from ..nn.additive_attention import additive_attention_forward
+from ..nn.dot_product_attention import dot_product_attention_forward
+from ..nn.masked_softmax import masked_softmax_forward
+from ..nn.multi_head_attention import multi_head_attention_forward
 
 
 def _valid_lens(config):

@@ -7,17 +7,17 @@ less than the tolerance; its digests are bit-exact)."""
 
 import numpy as np
 
-from . import case_config as cc
-from .decode import greedy_decode
-from .digits import BOS, EOS, batch_rows, digits_data, draw_digit_set, encode_inputs
-from .garments import make_garments
-from .loss import cross_entropy_backward, cross_entropy_forward, sequence_weights
-from .gelu import erf, gelu_backward, gelu_forward
-from .optim import adam_init, adam_step, clip_gradients
-from .positional_encoding import sinusoidal_table
-from .reversal import exact_rows, reversal_model_config
-from .train import state_digest
-from .transformer import init_transformer_params
+from ..core import case_config as cc
+from ..runs.decode import greedy_decode
+from ..runs.digits import BOS, EOS, batch_rows, digits_data, draw_digit_set, encode_inputs
+from ..runs.garments import make_garments
+from ..nn.loss import cross_entropy_backward, cross_entropy_forward, sequence_weights
+from ..nn.gelu import erf, gelu_backward, gelu_forward
+from ..runs.optim import adam_init, adam_step, clip_gradients
+from ..nn.positional_encoding import sinusoidal_table
+from ..runs.reversal import exact_rows, reversal_model_config
+from ..runs.train import state_digest
+from ..models.transformer import init_transformer_params
 
 
 def _ids(x):

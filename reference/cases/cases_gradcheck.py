@@ -7,7 +7,7 @@ norms jittered (for each parameter name in order: a gamma becomes 1 + 0.1 * N(0,
 <cls> cannot pass by the accident of init's 1, 0 and 0; then the data; then, when the config's
 dropout > 0, one integer mask seed U{0..2^31-1}: every loss evaluation draws its dropout masks
 from a fresh Generator(mask seed), so the finite differences see the masks the backward uses;
-then gradcheck's own draws (coordinates, then directions: reference/gradcheck.py).
+then gradcheck's own draws (coordinates, then directions: reference/runs/gradcheck.py).
 
 Inputs: the data only (the parameters follow from the seed; the forward cases check init).
 Outputs, with <name> every parameter name:
@@ -23,12 +23,12 @@ Config, besides the model's: full_max (default 32), samples (default 8), directi
 
 import numpy as np
 
-from . import case_config as cc
-from .alignment import alignment_data, alignment_loss, alignment_loss_backward, init_alignment_params
-from .gradcheck import gradcheck
-from .rng import Generator
-from .transformer import init_transformer_params, transformer_loss, transformer_loss_backward
-from .vit import init_vit_params, vit_loss, vit_loss_backward
+from ..core import case_config as cc
+from ..models.alignment import alignment_data, alignment_loss, alignment_loss_backward, init_alignment_params
+from ..runs.gradcheck import gradcheck
+from ..core.rng import Generator
+from ..models.transformer import init_transformer_params, transformer_loss, transformer_loss_backward
+from ..models.vit import init_vit_params, vit_loss, vit_loss_backward
 
 
 def _lens(config, key, B, limit, low=1):

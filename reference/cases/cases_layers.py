@@ -5,14 +5,14 @@ of named arrays. Parameters come from init.py, so the cases also exercise the in
 
 import numpy as np
 
-from . import case_config as cc
-from .dropout import dropout_forward
-from .embedding import embedding_forward
-from .ffn import ffn_forward
-from .gelu import erf, gelu_forward
-from .init import embedding_params, linear_params
-from .layer_norm import EPS, layer_norm_forward
-from .linear import linear_forward
+from ..core import case_config as cc
+from ..nn.dropout import dropout_forward
+from ..nn.embedding import embedding_forward
+from ..nn.ffn import ffn_forward
+from ..nn.gelu import erf, gelu_forward
+from ..nn.init import embedding_params, linear_params
+from ..nn.layer_norm import EPS, layer_norm_forward
+from ..nn.linear import linear_forward
 
 
 def linear_case(config, rng):

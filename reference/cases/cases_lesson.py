@@ -13,10 +13,10 @@ Draw order per op:
 
 import numpy as np
 
-from . import case_config as cc
-from .nadaraya_watson import mean_abs_error, nadaraya_watson, regression_data
-from .positional_encoding import position_similarity, positional_encoding_forward, sinusoidal_table
-from .score_scaling import score_scaling
+from ..core import case_config as cc
+from ..nn.nadaraya_watson import mean_abs_error, nadaraya_watson, regression_data
+from ..nn.positional_encoding import position_similarity, positional_encoding_forward, sinusoidal_table
+from ..nn.score_scaling import score_scaling
 
 
 def sinusoidal_table_case(config, rng):

@@ -4,12 +4,12 @@ function (PyTorch's defaults, in the documented parameter order), then the input
 dropout masks the forward draws (config "dropout" > 0). It returns (inputs, outputs): the inputs
 hold the data and every parameter by name, the outputs the result and the attention weights."""
 
-from . import case_config as cc
-from .decoder_block import decoder_block_forward, init_decoder_block_params
-from .encoder_block import encoder_block_forward, init_encoder_block_params
-from .init import patch_embedding_params
-from .transformer import init_transformer_params, transformer_forward
-from .vit import init_vit_params, patch_embedding_forward, vit_forward
+from ..core import case_config as cc
+from ..nn.decoder_block import decoder_block_forward, init_decoder_block_params
+from ..nn.encoder_block import encoder_block_forward, init_encoder_block_params
+from ..nn.init import patch_embedding_params
+from ..models.transformer import init_transformer_params, transformer_forward
+from ..models.vit import init_vit_params, patch_embedding_forward, vit_forward
 
 
 def _lens(config, key):

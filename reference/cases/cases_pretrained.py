@@ -27,9 +27,9 @@ import os
 
 import numpy as np
 
-from . import case_config as cc
-from .bert import bert_config, bert_forward, bert_params
-from .safetensors import parse_safetensors
+from ..core import case_config as cc
+from ..models.bert import bert_config, bert_forward, bert_params
+from ..core.safetensors import parse_safetensors
 
 GOLDEN_OUTPUTS = ("probe_hidden", "probe_top", "probe_top_weight")
 PROBE_FEATURES = 16

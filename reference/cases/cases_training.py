@@ -23,75 +23,20 @@ The builder trains it (train.train) and returns (inputs, outputs, digests, state
 replay_segment(case, state_doc, t1) rebuilds the run from the case, loads the state of step t0
 from the document and runs steps t0+1..t1: the state document at t1. evaluate_state(case,
 state_doc) rebuilds the run and evaluates the state's parameters: evaluate's outputs.
-
-train_alignment (act 4). Config: E, H (embedding and scorer sizes), pairs (default 1), and the
-schedule. Draws: init_alignment_params (W_q, W_k, w_v), then alignment_data (pair by pair, the
-source then the target embeddings, N(0, 1), fixed: never trained). Every step uses the whole
-data set (full batch). Outputs besides the common ones:
-    final_loss            () the loss at the final parameters
-    alignment.weights     (Q, K) pair 0's attention weights at the final parameters (the heatmap)
-    alignment.argmax      int64 (B, Q) the source word each target word attends to most
-    alignment.exact       int64 () 1 when every argmax is the gold alignment
-    alignment.exact_steps int64 (steps,) 1 where the argmax at the parameters of step t
-                          (before update t) is exact
-    alignment.checkpoints (C, Q, K) pair 0's weights at each checkpoint (the heatmap's story)
 """
 
 import numpy as np
 
-from . import case_config as cc
-from .alignment import alignment_data, alignment_loss, alignment_loss_backward, init_alignment_params
-from .garments import vit_setup
-from .reversal import reversal_setup
-from .rng import Generator
-from .train import state_digest, state_document, state_from_document, train
-
-
-def schedule(config):
-    """{steps, lr, clip, checkpoint_every} from the config; clip may be null (never clip)."""
-    steps = cc.positive_int(config, "steps")
-    every = cc.positive_int(config, "checkpoint_every")
-    clip = None if cc.get(config, "clip") is None else cc.positive_number(config, "clip")
-    return {"steps": steps, "lr": cc.positive_number(config, "lr"), "clip": clip, "checkpoint_every": every}
-
-
-def alignment_setup(config, rng):
-    """The act-4 run: the additive scorer on fixed random embeddings of one sentence pair."""
-    E, H, pairs = cc.positive_int(config, "E"), cc.positive_int(config, "H"), cc.positive_int(config, "pairs", 1)
-    params = init_alignment_params(rng, E, H)
-    data = alignment_data(rng, E, pairs)
-    names = ["W_q", "W_k", "w_v"]
-    exact_steps = []
-
-    def step_fn(p, t):
-        loss, cache = alignment_loss(p, data)
-        exact_steps.append(int(np.array_equal(np.argmax(cache["weights"], axis=-1), data["gold"])))
-        return loss, alignment_loss_backward(cache)
-
-    def evaluate(p):
-        loss, cache = alignment_loss(p, data)
-        argmax = np.argmax(cache["weights"], axis=-1).astype(np.int64)  # (B, Q)
-        return {
-            "final_loss": np.array(loss),
-            "alignment.weights": cache["weights"][0],  # (Q, K)
-            "alignment.argmax": argmax,
-            "alignment.exact": np.array(int(np.array_equal(argmax, data["gold"])), dtype=np.int64),
-        }
-
-    def report(p, history, checkpoints):
-        story = [alignment_loss(snap[0], data)[1]["weights"][0] for _, snap in sorted(checkpoints.items())]
-        return {
-            "alignment.exact_steps": np.array(exact_steps, dtype=np.int64),
-            "alignment.checkpoints": np.stack(story),  # (C, Q, K)
-        }
-
-    return {"names": names, "params": params, "step_fn": step_fn, "evaluate": evaluate, "report": report,
-            "inputs": {"queries": data["queries"], "keys": data["keys"], "gold": data["gold"]},
-            **schedule(config)}
+from ..core import case_config as cc
+from ..runs.alignment_run import alignment_setup
+from ..runs.garments import vit_setup
+from ..runs.reversal import reversal_setup
+from ..core.rng import Generator
+from ..runs.train import state_digest, state_document, state_from_document, train
 
 
 RUNS = {
-    "train_alignment": alignment_setup,
+    "train_alignment": alignment_setup,  # alignment_run.py
     "train_reversal": reversal_setup,  # reversal.py
     "train_vit": vit_setup,  # garments.py
 }

@@ -1,4 +1,4 @@
-"""Golden documents: how an engine writes one case's tensors as JSON (twin: port_ts/src/golden.ts).
+"""Golden documents: how an engine writes one case's tensors as JSON (twin: port_ts/src/core/golden.ts).
 
 A training case's document also holds "digests": name -> SHA-256 hex (docs/training.md).
 Layout (docs/goldens.md): keys sorted, two-space indent, a list of scalars on one line, a

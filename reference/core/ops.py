@@ -1,4 +1,4 @@
-"""Reductions in one documented order, shared by every module (twin: port_ts/src/ops.ts).
+"""Reductions in one documented order, shared by every module (twin: port_ts/src/core/ops.ts).
 
 Every sum in the reference runs in index order from +0.0, one rounded add per term, exactly as
 the port's naive loops do: acc = 0; for k in 0..K-1: acc = acc + x[k]. NumPy's own reductions

@@ -1,6 +1,6 @@
 """The shared generator: Threefry-2x32-20 on a counter, Marsaglia's polar normals.
 
-Specified bit for bit in docs/generator.md; port_ts/src/rng.ts is its twin. Every operation on
+Specified bit for bit in docs/generator.md; port_ts/src/core/rng.ts is its twin. Every operation on
 floats below is exactly rounded (+, -, *, /, sqrt, scaling by powers of two; ln is mathlib's
 spec_log, built from those), so both engines draw the same bits. Draws are vectorised over counters, which is what makes NumPy fast here:
 draw i depends only on (seed, i).

@@ -1,5 +1,5 @@
 """Act 4's alignment scorer: additive attention learning which source word each target word
-translates (twin: port_ts/src/alignment.ts).
+translates (twin: port_ts/src/models/alignment.ts).
 
 The sentence pair and its gold alignment:
     source  the  red  car  <eos>          keys:    K = 4 source words
@@ -28,10 +28,10 @@ Shape legend: B sentence pairs, Q target words, K source words, E embedding dim,
 
 import numpy as np
 
-from .additive_attention import additive_attention_backward, additive_attention_forward
-from .init import linear_params
-from .mathlib import log
-from .ops import sum_last
+from ..nn.additive_attention import additive_attention_backward, additive_attention_forward
+from ..nn.init import linear_params
+from ..core.mathlib import log
+from ..core.ops import sum_last
 
 SOURCE = ("the", "red", "car", "<eos>")
 TARGET = ("la", "voiture", "rouge", "<eos>")

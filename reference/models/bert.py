@@ -23,13 +23,13 @@ encoder.layer.<l>.attention.self.query.weight (d, d), ... output.dense.weight (d
 
 import numpy as np
 
-from .dot_product_attention import dot_product_attention_forward
-from .embedding import embedding_forward
-from .gelu import gelu_forward
-from .layer_norm import layer_norm_forward
-from .linear import linear_forward
-from .multi_head_attention import merge_heads, split_heads
-from .safetensors import load_tensor, tensor_names
+from ..nn.dot_product_attention import dot_product_attention_forward
+from ..nn.embedding import embedding_forward
+from ..nn.gelu import gelu_forward
+from ..nn.layer_norm import layer_norm_forward
+from ..nn.linear import linear_forward
+from ..nn.multi_head_attention import merge_heads, split_heads
+from ..core.safetensors import load_tensor, tensor_names
 
 # config.json keys this encoder needs, and the values it supports where only one is implemented
 REQUIRED = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",

@@ -1,4 +1,4 @@
-"""The Transformer encoder-decoder, forward to logits (twin: port_ts/src/transformer.ts).
+"""The Transformer encoder-decoder, forward to logits (twin: port_ts/src/models/transformer.ts).
 
     X = PE(embed_src(src) * sqrt(d))          (B, S, d)     scaled BEFORE the positions are added
     X = enc_block_i(X, src_lens)              (B, S, d)     i = 0 .. enc_blocks-1, post-norm
@@ -32,13 +32,14 @@ import math
 
 import numpy as np
 
-from .decoder_block import decoder_block_backward, decoder_block_forward, init_decoder_block_params
-from .embedding import embedding_backward, embedding_forward
-from .encoder_block import add_grads, encoder_block_backward, encoder_block_forward, init_encoder_block_params, param, sub_params
-from .init import embedding_params, linear_params
-from .linear import linear_backward, linear_forward
-from .loss import cross_entropy_backward, cross_entropy_forward, sequence_weights
-from .positional_encoding import positional_encoding_backward, positional_encoding_forward
+from ..nn.decoder_block import decoder_block_backward, decoder_block_forward, init_decoder_block_params
+from ..nn.embedding import embedding_backward, embedding_forward
+from ..core.params import add_grads, param, sub_params
+from ..nn.encoder_block import encoder_block_backward, encoder_block_forward, init_encoder_block_params
+from ..nn.init import embedding_params, linear_params
+from ..nn.linear import linear_backward, linear_forward
+from ..nn.loss import cross_entropy_backward, cross_entropy_forward, sequence_weights
+from ..nn.positional_encoding import positional_encoding_backward, positional_encoding_forward
 
 
 def init_transformer_params(rng, config):

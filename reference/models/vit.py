@@ -1,4 +1,4 @@
-"""The Vision Transformer, forward to class logits (twin: port_ts/src/vit.ts).
+"""The Vision Transformer, forward to class logits (twin: port_ts/src/models/vit.ts).
 
     P = patches(img)                          (B, N, C*p*p)   patch (r, c) of the grid is row r*G + c;
                                                               its values flattened in (channel, i, j) order
@@ -32,14 +32,15 @@ vit_loss / vit_loss_backward add the mean cross-entropy of the logits against in
 
 import numpy as np
 
-from .dropout import dropout_backward, dropout_forward
-from .encoder_block import init_ffn_params, init_layer_norm_params, init_mha_params, param, sub_params
-from .gelu import gelu_backward, gelu_forward
-from .init import linear_params, patch_embedding_params
-from .layer_norm import layer_norm_backward, layer_norm_forward
-from .linear import linear_backward, linear_forward
-from .loss import cross_entropy_backward, cross_entropy_forward
-from .multi_head_attention import multi_head_attention_backward, multi_head_attention_forward
+from ..nn.dropout import dropout_backward, dropout_forward
+from ..core.params import param, sub_params
+from ..nn.encoder_block import init_ffn_params, init_layer_norm_params, init_mha_params
+from ..nn.gelu import gelu_backward, gelu_forward
+from ..nn.init import linear_params, patch_embedding_params
+from ..nn.layer_norm import layer_norm_backward, layer_norm_forward
+from ..nn.linear import linear_backward, linear_forward
+from ..nn.loss import cross_entropy_backward, cross_entropy_forward
+from ..nn.multi_head_attention import multi_head_attention_backward, multi_head_attention_forward
 
 
 def init_vit_params(rng, config):

@@ -1,4 +1,4 @@
-"""Additive (Bahdanau) attention, no biases (twin: port_ts/src/additiveAttention.ts).
+"""Additive (Bahdanau) attention, no biases (twin: port_ts/src/nn/additiveAttention.ts).
 
     a(q, k) = w_v^T tanh(W_q q + W_k k)
 
@@ -22,8 +22,8 @@ import numpy as np
 
 from .dot_product_attention import attention_dropout, attention_dropout_backward, transpose_last
 from .masked_softmax import masked_softmax_backward, masked_softmax_forward
-from .mathlib import tanh
-from .ops import matmul, matmul_nt, sum_last, weight_grad
+from ..core.mathlib import tanh
+from ..core.ops import matmul, matmul_nt, sum_last, weight_grad
 
 
 

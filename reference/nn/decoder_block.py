@@ -1,4 +1,4 @@
-"""Post-norm Transformer decoder block, always causal (twin: port_ts/src/decoderBlock.ts).
+"""Post-norm Transformer decoder block, always causal (twin: port_ts/src/nn/decoderBlock.ts).
 
     S = MHA_self(X, X, X, causal)             (B, T, d)    query t sees keys 0..t
     Y = AddNorm1(X, S) = LN1(X + drop(S))     (B, T, d)
@@ -27,8 +27,8 @@ once receive their gradients as they arrive, in one fixed order, the same in bot
 
 import numpy as np
 
-from .encoder_block import (add_grads, add_norm_backward, add_norm_forward, init_ffn_params, init_layer_norm_params,
-                            init_mha_params, param, sub_params)
+from ..core.params import add_grads, param, sub_params
+from .encoder_block import add_norm_backward, add_norm_forward, init_ffn_params, init_layer_norm_params, init_mha_params
 from .ffn import ffn_backward, ffn_forward
 from .multi_head_attention import multi_head_attention_backward, multi_head_attention_forward
 

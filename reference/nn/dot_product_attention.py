@@ -1,4 +1,4 @@
-"""Scaled dot-product attention (twin: port_ts/src/dotProductAttention.ts).
+"""Scaled dot-product attention (twin: port_ts/src/nn/dotProductAttention.ts).
 
     scores  = q k^T / sqrt(D)                 (B, ..., Q, K)
     weights = masked_softmax(scores, lens)    (B, ..., Q, K)   rows sum to 1
@@ -19,7 +19,7 @@ import math
 import numpy as np
 
 from .masked_softmax import masked_softmax_backward, masked_softmax_forward
-from .ops import matmul, matmul_nt
+from ..core.ops import matmul, matmul_nt
 
 
 def transpose_last(x):

@@ -1,4 +1,4 @@
-"""Post-norm Transformer encoder block (twin: port_ts/src/encoderBlock.ts).
+"""Post-norm Transformer encoder block (twin: port_ts/src/nn/encoderBlock.ts).
 
     A = MHA(X, X, X, lens)                   (B, T, d)    attention-weight dropout p inside
     Y = AddNorm1(X, A) = LN1(X + drop(A))    (B, T, d)
@@ -31,18 +31,7 @@ from .ffn import ffn_backward, ffn_forward
 from .init import layer_norm_params, linear_params
 from .layer_norm import layer_norm_backward, layer_norm_forward
 from .multi_head_attention import multi_head_attention_backward, multi_head_attention_forward
-
-
-def sub_params(params, prefix):
-    """The entries of params whose names start with prefix, with the prefix removed."""
-    return {name[len(prefix):]: value for name, value in params.items() if name.startswith(prefix)}
-
-
-def param(params, name):
-    """A parameter by name, or an error that lists what is there."""
-    if name not in params:
-        raise KeyError(f"params needs {name!r}; found {sorted(params)}")
-    return params[name]
+from ..core.params import add_grads, param, sub_params
 
 
 def init_mha_params(rng, d, prefix=""):
@@ -82,13 +71,6 @@ def add_norm_backward(dout, cache):
     dx = dsum  # the residual path: x enters the sum unchanged
     dy = dropout_backward(dsum, cache["dropout"])  # inverts: dropped = dropout(y)
     return dx, dy, dgamma, dbeta
-
-
-def add_grads(a, b):
-    """a + b elementwise (the += of a tensor used twice), one rounded add per element."""
-    if a.shape != b.shape:
-        raise ValueError(f"add_grads: shapes {a.shape} and {b.shape} differ")
-    return a + b
 
 
 def encoder_block_forward(x, valid_lens, params, num_heads, dropout_p=0.0, rng=None):

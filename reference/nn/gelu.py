@@ -26,7 +26,7 @@ forward's erf term and phi(x) = exp(-x^2 / 2) / sqrt(2 pi). One expression, left
 
 import numpy as np
 
-from .mathlib import exp
+from ..core.mathlib import exp
 
 SQRT1_2 = 0.7071067811865476
 INV_SQRT_2PI = 0.3989422804014327

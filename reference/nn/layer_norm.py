@@ -20,7 +20,7 @@ where mean() is the in-order sum over the row's d features divided by d. Derivat
 
 import numpy as np
 
-from .ops import mean_last, sum_last
+from ..core.ops import mean_last, sum_last
 
 EPS = 1e-5
 

@@ -12,7 +12,7 @@ Backward (dout (..., O)), every sum in index order from +0:
 
 import numpy as np
 
-from .ops import matmul, matmul_nt, sum_last
+from ..core.ops import matmul, matmul_nt, sum_last
 
 
 def linear_forward(x, W, b=None):

@@ -1,4 +1,4 @@
-"""Softmax cross-entropy with padding excluded, and its gradient (twin: port_ts/src/loss.ts).
+"""Softmax cross-entropy with padding excluded, and its gradient (twin: port_ts/src/nn/loss.ts).
 
 Shapes: logits (..., V); targets int (...) with ids in [0, V); weights (...) or None, 1 for a
 counted position and 0 for padding. The leading axes are flattened to N rows, row-major.
@@ -18,8 +18,8 @@ Backward, for dloss = 1:
 
 import numpy as np
 
-from .mathlib import exp, log
-from .ops import sum_last
+from ..core.mathlib import exp, log
+from ..core.ops import sum_last
 
 
 def sequence_weights(valid_lens, T):

@@ -7,8 +7,8 @@ replaced by -1e6, not -inf, so a row with length 0 gets uniform weights 1/K over
 
 import numpy as np
 
-from .mathlib import exp
-from .ops import sum_last
+from ..core.mathlib import exp
+from ..core.ops import sum_last
 
 MASK_VALUE = -1e6
 

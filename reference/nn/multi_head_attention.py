@@ -1,4 +1,4 @@
-"""Multi-head attention, no biases (twin: port_ts/src/multiHeadAttention.ts).
+"""Multi-head attention, no biases (twin: port_ts/src/nn/multiHeadAttention.ts).
 
     q = x_q W_q^T, k = x_kv W_k^T, v = x_kv W_v^T        (B, Q|K, d)
     qh, kh, vh = split_heads(q), ...                      (B, H, Q|K, D)   head i: features [i*D, (i+1)*D)
@@ -20,7 +20,7 @@ sum over every (batch, step) row in row-major order.
 import numpy as np
 
 from .dot_product_attention import dot_product_attention_backward, dot_product_attention_forward
-from .ops import matmul, matmul_nt, weight_grad
+from ..core.ops import matmul, matmul_nt, weight_grad
 
 
 

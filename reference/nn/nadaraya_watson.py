@@ -20,8 +20,8 @@ y_true = f(x_val), noise-free.
 
 import numpy as np
 
-from .mathlib import exp, sin
-from .ops import matmul, mean_last, sum_last
+from ..core.mathlib import exp, sin
+from ..core.ops import matmul, mean_last, sum_last
 
 
 def gaussian(u):

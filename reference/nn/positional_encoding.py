@@ -1,4 +1,4 @@
-"""Sinusoidal positional encoding (twin: port_ts/src/positionalEncoding.ts).
+"""Sinusoidal positional encoding (twin: port_ts/src/nn/positionalEncoding.ts).
 
     div_j   = 10000 ** ((2j) / d)                 (d/2,)   one pow per frequency, j = 0..d/2-1
     angle   = i / div_j                           (L, d/2) position i times w_j = 1 / div_j
@@ -21,8 +21,8 @@ import functools
 import numpy as np
 
 from .dropout import dropout_backward, dropout_forward
-from .mathlib import cos, pow_ln, sin
-from .ops import matmul_nt, sum_last
+from ..core.mathlib import cos, pow_ln, sin
+from ..core.ops import matmul_nt, sum_last
 
 BASE = 10000.0
 LN_BASE = (9.210340371976184, -8.683024893528997e-16)  # ln 10000 = hi + lo: the nearest double, then the rest's

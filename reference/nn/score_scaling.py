@@ -1,4 +1,4 @@
-"""Act 3: why attention divides q.k by sqrt(d) (twin: port_ts/src/scoreScaling.ts).
+"""Act 3: why attention divides q.k by sqrt(d) (twin: port_ts/src/nn/scoreScaling.ts).
 
 For each model dim d in the list, in list order:
     q, k       ~ N(0, 1), each (N, d)       drawn q first, then k
@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-from .ops import mean_last, sum_last
+from ..core.ops import mean_last, sum_last
 
 
 def biased_variance(x):

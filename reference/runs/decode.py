@@ -1,4 +1,4 @@
-"""Greedy decoding with the encoder-decoder (twin: port_ts/src/decode.ts).
+"""Greedy decoding with the encoder-decoder (twin: port_ts/src/runs/decode.ts).
 
     E = encode(src, src_lens)                         (N, S, d)    once
     prefix_0 = [<bos>]                                (N, 1)
@@ -20,7 +20,7 @@ Shape legend: N inputs, S source steps, d model dim, H heads, V vocabulary.
 
 import numpy as np
 
-from .transformer import transformer_decode, transformer_encode
+from ..models.transformer import transformer_decode, transformer_encode
 
 
 def top_two(logits):

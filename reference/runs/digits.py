@@ -1,5 +1,5 @@
 """Reverse-the-digits data: vocabulary, sequences, the two sets and the batch of each step
-(twin: port_ts/src/digits.ts).
+(twin: port_ts/src/runs/digits.ts).
 
 Vocabulary (one, shared by source and target; V = 13):
     0 <pad>   1 <bos>   2 <eos>   3..12 the digits 0..9 (digit k has id k + 3)
@@ -22,7 +22,7 @@ in the order the training set was drawn: a fixed cyclic order, a function of t a
 
 import numpy as np
 
-from .train import state_digest
+from ..core.digest import float64_digest
 
 PAD, BOS, EOS = 0, 1, 2
 DIGIT0 = 3  # id of the digit 0
@@ -94,6 +94,5 @@ def take_rows(arrays, rows):
 def data_digest(arrays):
     """SHA-256 (hex) of the encoded arrays, each as little-endian float64 (ids are exact), in the
     order src, src_lens, tgt_in, tgt_out, tgt_lens: equal digests prove both engines drew the
-    same data. (train.state_digest of the arrays, which the port computes without node:crypto.)"""
-    order = ["src", "src_lens", "tgt_in", "tgt_out", "tgt_lens"]
-    return state_digest({k: np.asarray(arrays[k], dtype=np.float64) for k in order}, order)
+    same data (digest.float64_digest)."""
+    return float64_digest([arrays[k] for k in ("src", "src_lens", "tgt_in", "tgt_out", "tgt_lens")])

@@ -1,4 +1,4 @@
-"""The 8x8 garment data set and the ViT training run (twin: port_ts/src/garments.ts).
+"""The 8x8 garment data set and the ViT training run (twin: port_ts/src/runs/garments.ts).
 
 No garment data set can be downloaded here, so both engines draw one from the shared generator.
 Eight classes, each with two hand-drawn 8x8 templates ('#' 1.0, '+' 0.5, '.' 0.0); see
@@ -17,9 +17,9 @@ Shape legend: n images, C = 1 channel, S = 8 image side, K classes, B batch.
 
 import numpy as np
 
-from . import case_config as cc
-from .train import state_digest
-from .vit import init_vit_params, vit_forward, vit_loss, vit_loss_backward
+from ..core import case_config as cc
+from ..core.digest import float64_digest
+from ..models.vit import init_vit_params, vit_forward, vit_loss, vit_loss_backward
 
 SIDE = 8
 GARMENTS = ("t-shirt", "trouser", "pullover", "dress", "sandal", "sneaker", "bag", "ankle boot")
@@ -182,5 +182,5 @@ def vit_setup(config, rng):
 
 
 def _data_digest(images, labels):
-    """SHA-256 of the images' then the labels' little-endian float64 bytes (train.state_digest)."""
-    return state_digest({"images": images, "labels": labels}, ["images", "labels"])
+    """SHA-256 of the images' then the labels' little-endian float64 bytes (digest.float64_digest)."""
+    return float64_digest([images, labels])

@@ -29,7 +29,7 @@ import math
 
 import numpy as np
 
-from .ops import sum_last
+from ..core.ops import sum_last
 
 STEP = 1e-3  # fourth-order stencil: truncation ~h^4, rounding ~eps/h; see docs/gradcheck.md
 ORDER = 4

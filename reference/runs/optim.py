@@ -1,5 +1,5 @@
 """The optimiser of the baked runs: the book's global-norm clipping and PyTorch's Adam
-(twin: port_ts/src/optim.ts; the contract is docs/training.md).
+(twin: port_ts/src/runs/optim.ts; the contract is docs/training.md).
 
 Parameters, gradients and Adam's moments are dicts of float64 arrays keyed by parameter name;
 `names` fixes the order every loop walks them in (the model's parameter order).

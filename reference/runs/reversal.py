@@ -1,12 +1,12 @@
 """The reverse-the-digits run: an encoder-decoder Transformer trained with Adam to reverse digit
-strings, then decoded greedily (twin: port_ts/src/reversal.ts; docs/reversal.md).
+strings, then decoded greedily (twin: port_ts/src/runs/reversal.ts; docs/reversal.md).
 
 Config (cases/attention/training.json, train_reversal):
     d, heads, ffn_hidden, enc_blocks, dec_blocks   the model (vocabularies: digits.VOCAB; dropout 0)
     min_digits, max_digits                         input lengths, drawn uniformly in that range
     n_train, n_test                                distinct training inputs, then held-out ones
     batch                                          rows per step, cyclic over the training set
-    steps, lr, clip, checkpoint_every              the schedule (cases_training.schedule)
+    steps, lr, clip, checkpoint_every              the schedule (runs/schedule.py)
 Draws, in this order, from the case's generator: init_transformer_params (the model's parameter
 order), then digits_data (training set, then held-out set). Training draws nothing more.
 Step t: the padding-masked cross-entropy (transformer_loss) of the batch digits.batch_rows(t).
@@ -26,10 +26,11 @@ and digests train_data, test_data (digits.data_digest), equal across engines.
 
 import numpy as np
 
-from . import case_config as cc
+from ..core import case_config as cc
 from . import digits as dg
 from .decode import greedy_decode
-from .transformer import init_transformer_params, transformer_loss, transformer_loss_backward
+from ..models.transformer import init_transformer_params, transformer_loss, transformer_loss_backward
+from .schedule import schedule
 
 LAB_EXAMPLE = (3, 8, 0, 5, 2, 7)  # the lab's example; reserved: never in either set
 
@@ -57,9 +58,7 @@ def exact_rows(tokens, arrays):
 
 def reversal_setup(config, rng):
     """The run for cases_training.RUNS: {names, params, step_fn, evaluate, inputs, digests} and the
-    schedule (cases_training.schedule, imported here: cases_training imports this module)."""
-    from .cases_training import schedule
-
+    schedule."""
     model = reversal_model_config(config)
     lo, hi = cc.positive_int(config, "min_digits"), cc.positive_int(config, "max_digits")
     if lo > hi or hi < len(LAB_EXAMPLE):

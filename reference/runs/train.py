@@ -1,5 +1,5 @@
 """The training loop of the baked runs, their checkpoints and state documents (twin:
-port_ts/src/train.ts; the contract is docs/training.md).
+port_ts/src/runs/train.ts; the contract is docs/training.md).
 
 train(params, names, step_fn, steps, lr, clip, checkpoint_every, state=None) -> (history, checkpoints)
     params            {name: float64 array}, updated in place (the dict's entries are replaced)
@@ -24,13 +24,12 @@ Its digest is the SHA-256 of the little-endian float64 bytes of each parameter (
 then each m, then each v, then [t, b1t, b2t]; with no optimiser state, the parameters alone.
 """
 
-import hashlib
-
 import numpy as np
 
-from .golden import ENGINE, SCHEMA_VERSION, tensor_doc
+from ..core.digest import float64_digest
+from ..core.golden import ENGINE, SCHEMA_VERSION, tensor_doc
 from .optim import adam_init, adam_step, clip_gradients, global_norm
-from .rng import GENERATOR
+from ..core.rng import GENERATOR
 
 
 def copy_state(params, names, state):
@@ -69,16 +68,12 @@ def train(params, names, step_fn, steps, lr, clip, checkpoint_every, state=None)
 def state_digest(params, names, state=None):
     """SHA-256 (hex) of the state's little-endian float64 bytes; the parameters alone when
     state is None (the initial-parameter digest)."""
-    h = hashlib.sha256()
-    for name in names:
-        h.update(np.ascontiguousarray(params[name], dtype="<f8").tobytes())
+    parts = [params[name] for name in names]
     if state is not None:
-        for name in names:
-            h.update(np.ascontiguousarray(state["m"][name], dtype="<f8").tobytes())
-        for name in names:
-            h.update(np.ascontiguousarray(state["v"][name], dtype="<f8").tobytes())
-        h.update(np.array([state["t"], state["b1t"], state["b2t"]], dtype="<f8").tobytes())
-    return h.hexdigest()
+        parts += [state["m"][name] for name in names]
+        parts += [state["v"][name] for name in names]
+        parts.append([state["t"], state["b1t"], state["b2t"]])
+    return float64_digest(parts)
 
 
 def state_document(params, names, state):

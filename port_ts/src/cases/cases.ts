@@ -6,9 +6,9 @@
 // out_dir/<id>.states/step_<t>.json, each with the case echoed into it. A pretrained builder
 // (casesPretrained.ts) also takes the request's assets, each a ModelFiles (file name -> bytes).
 
-import { Generator } from "./rng.ts";
-import { CaseError, type Config } from "./caseConfig.ts";
-import { caseDocument, type Json } from "./golden.ts";
+import { Generator } from "../core/rng.ts";
+import { CaseError, type Config } from "../core/caseConfig.ts";
+import { caseDocument, type Json } from "../core/golden.ts";
 import { type Builder, BUILDERS as attention } from "./casesAttention.ts";
 import { BUILDERS as layers } from "./casesLayers.ts";
 import { BUILDERS as models } from "./casesModels.ts";
@@ -17,7 +17,7 @@ import { BUILDERS as gradcheck } from "./casesGradcheck.ts";
 import { BUILDERS as training, type TrainingResult } from "./casesTraining.ts";
 import { BUILDERS as pretrained, type Assets } from "./casesPretrained.ts";
 import { BUILDERS as faults } from "./casesFaults.ts";
-import type { StateDocument } from "./train.ts";
+import type { StateDocument } from "../runs/train.ts";
 
 export const BUILDERS: Record<string, Builder> = { ...attention, ...layers, ...models, ...lesson, ...gradcheck, ...training, ...pretrained, ...faults };
 

@@ -4,14 +4,14 @@
 // after the inputs. The dropout keep mask, when dropout_p > 0, is the last draw, made inside
 // the forward.
 
-import type { Generator } from "./rng.ts";
-import type { IntTensor, Tensor } from "./ops.ts";
-import type { Named } from "./golden.ts";
-import { type Config, CaseError, get, shape, intArray, floatArray, positiveInt } from "./caseConfig.ts";
-import { maskedSoftmaxForward } from "./maskedSoftmax.ts";
-import { dotProductAttentionForward } from "./dotProductAttention.ts";
-import { additiveAttentionForward } from "./additiveAttention.ts";
-import { multiHeadAttentionForward } from "./multiHeadAttention.ts";
+import type { Generator } from "../core/rng.ts";
+import type { IntTensor, Tensor } from "../core/ops.ts";
+import type { Named } from "../core/golden.ts";
+import { type Config, CaseError, get, shape, intArray, floatArray, positiveInt } from "../core/caseConfig.ts";
+import { maskedSoftmaxForward } from "../nn/maskedSoftmax.ts";
+import { dotProductAttentionForward } from "../nn/dotProductAttention.ts";
+import { additiveAttentionForward } from "../nn/additiveAttention.ts";
+import { multiHeadAttentionForward } from "../nn/multiHeadAttention.ts";
 
 export type Builder = (config: Config, rng: Generator) => { inputs: Named; outputs: Named };
 

@@ -4,20 +4,21 @@
 // and GELU (a 1e-7-accurate erf moves GELU by less than the tolerance; the digests are bit-exact).
 
 import type { Builder } from "./casesAttention.ts";
-import type { Generator } from "./rng.ts";
-import type { Named } from "./golden.ts";
-import { type Tensor, zeros } from "./ops.ts";
-import { type Config, get, intArray, positiveInt } from "./caseConfig.ts";
-import { greedyDecode } from "./decode.ts";
-import { type DigitArrays, BOS, EOS, batchRows, digitsData, drawDigitSet, encodeInputs } from "./digits.ts";
-import { makeGarments } from "./garments.ts";
-import { crossEntropyBackward, crossEntropyForward, sequenceWeights } from "./loss.ts";
-import { erf, geluBackward, geluForward } from "./gelu.ts";
-import { type Params, adamInit, adamStep, clipGradients } from "./optim.ts";
-import { sinusoidalTable } from "./positionalEncoding.ts";
-import { exactRows, reversalModelConfig } from "./reversal.ts";
-import { stateDigest } from "./train.ts";
-import { initTransformerParams } from "./transformer.ts";
+import type { Generator } from "../core/rng.ts";
+import type { Named } from "../core/golden.ts";
+import { type Tensor, zeros } from "../core/ops.ts";
+import { type Config, get, intArray, positiveInt } from "../core/caseConfig.ts";
+import { greedyDecode } from "../runs/decode.ts";
+import { type DigitArrays, BOS, EOS, batchRows, digitsData, drawDigitSet, encodeInputs } from "../runs/digits.ts";
+import { makeGarments } from "../runs/garments.ts";
+import { crossEntropyBackward, crossEntropyForward, sequenceWeights } from "../nn/loss.ts";
+import { erf, geluBackward, geluForward } from "../nn/gelu.ts";
+import type { Params } from "../core/params.ts";
+import { adamInit, adamStep, clipGradients } from "../runs/optim.ts";
+import { sinusoidalTable } from "../nn/positionalEncoding.ts";
+import { exactRows, reversalModelConfig } from "../runs/reversal.ts";
+import { stateDigest } from "../runs/train.ts";
+import { initTransformerParams } from "../models/transformer.ts";
 
 const ARRAY_NAMES: [keyof DigitArrays, string][] = [
   ["src", "src"], ["srcLens", "src_lens"], ["tgtIn", "tgt_in"], ["tgtOut", "tgt_out"], ["tgtLens", "tgt_lens"],

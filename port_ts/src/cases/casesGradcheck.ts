@@ -21,14 +21,15 @@
 // Config, besides the model's: full_max (default 32), samples (default 8), directions (default 3).
 
 import type { Builder } from "./casesAttention.ts";
-import type { Named } from "./golden.ts";
-import type { IntTensor, Tensor } from "./ops.ts";
-import { Generator } from "./rng.ts";
-import { type Config, CaseError, get, intArray, positiveInt } from "./caseConfig.ts";
-import { alignmentData, alignmentLoss, alignmentLossBackward, initAlignmentParams } from "./alignment.ts";
-import { type LossFn, type Params, gradcheck } from "./gradcheck.ts";
-import { type TransformerConfig, type TransformerLossCache, initTransformerParams, transformerLoss, transformerLossBackward } from "./transformer.ts";
-import { type VitConfig, initVitParams, vitLoss, vitLossBackward } from "./vit.ts";
+import type { Named } from "../core/golden.ts";
+import type { IntTensor, Tensor } from "../core/ops.ts";
+import { Generator } from "../core/rng.ts";
+import { type Config, CaseError, get, intArray, positiveInt } from "../core/caseConfig.ts";
+import { alignmentData, alignmentLoss, alignmentLossBackward, initAlignmentParams } from "../models/alignment.ts";
+import type { Params } from "../core/params.ts";
+import { type LossFn, gradcheck } from "../runs/gradcheck.ts";
+import { type TransformerConfig, type TransformerLossCache, initTransformerParams, transformerLoss, transformerLossBackward } from "../models/transformer.ts";
+import { type VitConfig, initVitParams, vitLoss, vitLossBackward } from "../models/vit.ts";
 
 // low 0 for the source: an empty source masks every key (uniform weights 1/K)
 function lens(config: Config, key: string, B: number, limit: number, low = 1): IntTensor | null {

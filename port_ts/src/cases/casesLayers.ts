@@ -3,17 +3,17 @@
 // cases also exercise the initialiser.
 
 import type { Builder } from "./casesAttention.ts";
-import type { Generator } from "./rng.ts";
-import type { Named } from "./golden.ts";
-import { type Tensor, type IntTensor, zeros } from "./ops.ts";
-import { type Config, get, shape, intArray, positiveInt } from "./caseConfig.ts";
-import { dropoutForward } from "./dropout.ts";
-import { embeddingForward } from "./embedding.ts";
-import { ffnForward } from "./ffn.ts";
-import { erf, geluForward } from "./gelu.ts";
-import { embeddingParams, layerNormParams, linearParams } from "./init.ts";
-import { EPS, layerNormForward } from "./layerNorm.ts";
-import { linearForward } from "./linear.ts";
+import type { Generator } from "../core/rng.ts";
+import type { Named } from "../core/golden.ts";
+import { type Tensor, type IntTensor, zeros } from "../core/ops.ts";
+import { type Config, get, shape, intArray, positiveInt } from "../core/caseConfig.ts";
+import { dropoutForward } from "../nn/dropout.ts";
+import { embeddingForward } from "../nn/embedding.ts";
+import { ffnForward } from "../nn/ffn.ts";
+import { erf, geluForward } from "../nn/gelu.ts";
+import { embeddingParams, layerNormParams, linearParams } from "../nn/init.ts";
+import { EPS, layerNormForward } from "../nn/layerNorm.ts";
+import { linearForward } from "../nn/linear.ts";
 
 // config: x_shape [..., I], out O, bias (default true)
 // draws: x ~ N(0, 1) (x_shape); W ~ U(+-1/sqrt(I)) (O, I); b likewise (O,) when bias

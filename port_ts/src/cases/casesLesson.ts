@@ -10,13 +10,13 @@
 //   score_scaling                           for each d in dims, in order: q (n, d), then k (n, d)
 
 import type { Builder } from "./casesAttention.ts";
-import type { Named } from "./golden.ts";
-import type { Generator } from "./rng.ts";
-import { type Tensor, tensor, zeros } from "./ops.ts";
-import { type Config, CaseError, get, shape, intArray, positiveInt } from "./caseConfig.ts";
-import { sinusoidalTable, positionalEncodingForward, positionSimilarity } from "./positionalEncoding.ts";
-import { regressionData, nadarayaWatson, meanAbsError } from "./nadarayaWatson.ts";
-import { scoreScaling } from "./scoreScaling.ts";
+import type { Named } from "../core/golden.ts";
+import type { Generator } from "../core/rng.ts";
+import { type Tensor, tensor, zeros } from "../core/ops.ts";
+import { type Config, CaseError, get, shape, intArray, positiveInt } from "../core/caseConfig.ts";
+import { sinusoidalTable, positionalEncodingForward, positionSimilarity } from "../nn/positionalEncoding.ts";
+import { regressionData, nadarayaWatson, meanAbsError } from "../nn/nadarayaWatson.ts";
+import { scoreScaling } from "../nn/scoreScaling.ts";
 
 function sinusoidalTableCase(config: Config, _rng: Generator): { inputs: Named; outputs: Named } {
   const maxLen = positiveInt(config, "max_len"), d = positiveInt(config, "d");

@@ -5,15 +5,15 @@
 // parameter by name, the outputs the result and the attention weights.
 
 import type { Builder } from "./casesAttention.ts";
-import type { Generator } from "./rng.ts";
-import type { Named } from "./golden.ts";
-import type { IntTensor } from "./ops.ts";
-import { type Config, get, intArray, positiveInt } from "./caseConfig.ts";
-import { decoderBlockForward, initDecoderBlockParams } from "./decoderBlock.ts";
-import { encoderBlockForward, initEncoderBlockParams } from "./encoderBlock.ts";
-import { patchEmbeddingParams } from "./init.ts";
-import { type TransformerConfig, initTransformerParams, transformerForward } from "./transformer.ts";
-import { type VitConfig, initVitParams, patchEmbeddingForward, vitForward } from "./vit.ts";
+import type { Generator } from "../core/rng.ts";
+import type { Named } from "../core/golden.ts";
+import type { IntTensor } from "../core/ops.ts";
+import { type Config, get, intArray, positiveInt } from "../core/caseConfig.ts";
+import { decoderBlockForward, initDecoderBlockParams } from "../nn/decoderBlock.ts";
+import { encoderBlockForward, initEncoderBlockParams } from "../nn/encoderBlock.ts";
+import { patchEmbeddingParams } from "../nn/init.ts";
+import { type TransformerConfig, initTransformerParams, transformerForward } from "../models/transformer.ts";
+import { type VitConfig, initVitParams, patchEmbeddingForward, vitForward } from "../models/vit.ts";
 
 function lens(config: Config, key: string): IntTensor | null {
   const value = get<unknown>(config, key, null);

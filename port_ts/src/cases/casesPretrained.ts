@@ -12,12 +12,12 @@
 //   hidden_states (L + 1, B, T, d), attentions (L, B, H, T, T),
 //   probe_hidden (L + 1, B, 16), probe_top (L, B, H) int, probe_top_weight (L, B, H).
 
-import type { Generator } from "./rng.ts";
-import type { IntTensor, Tensor } from "./ops.ts";
-import type { Json, Named } from "./golden.ts";
-import { type Config, CaseError, get, intArray } from "./caseConfig.ts";
-import { type BertConfig, type BertParams, bertConfig, bertForward, bertParams } from "./bert.ts";
-import { parseSafetensors } from "./safetensors.ts";
+import type { Generator } from "../core/rng.ts";
+import type { IntTensor, Tensor } from "../core/ops.ts";
+import type { Json, Named } from "../core/golden.ts";
+import { type Config, CaseError, get, intArray } from "../core/caseConfig.ts";
+import { type BertConfig, type BertParams, bertConfig, bertForward, bertParams } from "../models/bert.ts";
+import { parseSafetensors } from "../core/safetensors.ts";
 
 export interface ModelFiles {
   file(name: string): Uint8Array; // the bytes of a file of the model's directory

@@ -23,42 +23,15 @@
 // replaySegment(case, stateDoc, t1) rebuilds the run from the case, loads the state of step t0
 // from the document and runs steps t0+1..t1: the state document at t1. evaluateState(case,
 // stateDoc) rebuilds the run and evaluates the state's parameters: evaluate's outputs.
-//
-// train_alignment (act 4). Config: E, H (embedding and scorer sizes), pairs (default 1), and the
-// schedule. Draws: initAlignmentParams (W_q, W_k, w_v), then alignmentData (pair by pair, the
-// source then the target embeddings, N(0, 1), fixed: never trained). Every step uses the whole
-// data set (full batch). Outputs besides the common ones:
-//   final_loss            () the loss at the final parameters
-//   alignment.weights     (Q, K) pair 0's attention weights at the final parameters (the heatmap)
-//   alignment.argmax      int64 (B, Q) the source word each target word attends to most
-//   alignment.exact       int64 () 1 when every argmax is the gold alignment
-//   alignment.exact_steps int64 (steps,) 1 where the argmax at the parameters of step t (before
-//                         update t) is exact
-//   alignment.checkpoints (C, Q, K) pair 0's weights at each checkpoint (the heatmap's story)
 
-import type { Named } from "./golden.ts";
-import type { IntTensor, Tensor } from "./ops.ts";
-import type { Params } from "./optim.ts";
-import { Generator } from "./rng.ts";
-import { type Config, CaseError, get, positiveInt, positiveNumber } from "./caseConfig.ts";
-import { alignmentData, alignmentLoss, alignmentLossBackward, initAlignmentParams } from "./alignment.ts";
-import { vitSetup } from "./garments.ts";
-import { reversalSetup } from "./reversal.ts";
-import { type History, type Snapshot, type StateDocument, type StepFn, stateDigest, stateDocument, stateFromDocument, train } from "./train.ts";
-
-export interface Schedule { steps: number; lr: number; clip: number | null; checkpointEvery: number }
-
-export interface Run extends Schedule {
-  names: string[];
-  params: Params;
-  stepFn: StepFn;
-  inputs: Named;
-  evaluate: (params: Params) => Named;
-  report?: (params: Params, history: History, checkpoints: Map<number, Snapshot>) => Named;
-  digests?: Record<string, string>;
-}
-
-export type Setup = (config: Config, rng: Generator) => Run;
+import type { Named } from "../core/golden.ts";
+import { Generator } from "../core/rng.ts";
+import { type Config, CaseError } from "../core/caseConfig.ts";
+import { alignmentSetup } from "../runs/alignmentRun.ts";
+import { vitSetup } from "../runs/garments.ts";
+import { reversalSetup } from "../runs/reversal.ts";
+import type { Run, Setup } from "../runs/schedule.ts";
+import { type StateDocument, stateDigest, stateDocument, stateFromDocument, train } from "../runs/train.ts";
 
 export interface TrainingResult {
   inputs: Named;
@@ -69,77 +42,8 @@ export interface TrainingResult {
 
 interface TrainingCase { id: string; op: string; seed: number; config?: Config }
 
-/** { steps, lr, clip, checkpointEvery } from the config; clip may be null (never clip). */
-export function schedule(config: Config): Schedule {
-  const steps = positiveInt(config, "steps");
-  const checkpointEvery = positiveInt(config, "checkpoint_every");
-  const clip = get<unknown>(config, "clip") === null ? null : positiveNumber(config, "clip");
-  return { steps, lr: positiveNumber(config, "lr"), clip, checkpointEvery };
-}
-
-/** Row-wise argmax over the last axis (the first of equal maxima, as NumPy). */
-function argmaxLast(x: Tensor): IntTensor {
-  const K = x.shape[x.shape.length - 1], rows = x.data.length / K;
-  const out: IntTensor = { shape: x.shape.slice(0, -1), data: new Int32Array(rows) };
-  for (let r = 0; r < rows; r++) {
-    let best = 0;
-    for (let j = 1; j < K; j++) if (x.data[r * K + j] > x.data[r * K + best]) best = j;
-    out.data[r] = best;
-  }
-  return out;
-}
-
-function sameInts(a: IntTensor, b: IntTensor): boolean {
-  return a.data.length === b.data.length && a.data.every((v, i) => v === b.data[i]);
-}
-
-/** Pair 0's (Q, K) slice of a (B, Q, K) tensor. */
-function firstPair(w: Tensor): Tensor {
-  const Q = w.shape[1], K = w.shape[2];
-  return { shape: [Q, K], data: w.data.slice(0, Q * K) };
-}
-
-/** The act-4 run: the additive scorer on fixed random embeddings of one sentence pair. */
-export function alignmentSetup(config: Config, rng: Generator): Run {
-  const E = positiveInt(config, "E"), H = positiveInt(config, "H"), pairs = positiveInt(config, "pairs", 1);
-  const params = initAlignmentParams(rng, E, H);
-  const data = alignmentData(rng, E, pairs);
-  const names = ["W_q", "W_k", "w_v"];
-  const exactSteps: number[] = [];
-  const stepFn: StepFn = (p) => {
-    const { loss, cache } = alignmentLoss(p, data);
-    exactSteps.push(sameInts(argmaxLast(cache.weights), data.gold) ? 1 : 0);
-    return { loss, grads: alignmentLossBackward(cache) };
-  };
-  const evaluate = (p: Params): Named => {
-    const { loss, cache } = alignmentLoss(p, data);
-    const argmax = argmaxLast(cache.weights); // (B, Q)
-    return {
-      final_loss: { shape: [], data: Float64Array.of(loss) },
-      "alignment.weights": firstPair(cache.weights), // (Q, K)
-      "alignment.argmax": argmax,
-      "alignment.exact": { shape: [], data: Int32Array.of(sameInts(argmax, data.gold) ? 1 : 0) },
-    };
-  };
-  const report = (_p: Params, _history: History, checkpoints: Map<number, Snapshot>): Named => {
-    const steps = [...checkpoints.keys()].sort((a, b) => a - b);
-    const Q = data.queries.shape[1], K = data.keys.shape[1];
-    const story: Tensor = { shape: [steps.length, Q, K], data: new Float64Array(steps.length * Q * K) };
-    steps.forEach((t, c) => story.data.set(firstPair(alignmentLoss(checkpoints.get(t)!.params, data).cache.weights).data, c * Q * K));
-    return {
-      "alignment.exact_steps": { shape: [exactSteps.length], data: Int32Array.from(exactSteps) },
-      "alignment.checkpoints": story, // (C, Q, K)
-    };
-  };
-  return {
-    names, params, stepFn, evaluate, report,
-    inputs: { queries: data.queries, keys: data.keys, gold: data.gold },
-    ...schedule(config),
-  };
-}
-
 export const RUNS: Record<string, Setup> = {
-  train_alignment: alignmentSetup,
+  train_alignment: alignmentSetup, // alignmentRun.ts
   train_reversal: reversalSetup, // reversal.ts
   train_vit: vitSetup, // garments.ts
 };

@@ -1,4 +1,4 @@
-// Golden documents: how the port writes one case's tensors as JSON (twin: reference/golden.py).
+// Golden documents: how the port writes one case's tensors as JSON (twin: reference/core/golden.py).
 // A training case's document also holds "digests": name -> SHA-256 hex (docs/training.md).
 // Layout (docs/goldens.md): keys sorted, two-space indent, a list of scalars on one line, a
 // trailing newline. float64 in the shortest round-trip form (String(x)); -0 as -0.0; NaN and

@@ -1,4 +1,4 @@
-// Transcendental functions of our own (twin: reference/mathlib.py). docs/mathlib.md.
+// Transcendental functions of our own (twin: reference/core/mathlib.py). docs/mathlib.md.
 //
 // libm (behind np.exp, np.sin, ...) and V8 (behind Math.exp, Math.sin, ...) round differently in
 // the last bit, and over hundreds of training steps those bits grow. Every function here uses

@@ -1,5 +1,5 @@
 // The shared generator: Threefry-2x32-20 on a counter, Marsaglia's polar normals.
-// Specified bit for bit in docs/generator.md; twin of reference/rng.py. Only exactly rounded
+// Specified bit for bit in docs/generator.md; twin of reference/core/rng.py. Only exactly rounded
 // float operations (+, -, *, /, sqrt, scaling by powers of two; ln is mathlib's specLog, built
 // from those), so both engines draw the same bits.
 

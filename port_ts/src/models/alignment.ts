@@ -1,5 +1,5 @@
 // Act 4's alignment scorer: additive attention learning which source word each target word
-// translates (twin: reference/alignment.py).
+// translates (twin: reference/models/alignment.py).
 //
 // The sentence pair and its gold alignment:
 //   source  the  red  car  <eos>          keys:    K = 4 source words
@@ -25,11 +25,11 @@
 // weights must align them all.
 // Shape legend: B sentence pairs, Q target words, K source words, E embedding dim, H scorer hidden.
 
-import type { Generator } from "./rng.ts";
-import { type Tensor, type IntTensor, zeros } from "./ops.ts";
-import { type AdditiveAttentionCache, additiveAttentionBackward, additiveAttentionForward } from "./additiveAttention.ts";
-import { linearParams } from "./init.ts";
-import { log } from "./mathlib.ts";
+import type { Generator } from "../core/rng.ts";
+import { type Tensor, type IntTensor, zeros } from "../core/ops.ts";
+import { type AdditiveAttentionCache, additiveAttentionBackward, additiveAttentionForward } from "../nn/additiveAttention.ts";
+import { linearParams } from "../nn/init.ts";
+import { log } from "../core/mathlib.ts";
 
 export const SOURCE = ["the", "red", "car", "<eos>"] as const;
 export const TARGET = ["la", "voiture", "rouge", "<eos>"] as const;

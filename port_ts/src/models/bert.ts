@@ -20,14 +20,14 @@
 // Parameters keep Hugging Face's names: embeddings.word_embeddings.weight (V, d),
 // encoder.layer.<l>.attention.self.query.weight (d, d), ... output.dense.weight (d, F).
 
-import { type IntTensor, type Tensor, zeros } from "./ops.ts";
-import { dotProductAttentionForward } from "./dotProductAttention.ts";
-import { embeddingForward } from "./embedding.ts";
-import { geluForward } from "./gelu.ts";
-import { layerNormForward } from "./layerNorm.ts";
-import { linearForward } from "./linear.ts";
-import { mergeHeads, splitHeads } from "./multiHeadAttention.ts";
-import { type SafetensorsFile, loadTensor, tensorNames } from "./safetensors.ts";
+import { type IntTensor, type Tensor, zeros } from "../core/ops.ts";
+import { dotProductAttentionForward } from "../nn/dotProductAttention.ts";
+import { embeddingForward } from "../nn/embedding.ts";
+import { geluForward } from "../nn/gelu.ts";
+import { layerNormForward } from "../nn/layerNorm.ts";
+import { linearForward } from "../nn/linear.ts";
+import { mergeHeads, splitHeads } from "../nn/multiHeadAttention.ts";
+import { type SafetensorsFile, loadTensor, tensorNames } from "../core/safetensors.ts";
 
 export interface BertConfig {
   vocab_size: number;

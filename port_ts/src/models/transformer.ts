@@ -1,4 +1,4 @@
-// The Transformer encoder-decoder, forward to logits (twin: reference/transformer.py).
+// The Transformer encoder-decoder, forward to logits (twin: reference/models/transformer.py).
 //
 //   X = PE(embed_src(src) * sqrt(d))          (B, S, d)     scaled BEFORE the positions are added
 //   X = enc_block_i(X, srcLens)               (B, S, d)     i = 0 .. encBlocks-1, post-norm
@@ -27,18 +27,16 @@
 // blocks are done. transformerLoss / transformerLossBackward wrap the forward and the backward
 // with the padding-masked cross-entropy, for the gradient checks and the training runs.
 
-import type { Generator } from "./rng.ts";
-import { type Tensor, type IntTensor, zeros } from "./ops.ts";
-import { type EmbeddingCache, embeddingBackward, embeddingForward } from "./embedding.ts";
-import { type PositionalEncodingCache, positionalEncodingBackward, positionalEncodingForward } from "./positionalEncoding.ts";
-import { type LinearCache, linearBackward, linearForward } from "./linear.ts";
-import { embeddingParams, linearParams } from "./init.ts";
-import { type CrossEntropyCache, crossEntropyBackward, crossEntropyForward, sequenceWeights } from "./loss.ts";
-import {
-  type EncoderBlockCache, type Params, addGrads, encoderBlockBackward, encoderBlockForward, initEncoderBlockParams,
-  param, subParams,
-} from "./encoderBlock.ts";
-import { type DecoderBlockCache, decoderBlockBackward, decoderBlockForward, initDecoderBlockParams } from "./decoderBlock.ts";
+import type { Generator } from "../core/rng.ts";
+import { type Tensor, type IntTensor, zeros } from "../core/ops.ts";
+import { type EmbeddingCache, embeddingBackward, embeddingForward } from "../nn/embedding.ts";
+import { type PositionalEncodingCache, positionalEncodingBackward, positionalEncodingForward } from "../nn/positionalEncoding.ts";
+import { type LinearCache, linearBackward, linearForward } from "../nn/linear.ts";
+import { embeddingParams, linearParams } from "../nn/init.ts";
+import { type CrossEntropyCache, crossEntropyBackward, crossEntropyForward, sequenceWeights } from "../nn/loss.ts";
+import { type Params, addGrads, param, subParams } from "../core/params.ts";
+import { type EncoderBlockCache, encoderBlockBackward, encoderBlockForward, initEncoderBlockParams } from "../nn/encoderBlock.ts";
+import { type DecoderBlockCache, decoderBlockBackward, decoderBlockForward, initDecoderBlockParams } from "../nn/decoderBlock.ts";
 
 export interface TransformerConfig {
   vocab_src: number; vocab_tgt: number; d: number; ffn_hidden: number; heads: number;

@@ -1,4 +1,4 @@
-// The Vision Transformer, forward to class logits (twin: reference/vit.py).
+// The Vision Transformer, forward to class logits (twin: reference/models/vit.py).
 //
 //   P = patches(img)                          (B, N, C*p*p)   patch (r, c) of the grid is row r*G + c;
 //                                                             its values flattened in (channel, i, j) order
@@ -29,16 +29,17 @@
 // vitBackward returns every parameter's gradient under its name, in init order.
 // vitLoss / vitLossBackward add the mean cross-entropy of the logits against integer labels.
 
-import type { Generator } from "./rng.ts";
-import { type Tensor, type IntTensor, zeros } from "./ops.ts";
-import { type DropoutCache, dropoutBackward, dropoutForward } from "./dropout.ts";
-import { type GeluCache, geluBackward, geluForward } from "./gelu.ts";
-import { linearParams, patchEmbeddingParams } from "./init.ts";
-import { type LayerNormCache, layerNormBackward, layerNormForward } from "./layerNorm.ts";
-import { type LinearCache, linearBackward, linearForward } from "./linear.ts";
-import { type CrossEntropyCache, crossEntropyBackward, crossEntropyForward } from "./loss.ts";
-import { type MultiHeadAttentionCache, multiHeadAttentionBackward, multiHeadAttentionForward } from "./multiHeadAttention.ts";
-import { type Params, initFfnParams, initLayerNormParams, initMhaParams, param, subParams } from "./encoderBlock.ts";
+import type { Generator } from "../core/rng.ts";
+import { type Tensor, type IntTensor, zeros } from "../core/ops.ts";
+import { type DropoutCache, dropoutBackward, dropoutForward } from "../nn/dropout.ts";
+import { type GeluCache, geluBackward, geluForward } from "../nn/gelu.ts";
+import { linearParams, patchEmbeddingParams } from "../nn/init.ts";
+import { type LayerNormCache, layerNormBackward, layerNormForward } from "../nn/layerNorm.ts";
+import { type LinearCache, linearBackward, linearForward } from "../nn/linear.ts";
+import { type CrossEntropyCache, crossEntropyBackward, crossEntropyForward } from "../nn/loss.ts";
+import { type MultiHeadAttentionCache, multiHeadAttentionBackward, multiHeadAttentionForward } from "../nn/multiHeadAttention.ts";
+import { type Params, param, subParams } from "../core/params.ts";
+import { initFfnParams, initLayerNormParams, initMhaParams } from "../nn/encoderBlock.ts";
 
 export interface VitConfig {
   image: number; channels: number; patch: number; d: number; heads: number;

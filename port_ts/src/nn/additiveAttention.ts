@@ -1,4 +1,4 @@
-// Additive (Bahdanau) attention, no biases (twin: reference/additive_attention.py).
+// Additive (Bahdanau) attention, no biases (twin: reference/nn/additive_attention.py).
 //
 //   a(q, k) = w_v^T tanh(W_q q + W_k k)
 //
@@ -17,11 +17,11 @@
 // sums: each qp row met every key, each kp row every query, summed in index order. Parameter
 // gradients sum over every (batch, query[, key]) row in row-major order.
 
-import type { Generator } from "./rng.ts";
-import { type Tensor, type IntTensor, matmul, matmulNT, matmulTn, weightGrad, zeros } from "./ops.ts";
+import type { Generator } from "../core/rng.ts";
+import { type Tensor, type IntTensor, matmul, matmulNT, matmulTn, weightGrad, zeros } from "../core/ops.ts";
 import { type MaskedSoftmaxCache, maskedSoftmaxForward, maskedSoftmaxBackward } from "./maskedSoftmax.ts";
 import { attentionDropout, attentionDropoutBackward } from "./dotProductAttention.ts";
-import * as mathlib from "./mathlib.ts";
+import * as mathlib from "../core/mathlib.ts";
 
 export interface AdditiveAttentionCache {
   q: Tensor; k: Tensor; v: Tensor;

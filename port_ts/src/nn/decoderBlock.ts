@@ -1,4 +1,4 @@
-// Post-norm Transformer decoder block, always causal (twin: reference/decoder_block.py).
+// Post-norm Transformer decoder block, always causal (twin: reference/nn/decoder_block.py).
 //
 //   S = MHA_self(X, X, X, causal)             (B, T, d)    query t sees keys 0..t
 //   Y = AddNorm1(X, S) = LN1(X + drop(S))     (B, T, d)
@@ -24,14 +24,12 @@
 //   dY = dY_residual + dY_query                   from AddNorm2, then the cross-attention's x_q
 //   dX = (dX_residual + dX_query) + dX_keyvalue   from AddNorm1, then self-attention's x_q, x_kv
 
-import type { Generator } from "./rng.ts";
-import type { Tensor, IntTensor } from "./ops.ts";
+import type { Generator } from "../core/rng.ts";
+import type { Tensor, IntTensor } from "../core/ops.ts";
 import { type FfnCache, ffnBackward, ffnForward } from "./ffn.ts";
 import { type MultiHeadAttentionCache, multiHeadAttentionBackward, multiHeadAttentionForward } from "./multiHeadAttention.ts";
-import {
-  type AddNormCache, type Params, addGrads, addNormBackward, addNormForward, initFfnParams, initLayerNormParams,
-  initMhaParams, param, subParams,
-} from "./encoderBlock.ts";
+import { type Params, addGrads, param, subParams } from "../core/params.ts";
+import { type AddNormCache, addNormBackward, addNormForward, initFfnParams, initLayerNormParams, initMhaParams } from "./encoderBlock.ts";
 
 /** (B, T): row t of every batch element may see keys 0..t, i.e. length t + 1. */
 export function causalValidLens(B: number, T: number): IntTensor {

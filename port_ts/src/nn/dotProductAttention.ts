@@ -1,4 +1,4 @@
-// Scaled dot-product attention (twin: reference/dot_product_attention.py).
+// Scaled dot-product attention (twin: reference/nn/dot_product_attention.py).
 //
 //   scores  = q k^T / sqrt(D)                 (B, ..., Q, K)
 //   weights = maskedSoftmax(scores, lens)     (B, ..., Q, K)   rows sum to 1
@@ -13,8 +13,8 @@
 // products of the backward, and every sum in them runs in index order through ops.matmul: over
 // V for the weights, over queries for dk and dv, over keys for dq.
 
-import type { Generator } from "./rng.ts";
-import { type Tensor, type IntTensor, matmul, matmulNT, matmulTn, zeros } from "./ops.ts";
+import type { Generator } from "../core/rng.ts";
+import { type Tensor, type IntTensor, matmul, matmulNT, matmulTn, zeros } from "../core/ops.ts";
 import { type MaskedSoftmaxCache, maskedSoftmaxForward, maskedSoftmaxBackward } from "./maskedSoftmax.ts";
 
 export interface DotProductAttentionCache {

@@ -8,8 +8,8 @@
 // Backward: the same mask and the same scale expression, dx = dout * (mask / (1 - p));
 // p == 0 gives a copy of dout.
 
-import type { Tensor } from "./ops.ts";
-import type { Generator } from "./rng.ts";
+import type { Tensor } from "../core/ops.ts";
+import type { Generator } from "../core/rng.ts";
 
 export interface DropoutCache {
   mask: Tensor | null; // (...) or null when p = 0

@@ -4,7 +4,7 @@
 // Backward: dE (V, d) starts at +0 and row id of dE gets dout[n, :] added for every token n in
 // row-major order of tokens, so a repeated id accumulates its rows in token order.
 
-import { type Tensor, type IntTensor, zeros } from "./ops.ts";
+import { type Tensor, type IntTensor, zeros } from "../core/ops.ts";
 
 export interface EmbeddingCache {
   tokens: IntTensor; // (...)

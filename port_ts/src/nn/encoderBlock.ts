@@ -1,4 +1,4 @@
-// Post-norm Transformer encoder block (twin: reference/encoder_block.py).
+// Post-norm Transformer encoder block (twin: reference/nn/encoder_block.py).
 //
 //   A = MHA(X, X, X, lens)                   (B, T, d)    attention-weight dropout p inside
 //   Y = AddNorm1(X, A) = LN1(X + drop(A))    (B, T, d)
@@ -23,31 +23,14 @@
 //   dY = dY_residual + dY_ffn                     from AddNorm2, then from the FFN
 //   dX = (dX_residual + dX_query) + dX_keyvalue   from AddNorm1, then MHA's x_q, then its x_kv
 
-import type { Generator } from "./rng.ts";
-import { type Tensor, type IntTensor, zeros } from "./ops.ts";
+import type { Generator } from "../core/rng.ts";
+import { type Tensor, type IntTensor, zeros } from "../core/ops.ts";
 import { type DropoutCache, dropoutBackward, dropoutForward } from "./dropout.ts";
 import { type FfnCache, ffnBackward, ffnForward } from "./ffn.ts";
 import { layerNormParams, linearParams } from "./init.ts";
 import { type LayerNormCache, layerNormBackward, layerNormForward } from "./layerNorm.ts";
 import { type MultiHeadAttentionCache, multiHeadAttentionBackward, multiHeadAttentionForward } from "./multiHeadAttention.ts";
-
-export type Params = Record<string, Tensor>;
-
-/** The entries of params whose names start with prefix, with the prefix removed. */
-export function subParams(params: Params, prefix: string): Params {
-  const out: Params = {};
-  for (const [name, value] of Object.entries(params)) {
-    if (name.startsWith(prefix)) out[name.slice(prefix.length)] = value;
-  }
-  return out;
-}
-
-/** A parameter by name, or an error that lists what is there. */
-export function param(params: Params, name: string): Tensor {
-  const t = params[name];
-  if (t === undefined) throw new RangeError(`params needs '${name}'; found [${Object.keys(params).sort().join(", ")}]`);
-  return t;
-}
+import { type Params, addGrads, param, subParams } from "../core/params.ts";
 
 /** W_q, W_k, W_v, W_o (d, d) in that order, each U(+-1/sqrt(d)), no biases. */
 export function initMhaParams(rng: Generator, d: number, prefix = ""): Params {
@@ -101,14 +84,6 @@ export function addNormBackward(
   const dx = dsum; // the residual path: x enters the sum unchanged
   const dy = dropoutBackward(dsum, cache.dropout); // inverts: dropped = dropout(y)
   return { dx, dy, dgamma, dbeta };
-}
-
-/** a + b elementwise, a new tensor of a's shape (the += of a tensor used twice). */
-export function addGrads(a: Tensor, b: Tensor): Tensor {
-  if (a.shape.length !== b.shape.length || a.shape.some((n, i) => n !== b.shape[i])) throw new RangeError(`addGrads: shapes [${a.shape}] and [${b.shape}] differ`);
-  const out = zeros(a.shape);
-  for (let i = 0; i < out.data.length; i++) out.data[i] = a.data[i] + b.data[i];
-  return out;
 }
 
 export interface EncoderBlockCache {

@@ -8,7 +8,7 @@
 // hPre > 0 and +0 elsewhere (hPre == 0 gets 0, as PyTorch's threshold_backward); then
 // linearBackward through W1, b1.
 
-import { type Tensor, zeros } from "./ops.ts";
+import { type Tensor, zeros } from "../core/ops.ts";
 import { type LinearCache, linearBackward, linearForward } from "./linear.ts";
 
 export interface FfnCache {

@@ -21,8 +21,8 @@
 //   dx  = dout * (cdf + x * pdf)
 // (PyTorch's CPU GeluBackward computes the same terms, with libm's exp.)
 
-import { type Tensor, zeros } from "./ops.ts";
-import { exp } from "./mathlib.ts";
+import { type Tensor, zeros } from "../core/ops.ts";
+import { exp } from "../core/mathlib.ts";
 
 export const SQRT1_2 = 0.7071067811865476;
 export const INV_SQRT_2PI = 0.3989422804014327;

@@ -12,8 +12,8 @@
 //                                   conv weight (d, C, p, p) reshaped; b (d,); fan_in = C*p*p
 // A uniform draw is low + (high - low) * u = -k + (2k) * u.
 
-import { type Tensor, zeros } from "./ops.ts";
-import type { Generator } from "./rng.ts";
+import { type Tensor, zeros } from "../core/ops.ts";
+import type { Generator } from "../core/rng.ts";
 
 /** W (fanOut, fanIn) drawn first, then b (fanOut,) (null when bias is false). */
 export function linearParams(rng: Generator, fanOut: number, fanIn: number, bias = true): { W: Tensor; b: Tensor | null } {

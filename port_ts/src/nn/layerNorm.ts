@@ -15,7 +15,7 @@
 // where mean() is the in-order sum over the row's d features divided by d (see layer_norm.py
 // for the derivation). Exact for constant rows too (xhat = 0 there).
 
-import { type Tensor, zeros } from "./ops.ts";
+import { type Tensor, zeros } from "../core/ops.ts";
 
 export const EPS = 1e-5;
 

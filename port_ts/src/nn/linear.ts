@@ -8,7 +8,7 @@
 //   dW[o, i] = sum over rows m of dout[m, o] * x[m, i]   a loop over m, as ops.matmul(dout^T, x)
 //   db[o]    = sum over rows m of dout[m, o]             a loop over m, as ops.sumLast(dout^T)
 
-import { type Tensor, matmul, matmulNT, matmulTn, zeros } from "./ops.ts";
+import { type Tensor, matmul, matmulNT, matmulTn, zeros } from "../core/ops.ts";
 
 export interface LinearCache {
   x: Tensor; // (..., I)

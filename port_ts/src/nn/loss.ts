@@ -1,4 +1,4 @@
-// Softmax cross-entropy with padding excluded, and its gradient (twin: reference/loss.py).
+// Softmax cross-entropy with padding excluded, and its gradient (twin: reference/nn/loss.py).
 // Shapes: logits (..., V); targets int (...) with ids in [0, V); weights (...) or null, 1 for a
 // counted position and 0 for padding. The leading axes are flattened to N rows, row-major.
 // Per row n, with z = logits[n] and t = targets[n]:
@@ -14,8 +14,8 @@
 //   coef[n]    = w[n] / (sum of w)                   one rounded division (1 / N without weights)
 //   dlogits[n] = (p - onehot(t)) * coef[n]
 
-import { type Tensor, type IntTensor, zeros } from "./ops.ts";
-import { exp, log } from "./mathlib.ts";
+import { type Tensor, type IntTensor, zeros } from "../core/ops.ts";
+import { exp, log } from "../core/mathlib.ts";
 
 export interface CrossEntropyCache {
   probs: Tensor; // (N, V) softmax of each row

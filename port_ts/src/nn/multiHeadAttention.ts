@@ -1,4 +1,4 @@
-// Multi-head attention, no biases (twin: reference/multi_head_attention.py).
+// Multi-head attention, no biases (twin: reference/nn/multi_head_attention.py).
 //
 //   q = x_q W_q^T, k = x_kv W_k^T, v = x_kv W_v^T        (B, Q|K, d)
 //   qh, kh, vh = splitHeads(q), ...                      (B, H, Q|K, D)   head i: features [i*D, (i+1)*D)
@@ -16,8 +16,8 @@
 // dxQ and dxKv apart; for self-attention (xQ is xKV) the caller adds them. Parameter gradients
 // sum over every (batch, step) row in row-major order.
 
-import type { Generator } from "./rng.ts";
-import { type Tensor, type IntTensor, matmul, matmulNT, weightGrad, zeros } from "./ops.ts";
+import type { Generator } from "../core/rng.ts";
+import { type Tensor, type IntTensor, matmul, matmulNT, weightGrad, zeros } from "../core/ops.ts";
 import {
   type DotProductAttentionCache, dotProductAttentionForward, dotProductAttentionBackward,
 } from "./dotProductAttention.ts";

@@ -16,9 +16,9 @@
 // The lab's data: f(x) = 2 sin(x) + x; xTrain = sort(U[0, 5), 40 draws), then 40 normal draws of
 // noise, yTrain = f(xTrain) + noise; xVal[j] = j / 10 for j = 0..49; yTrue = f(xVal), noise-free.
 
-import type { Generator } from "./rng.ts";
-import { type Tensor, zeros } from "./ops.ts";
-import { exp, sin } from "./mathlib.ts";
+import type { Generator } from "../core/rng.ts";
+import { type Tensor, zeros } from "../core/ops.ts";
+import { exp, sin } from "../core/mathlib.ts";
 
 export type Kernel = (u: number) => number;
 

@@ -1,4 +1,4 @@
-// Sinusoidal positional encoding (twin: reference/positional_encoding.py).
+// Sinusoidal positional encoding (twin: reference/nn/positional_encoding.py).
 //
 //   div_j      = 10000 ** ((2j) / d)              (d/2,)   one pow per frequency, j = 0..d/2-1
 //   angle      = i / div_j                        (L, d/2) position i times w_j = 1 / div_j
@@ -14,10 +14,10 @@
 // in-order sums over the d features.
 // Backward: the table is a constant, so dx = d summed = dropoutBackward(dout) (a copy at p = 0).
 
-import type { Generator } from "./rng.ts";
-import { type Tensor, zeros, matmulNT, sumLast } from "./ops.ts";
+import type { Generator } from "../core/rng.ts";
+import { type Tensor, zeros, matmulNT, sumLast } from "../core/ops.ts";
 import { dropoutBackward, dropoutForward } from "./dropout.ts";
-import { cos, powLn, sin } from "./mathlib.ts";
+import { cos, powLn, sin } from "../core/mathlib.ts";
 
 export const BASE = 10000;
 export const LN_BASE: [number, number] = [9.210340371976184, -8.683024893528997e-16]; // ln 10000 = hi + lo: the nearest double, then the rest's

@@ -1,4 +1,4 @@
-// Act 3: why attention divides q.k by sqrt(d) (twin: reference/score_scaling.py).
+// Act 3: why attention divides q.k by sqrt(d) (twin: reference/nn/score_scaling.py).
 //
 // For each model dim d in the list, in list order:
 //   q, k       ~ N(0, 1), each (N, d)       drawn q first, then k
@@ -11,8 +11,8 @@
 // The biased variance is the in-order mean of (x - m) * (x - m), m the in-order mean.
 // Without the scale, large d pushes scores far apart and the softmax saturates.
 
-import type { Generator } from "./rng.ts";
-import { type Tensor, zeros } from "./ops.ts";
+import type { Generator } from "../core/rng.ts";
+import { type Tensor, zeros } from "../core/ops.ts";
 
 function meanOf(x: Float64Array): number {
   let acc = 0;

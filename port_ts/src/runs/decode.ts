@@ -1,4 +1,4 @@
-// Greedy decoding with the encoder-decoder (twin: reference/decode.py).
+// Greedy decoding with the encoder-decoder (twin: reference/runs/decode.py).
 //
 //   E = encode(src, srcLens)                          (N, S, d)    once
 //   prefix_0 = [<bos>]                                (N, 1)
@@ -17,9 +17,9 @@
 // row-wise and a finished row's later tokens are never read), so a batch decodes exactly as its
 // rows one by one. Shape legend: N inputs, S source steps, d model dim, H heads, V vocabulary.
 
-import type { IntTensor, Tensor } from "./ops.ts";
-import type { Params } from "./encoderBlock.ts";
-import { type TransformerConfig, transformerDecode, transformerEncode } from "./transformer.ts";
+import type { IntTensor, Tensor } from "../core/ops.ts";
+import type { Params } from "../core/params.ts";
+import { type TransformerConfig, transformerDecode, transformerEncode } from "../models/transformer.ts";
 
 export interface Decoded {
   tokens: IntTensor; // (N, maxLen) emitted ids (<eos> included), -1 after the end

@@ -1,5 +1,5 @@
 // Reverse-the-digits data: vocabulary, sequences, the two sets and the batch of each step
-// (twin: reference/digits.py).
+// (twin: reference/runs/digits.py).
 //
 // Vocabulary (one, shared by source and target; V = 13):
 //   0 <pad>   1 <bos>   2 <eos>   3..12 the digits 0..9 (digit k has id k + 3)
@@ -19,9 +19,9 @@
 // Batch of step t (t = 1, 2, ...): rows (t - 1) * B + i modulo the training set's size,
 // i = 0..B-1, in the order the training set was drawn: a fixed cyclic order, a function of t.
 
-import type { Generator } from "./rng.ts";
-import type { IntTensor, Tensor } from "./ops.ts";
-import { stateDigest } from "./train.ts";
+import type { Generator } from "../core/rng.ts";
+import type { IntTensor, Tensor } from "../core/ops.ts";
+import { float64Digest } from "../core/digest.ts";
 
 export const PAD = 0, BOS = 1, EOS = 2;
 export const DIGIT0 = 3; // id of the digit 0
@@ -138,12 +138,8 @@ export function takeRows(arrays: DigitArrays, rows: Int32Array): DigitArrays {
 }
 
 /** SHA-256 (hex) of the encoded arrays, each as little-endian float64 (ids are exact), in the
- *  order src, srcLens, tgtIn, tgtOut, tgtLens: equal digests prove both engines drew the same data. */
+ *  order src, srcLens, tgtIn, tgtOut, tgtLens: equal digests prove both engines drew the same
+ *  data (float64Digest). */
 export function dataDigest(arrays: DigitArrays): string {
-  const asFloat = (x: IntTensor): Tensor => ({ shape: x.shape, data: Float64Array.from(x.data) });
-  const order = ["src", "src_lens", "tgt_in", "tgt_out", "tgt_lens"];
-  return stateDigest({
-    src: asFloat(arrays.src), src_lens: asFloat(arrays.srcLens), tgt_in: asFloat(arrays.tgtIn),
-    tgt_out: asFloat(arrays.tgtOut), tgt_lens: asFloat(arrays.tgtLens),
-  }, order);
+  return float64Digest([arrays.src.data, arrays.srcLens.data, arrays.tgtIn.data, arrays.tgtOut.data, arrays.tgtLens.data]);
 }

@@ -1,4 +1,4 @@
-// The 8x8 garment data set and the ViT training run (twin: reference/garments.py).
+// The 8x8 garment data set and the ViT training run (twin: reference/runs/garments.py).
 //
 // No garment data set can be downloaded here, so both engines draw one from the shared generator.
 // Eight classes, each with two hand-drawn 8x8 templates ('#' 1.0, '+' 0.5, '.' 0.0); see
@@ -14,14 +14,15 @@
 //
 // Shape legend: n images, C = 1 channel, S = 8 image side, K classes, B batch.
 
-import type { Generator } from "./rng.ts";
-import type { IntTensor, Tensor } from "./ops.ts";
-import type { Named } from "./golden.ts";
-import type { Params } from "./optim.ts";
-import type { Run } from "./casesTraining.ts";
-import { type Config, CaseError, get, positiveInt, positiveNumber } from "./caseConfig.ts";
-import { type History, type Snapshot, type StepFn, stateDigest } from "./train.ts";
-import { type VitCache, type VitConfig, initVitParams, vitForward, vitLoss, vitLossBackward } from "./vit.ts";
+import type { Generator } from "../core/rng.ts";
+import type { IntTensor, Tensor } from "../core/ops.ts";
+import type { Named } from "../core/golden.ts";
+import type { Params } from "../core/params.ts";
+import type { Run } from "./schedule.ts";
+import { type Config, CaseError, get, positiveInt, positiveNumber } from "../core/caseConfig.ts";
+import { float64Digest } from "../core/digest.ts";
+import type { History, Snapshot, StepFn } from "./train.ts";
+import { type VitCache, type VitConfig, initVitParams, vitForward, vitLoss, vitLossBackward } from "../models/vit.ts";
 
 export const SIDE = 8;
 export const GARMENTS = ["t-shirt", "trouser", "pullover", "dress", "sandal", "sneaker", "bag", "ankle boot"];
@@ -215,7 +216,7 @@ export function vitSetup(config: Config, rng: Generator): VitRun {
   };
 }
 
-/** SHA-256 of the images' then the labels' little-endian float64 bytes (train.stateDigest). */
+/** SHA-256 of the images' then the labels' little-endian float64 bytes (float64Digest). */
 function dataDigest(images: Tensor, labels: IntTensor): string {
-  return stateDigest({ images, labels: { shape: labels.shape, data: Float64Array.from(labels.data) } }, ["images", "labels"]);
+  return float64Digest([images.data, labels.data]);
 }

@@ -1,4 +1,4 @@
-// Finite-difference gradient checks, run inside one engine in float64 (twin: reference/gradcheck.py).
+// Finite-difference gradient checks, run inside one engine in float64 (twin: reference/runs/gradcheck.py).
 //
 // A model is a loss function f(params) -> { loss, kinks } and its analytic gradients (a record
 // keyed like params, in the model's parameter order). kinks is null, or an array that changes
@@ -24,15 +24,14 @@
 // is repeated with the step halved (up to KINK_HALVINGS times); such a repeat is counted in
 // kinkRetries. A check that still crosses a kink keeps its last value and fails honestly.
 
-import type { Generator } from "./rng.ts";
-import type { Tensor } from "./ops.ts";
+import type { Generator } from "../core/rng.ts";
+import type { Params } from "../core/params.ts";
 
 export const STEP = 1e-3; // fourth-order stencil: truncation ~h^4, rounding ~eps/h; see docs/gradcheck.md
 export const ORDER = 4;
 export const FLOOR = 1e-3; // |a - n| below 1e-9 passes whatever a is
 export const KINK_HALVINGS = 20;
 
-export type Params = Record<string, Tensor>;
 export type LossFn = (params: Params) => { loss: number; kinks: Uint8Array | null };
 
 export interface CheckRecord { index: Int32Array; analytic: Float64Array; numeric: Float64Array; relErr: Float64Array }

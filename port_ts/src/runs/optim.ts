@@ -1,5 +1,5 @@
 // The optimiser of the baked runs: the book's global-norm clipping and PyTorch's Adam
-// (twin: reference/optim.py; the contract is docs/training.md).
+// (twin: reference/runs/optim.py; the contract is docs/training.md).
 //
 // Parameters, gradients and Adam's moments are Record<string, Tensor> keyed by parameter name;
 // `names` fixes the order every loop walks them in (the model's parameter order).
@@ -17,13 +17,12 @@
 //   theta <- theta + (-stepSize) * (m / denom)                   addcdiv_'s order
 // The state is { t, b1t, b2t, m: Record<name, Tensor>, v: Record<name, Tensor> }.
 
-import { type Tensor, zeros } from "./ops.ts";
+import { zeros } from "../core/ops.ts";
+import type { Params } from "../core/params.ts";
 
 export const BETA1 = 0.9;
 export const BETA2 = 0.999;
 export const EPS = 1e-8;
-
-export type Params = Record<string, Tensor>;
 
 export interface AdamState {
   t: number;

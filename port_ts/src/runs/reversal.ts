@@ -1,12 +1,12 @@
 // The reverse-the-digits run: an encoder-decoder Transformer trained with Adam to reverse digit
-// strings, then decoded greedily (twin: reference/reversal.py; docs/reversal.md).
+// strings, then decoded greedily (twin: reference/runs/reversal.py; docs/reversal.md).
 //
 // Config (cases/attention/training.json, train_reversal):
 //   d, heads, ffn_hidden, enc_blocks, dec_blocks   the model (vocabularies: digits VOCAB; dropout 0)
 //   min_digits, max_digits                         input lengths, drawn uniformly in that range
 //   n_train, n_test                                distinct training inputs, then held-out ones
 //   batch                                          rows per step, cyclic over the training set
-//   steps, lr, clip, checkpoint_every              the schedule (casesTraining schedule)
+//   steps, lr, clip, checkpoint_every              the schedule (runs/schedule.ts)
 // Draws, in this order, from the case's generator: initTransformerParams (the model's parameter
 // order), then digitsData (training set, then held-out set). Training draws nothing more.
 // Step t: the padding-masked cross-entropy (transformerLoss) of the batch batchRows(t).
@@ -23,15 +23,15 @@
 //                                       pass (T = tokens emitted, S = source steps)
 // and digests train_data, test_data (dataDigest), equal across engines.
 
-import type { IntTensor, Tensor } from "./ops.ts";
-import type { Params } from "./optim.ts";
-import type { Generator } from "./rng.ts";
-import type { Named } from "./golden.ts";
-import { type Config, CaseError, positiveInt } from "./caseConfig.ts";
+import type { IntTensor, Tensor } from "../core/ops.ts";
+import type { Params } from "../core/params.ts";
+import type { Generator } from "../core/rng.ts";
+import type { Named } from "../core/golden.ts";
+import { type Config, CaseError, positiveInt } from "../core/caseConfig.ts";
 import { type DigitArrays, BOS, EOS, VOCAB, batchRows, dataDigest, digitsData, encodeInputs, takeRows } from "./digits.ts";
 import { greedyDecode } from "./decode.ts";
-import { type TransformerConfig, type TransformerLossCache, initTransformerParams, transformerLoss, transformerLossBackward } from "./transformer.ts";
-import { type Run, schedule } from "./casesTraining.ts";
+import { type TransformerConfig, type TransformerLossCache, initTransformerParams, transformerLoss, transformerLossBackward } from "../models/transformer.ts";
+import { type Run, schedule } from "./schedule.ts";
 
 export const LAB_EXAMPLE: readonly number[] = [3, 8, 0, 5, 2, 7]; // the lab's example; reserved: never in either set
 

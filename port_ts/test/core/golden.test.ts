@@ -4,9 +4,9 @@
 // bytes for the same example.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { type Json, caseDocument, dumps, ENGINE, SCHEMA_VERSION, tensorDoc } from "../src/golden.ts";
-import { GENERATOR } from "../src/rng.ts";
-import { intTensor, tensor } from "../src/ops.ts";
+import { type Json, caseDocument, dumps, ENGINE, SCHEMA_VERSION, tensorDoc } from "../../src/core/golden.ts";
+import { GENERATOR } from "../../src/core/rng.ts";
+import { intTensor, tensor } from "../../src/core/ops.ts";
 
 /** The example both engines must write the same way (tests/test_documents.py builds it too). */
 const EXAMPLE: Json = {

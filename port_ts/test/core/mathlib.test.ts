@@ -3,7 +3,7 @@
 // is tested by tests/test_mathlib.py (SHA-256 over ~1e6 inputs per function).
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { exp, expm1, log, sin, cos, tanh, ldexp, powLn, twoProd, specLog, TRIG_MAX } from "../src/mathlib.ts";
+import { exp, expm1, log, sin, cos, tanh, ldexp, powLn, twoProd, specLog, TRIG_MAX } from "../../src/core/mathlib.ts";
 
 /** The spacing of doubles at |want| (its ulp). */
 function ulp(want: number): number {
@@ -246,7 +246,7 @@ test("results pinned to the correctly rounded value where a branch's other round
 });
 
 test("results pinned to the reference's bits where it is 1 ulp from the correctly rounded value", () => {
-  // [x, reference/mathlib.py's value (np.float64 in, repr out), CR as above]. The engines must agree
+  // [x, reference/core/mathlib.py's value (np.float64 in, repr out), CR as above]. The engines must agree
   // bit for bit, and here the other rounding of the same branch happens to give the correctly
   // rounded value, so only the reference's bits pin the branch. Each is within 1 ulp of CR.
   const pins: [string, (x: number) => number, number, number, number][] = [

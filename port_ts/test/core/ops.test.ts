@@ -7,7 +7,7 @@
 // with the Wasm kernel forced ("wasm", even for the smallest products).
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { type Tensor, intTensor, matmul, matmulNT, matmulTn, meanLast, productEngine, sizeOf, sumLast, tensor } from "../src/ops.ts";
+import { type Tensor, intTensor, matmul, matmulNT, matmulTn, meanLast, productEngine, sizeOf, sumLast, tensor } from "../../src/core/ops.ts";
 
 /** A small deterministic generator (xorshift64*), independent of the port's generator. */
 function makeRandom(seed: number): () => number {

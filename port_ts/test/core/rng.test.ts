@@ -1,8 +1,8 @@
 // The shared generator: Threefry known answers, draw ranges, and the polar method's moments.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { Generator, threefry2x32 } from "../src/rng.ts";
-import { specLog } from "../src/mathlib.ts";
+import { Generator, threefry2x32 } from "../../src/core/rng.ts";
+import { specLog } from "../../src/core/mathlib.ts";
 
 test("threefry2x32-20 matches the published known answers", () => {
   const out = new Uint32Array(2);

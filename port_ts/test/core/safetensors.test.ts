@@ -8,7 +8,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { parseSafetensors, loadTensor, tensorNames, SafetensorsError } from "../src/safetensors.ts";
+import { parseSafetensors, loadTensor, tensorNames, SafetensorsError } from "../../src/core/safetensors.ts";
 
 interface Part { name: string; dtype: string; shape: number[]; bytes: Uint8Array }
 
@@ -121,7 +121,7 @@ function hostileBytes(f: Hostile): Uint8Array {
 }
 
 const special: Record<string, number> = { NaN: NaN, Infinity: Infinity, "-Infinity": -Infinity, "-0": -0 };
-const table = JSON.parse(readFileSync(join(import.meta.dirname, "safetensors-hostile.json"), "utf8")) as { files: Hostile[] };
+const table = JSON.parse(readFileSync(join(import.meta.dirname, "..", "safetensors-hostile.json"), "utf8")) as { files: Hostile[] };
 
 test("the hostile table is the table: over a hundred files, each expecting something", () => {
   assert.ok(table.files.length >= 100, `${table.files.length} files`);

@@ -3,8 +3,8 @@
 // la->the, voiture->car, rouge->red, <eos>-><eos>.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { Generator } from "../src/rng.ts";
-import { ALIGNMENT, SOURCE, TARGET, alignmentData, alignmentLoss, alignmentLossBackward, initAlignmentParams } from "../src/alignment.ts";
+import { Generator } from "../../src/core/rng.ts";
+import { ALIGNMENT, SOURCE, TARGET, alignmentData, alignmentLoss, alignmentLossBackward, initAlignmentParams } from "../../src/models/alignment.ts";
 
 test("data: pair by pair, source then target embeddings; pair 0 does not depend on the batch", () => {
   const one = alignmentData(new Generator(60), 4, 1);

@@ -5,11 +5,11 @@
 // reference (and Hugging Face) by tests/test_pretrained.py.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { Generator } from "../src/rng.ts";
-import { intTensor, type Tensor } from "../src/ops.ts";
-import { parseSafetensors } from "../src/safetensors.ts";
-import { bertConfig, bertEmbeddingsForward, bertForward, bertParams, paramShapes, validLengths, type BertConfig } from "../src/bert.ts";
-import { layerNormForward } from "../src/layerNorm.ts";
+import { Generator } from "../../src/core/rng.ts";
+import { intTensor, type Tensor } from "../../src/core/ops.ts";
+import { parseSafetensors } from "../../src/core/safetensors.ts";
+import { bertConfig, bertEmbeddingsForward, bertForward, bertParams, paramShapes, validLengths, type BertConfig } from "../../src/models/bert.ts";
+import { layerNormForward } from "../../src/nn/layerNorm.ts";
 
 const ROW_SUM = 1e-15; // a softmax row of <= 5 in-order terms sums to 1 within a few ulps
 

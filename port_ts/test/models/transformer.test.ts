@@ -3,12 +3,12 @@
 // decoder is causal and padded source tokens change nothing, bit for bit.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { Generator } from "../src/rng.ts";
-import { intTensor, type IntTensor } from "../src/ops.ts";
+import { Generator } from "../../src/core/rng.ts";
+import { intTensor, type IntTensor } from "../../src/core/ops.ts";
 import {
   embedPositions, initTransformerParams, transformerEncode, transformerForward, transformerLoss, transformerLossBackward,
   type TransformerConfig,
-} from "../src/transformer.ts";
+} from "../../src/models/transformer.ts";
 
 const DIRECT = 1e-14; // sin/cos written directly here vs the table (pow, division), values ~1..4
 

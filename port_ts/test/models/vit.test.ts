@@ -4,11 +4,11 @@
 // here, patchify's inverse, the <cls>/pos[0] gradients and the reuse of the dropout masks.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { Generator } from "../src/rng.ts";
-import { tensor, zeros, type Tensor } from "../src/ops.ts";
+import { Generator } from "../../src/core/rng.ts";
+import { tensor, zeros, type Tensor } from "../../src/core/ops.ts";
 import {
   initVitParams, patchEmbeddingForward, patchify, patchifyBackward, vitBackward, vitForward, vitLoss, vitLossBackward, type VitConfig,
-} from "../src/vit.ts";
+} from "../../src/models/vit.ts";
 
 const DIRECT = 1e-14; // a direct loop summed in another order, values of size ~1
 const LN_ONLY = 1e-15; // one layer norm and one linear map of 4 features, written out here
@@ -106,7 +106,7 @@ test("dropout: embedding mask, then per block weights, MLP hidden, MLP output", 
 
 // --- backward -----------------------------------------------------------------------------------
 
-// Central differences written here, independent of src/gradcheck.ts: fourth-order stencil, h 1e-3.
+// Central differences written here, independent of src/runs/gradcheck.ts: fourth-order stencil, h 1e-3.
 function numericCoordinate(f: () => number, x: Float64Array, i: number, h = 1e-3): number {
   const x0 = x[i];
   const at = (t: number) => { x[i] = x0 + t; const v = f(); x[i] = x0; return v; };

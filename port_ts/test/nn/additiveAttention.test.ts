@@ -2,9 +2,9 @@
 // tanh at large inputs, and shape checks on the parameters.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { Generator } from "../src/rng.ts";
-import { intTensor, type IntTensor, type Tensor } from "../src/ops.ts";
-import { additiveAttentionForward, additiveAttentionBackward } from "../src/additiveAttention.ts";
+import { Generator } from "../../src/core/rng.ts";
+import { intTensor, type IntTensor, type Tensor } from "../../src/core/ops.ts";
+import { additiveAttentionForward, additiveAttentionBackward } from "../../src/nn/additiveAttention.ts";
 
 const DIRECT = 1e-14; // against a direct formula in another summation order, values of size ~1
 const ROW_SUM = 1e-15; // a row of <= 5 weights summed in order

@@ -2,9 +2,9 @@
 // bit), cross-attention masked by the encoder's lengths, shapes, names and the dropout draws.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { Generator } from "../src/rng.ts";
-import { intTensor, type Tensor } from "../src/ops.ts";
-import { causalValidLens, decoderBlockBackward, decoderBlockForward, initDecoderBlockParams } from "../src/decoderBlock.ts";
+import { Generator } from "../../src/core/rng.ts";
+import { intTensor, type Tensor } from "../../src/core/ops.ts";
+import { causalValidLens, decoderBlockBackward, decoderBlockForward, initDecoderBlockParams } from "../../src/nn/decoderBlock.ts";
 
 const ROW_SUM = 1e-15; // a row of <= 6 softmax weights summed in order
 

@@ -2,9 +2,9 @@
 // direct loop, masking, dropout's draws and scale, and arbitrary leading axes.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { Generator } from "../src/rng.ts";
-import { intTensor, tensor, type IntTensor, type Tensor } from "../src/ops.ts";
-import { dotProductAttentionForward, dotProductAttentionBackward, transposeLast } from "../src/dotProductAttention.ts";
+import { Generator } from "../../src/core/rng.ts";
+import { intTensor, tensor, type IntTensor, type Tensor } from "../../src/core/ops.ts";
+import { dotProductAttentionForward, dotProductAttentionBackward, transposeLast } from "../../src/nn/dotProductAttention.ts";
 
 const DIRECT = 1e-14; // against a direct formula in another summation order, values of size ~1
 const ROW_SUM = 1e-15; // a row of <= 6 weights summed in order

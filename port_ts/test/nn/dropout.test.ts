@@ -3,10 +3,10 @@
 // Backward: the same mask and scale, a copy at p = 0.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { tensor } from "../src/ops.ts";
-import { Generator } from "../src/rng.ts";
-import { dropoutBackward, dropoutForward } from "../src/dropout.ts";
-import { checkFd, dot } from "./fd.ts";
+import { tensor } from "../../src/core/ops.ts";
+import { Generator } from "../../src/core/rng.ts";
+import { dropoutBackward, dropoutForward } from "../../src/nn/dropout.ts";
+import { checkFd, dot } from "../fd.ts";
 
 test("p = 0 returns a bit-exact copy (-0 included), draws nothing, has no mask", () => {
   const x = tensor([4], [-0, 1.5, -2, 0]);

@@ -2,11 +2,11 @@
 // post-norm rows (LN last), masked keys ignored exactly, and the generator draws in forward order.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { Generator } from "../src/rng.ts";
-import { intTensor, type Tensor } from "../src/ops.ts";
+import { Generator } from "../../src/core/rng.ts";
+import { intTensor, type Tensor } from "../../src/core/ops.ts";
 import {
-  addNormBackward, addNormForward, encoderBlockBackward, encoderBlockForward, initEncoderBlockParams, subParams,
-} from "../src/encoderBlock.ts";
+  addNormBackward, addNormForward, encoderBlockBackward, encoderBlockForward, initEncoderBlockParams,
+} from "../../src/nn/encoderBlock.ts";
 
 const DIRECT = 1e-14; // against a direct formula summed in another order, values of size ~1
 const ROW_MEAN = 1e-15; // the mean of a layer-normed row of 8 values near 1 in size
@@ -62,12 +62,6 @@ test("parameters: documented names, in draw order, with their shapes", () => {
   const ffnBound = 1 / Math.sqrt(16);
   assert.ok(params["ffn.W2"].data.every((w) => Math.abs(w) <= ffnBound)); // fan_in of W2 is F
   assert.ok(params["ffn.W2"].data.some((w) => Math.abs(w) > 1 / Math.sqrt(8) * 0.5));
-});
-
-test("subParams keeps one prefix and strips it", () => {
-  const t = (v: number): Tensor => ({ shape: [1], data: Float64Array.of(v) });
-  const got = subParams({ "a.x": t(1), "a.y.z": t(2), "ab.x": t(3), "b.a.x": t(4) }, "a.");
-  assert.deepEqual(Object.keys(got), ["x", "y.z"]);
 });
 
 test("addNorm is LN(x + y) row by row, with gamma and beta applied", () => {

@@ -2,10 +2,10 @@
 // Backward: the ReLU gate at 0, and finite differences for x and every parameter.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { tensor } from "../src/ops.ts";
-import { Generator } from "../src/rng.ts";
-import { ffnBackward, ffnForward, relu, reluBackward } from "../src/ffn.ts";
-import { checkFd, dot } from "./fd.ts";
+import { tensor } from "../../src/core/ops.ts";
+import { Generator } from "../../src/core/rng.ts";
+import { ffnBackward, ffnForward, relu, reluBackward } from "../../src/nn/ffn.ts";
+import { checkFd, dot } from "../fd.ts";
 
 test("x = [1, -1] through F = 3 hidden units, computed by hand", () => {
   const params = {

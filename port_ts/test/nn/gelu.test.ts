@@ -3,9 +3,9 @@
 // derivative at known points and finite differences across the erf pieces.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { tensor } from "../src/ops.ts";
-import { erf, geluBackward, geluForward } from "../src/gelu.ts";
-import { checkFd, dot } from "./fd.ts";
+import { tensor } from "../../src/core/ops.ts";
+import { erf, geluBackward, geluForward } from "../../src/nn/gelu.ts";
+import { checkFd, dot } from "../fd.ts";
 
 /** One unit in the last place of |v| (v normal, non-zero). */
 function ulp(v: number): number {

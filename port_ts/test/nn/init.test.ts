@@ -2,8 +2,8 @@
 // without draws, the patch embedding's fan-in.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { Generator } from "../src/rng.ts";
-import { embeddingParams, layerNormParams, linearParams, patchEmbeddingParams } from "../src/init.ts";
+import { Generator } from "../../src/core/rng.ts";
+import { embeddingParams, layerNormParams, linearParams, patchEmbeddingParams } from "../../src/nn/init.ts";
 
 test("linear: |W|, |b| <= 1/sqrt(fan_in), W drawn before b, both U(-k, k)", () => {
   const g = new Generator(21);

@@ -3,11 +3,11 @@
 // Backward: finite differences, the invariances of dx, and a constant row.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { tensor } from "../src/ops.ts";
-import { Generator } from "../src/rng.ts";
-import { layerNormBackward, layerNormForward, EPS } from "../src/layerNorm.ts";
-import { layerNormParams } from "../src/init.ts";
-import { checkFd, dot } from "./fd.ts";
+import { tensor } from "../../src/core/ops.ts";
+import { Generator } from "../../src/core/rng.ts";
+import { layerNormBackward, layerNormForward, EPS } from "../../src/nn/layerNorm.ts";
+import { layerNormParams } from "../../src/nn/init.ts";
+import { checkFd, dot } from "../fd.ts";
 
 // Tolerances, each with its reason.
 const MEAN0 = 1e-15; // mean of 16 normalised values of size ~1: a few ulps of 1

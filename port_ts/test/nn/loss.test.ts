@@ -3,9 +3,9 @@
 // and the gradient against finite differences and its closed form.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { intTensor, tensor } from "../src/ops.ts";
-import { Generator } from "../src/rng.ts";
-import { crossEntropyBackward, crossEntropyForward, sequenceWeights } from "../src/loss.ts";
+import { intTensor, tensor } from "../../src/core/ops.ts";
+import { Generator } from "../../src/core/rng.ts";
+import { crossEntropyBackward, crossEntropyForward, sequenceWeights } from "../../src/nn/loss.ts";
 
 test("equal logits give log V, and the gradient (1/V - onehot) / N", () => {
   const V = 5, N = 3;

@@ -2,9 +2,9 @@
 // not overflow, and 1-D / 2-D lengths apply as the book's masked_softmax.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { Generator } from "../src/rng.ts";
-import { intTensor, tensor, type IntTensor, type Tensor } from "../src/ops.ts";
-import { maskedSoftmaxForward, keepMask, maskedSoftmaxBackward } from "../src/maskedSoftmax.ts";
+import { Generator } from "../../src/core/rng.ts";
+import { intTensor, tensor, type IntTensor, type Tensor } from "../../src/core/ops.ts";
+import { maskedSoftmaxForward, keepMask, maskedSoftmaxBackward } from "../../src/nn/maskedSoftmax.ts";
 
 // Tolerances, each with its reason.
 const ROW_SUM = 1e-15; // a row of <= 6 terms summed in order: a few ulps of 1

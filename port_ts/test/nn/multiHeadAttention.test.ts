@@ -3,9 +3,9 @@
 // and the d % h check.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { Generator } from "../src/rng.ts";
-import { intTensor, tensor, type IntTensor, type Tensor } from "../src/ops.ts";
-import { multiHeadAttentionForward, splitHeads, mergeHeads, multiHeadAttentionBackward } from "../src/multiHeadAttention.ts";
+import { Generator } from "../../src/core/rng.ts";
+import { intTensor, tensor, type IntTensor, type Tensor } from "../../src/core/ops.ts";
+import { multiHeadAttentionForward, splitHeads, mergeHeads, multiHeadAttentionBackward } from "../../src/nn/multiHeadAttention.ts";
 
 const DIRECT = 1e-13; // against a direct loop in another summation order, through two projections
 const MASKED = 1e-300; // exp(-1e6 - max) underflows to 0

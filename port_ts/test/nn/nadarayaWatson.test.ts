@@ -3,9 +3,9 @@
 // of a query no key reaches.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { Generator } from "../src/rng.ts";
-import { tensor } from "../src/ops.ts";
-import { gaussian, boxcar, constant, epanechikov, regressionData, nadarayaWatson, meanAbsError } from "../src/nadarayaWatson.ts";
+import { Generator } from "../../src/core/rng.ts";
+import { tensor } from "../../src/core/ops.ts";
+import { gaussian, boxcar, constant, epanechikov, regressionData, nadarayaWatson, meanAbsError } from "../../src/nn/nadarayaWatson.ts";
 
 const COLUMN = 1e-14; // 40 weights summed in order, each rounded once
 const DIRECT = 1e-13; // against a softmax written with another shift and summation, values ~1..7

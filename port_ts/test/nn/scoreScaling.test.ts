@@ -2,8 +2,8 @@
 // Var(q.k) ~ d raw but ~ 1 once divided by sqrt(d).
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { Generator } from "../src/rng.ts";
-import { biasedVariance, scoreScaling } from "../src/scoreScaling.ts";
+import { Generator } from "../../src/core/rng.ts";
+import { biasedVariance, scoreScaling } from "../../src/nn/scoreScaling.ts";
 
 test("biased variance divides by n, not n - 1", () => {
   const { mean, variance } = biasedVariance(Float64Array.from([1, 2, 3, 4]));

@@ -4,11 +4,11 @@
 // length limit and are padded with -1 / 0 after the end.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { Generator } from "../src/rng.ts";
-import type { IntTensor } from "../src/ops.ts";
-import { greedyDecode, topTwo } from "../src/decode.ts";
-import { BOS, EOS, VOCAB, digitsData } from "../src/digits.ts";
-import { initTransformerParams, transformerForward, type TransformerConfig } from "../src/transformer.ts";
+import { Generator } from "../../src/core/rng.ts";
+import type { IntTensor } from "../../src/core/ops.ts";
+import { greedyDecode, topTwo } from "../../src/runs/decode.ts";
+import { BOS, EOS, VOCAB, digitsData } from "../../src/runs/digits.ts";
+import { initTransformerParams, transformerForward, type TransformerConfig } from "../../src/models/transformer.ts";
 
 const MODEL: TransformerConfig = {
   vocab_src: VOCAB, vocab_tgt: VOCAB, d: 16, ffn_hidden: 32, heads: 2, enc_blocks: 1, dec_blocks: 1, dropout: 0,

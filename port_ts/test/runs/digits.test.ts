@@ -3,8 +3,8 @@
 // example, variable lengths, the cyclic batches, and a digest that sees one changed token.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { Generator } from "../src/rng.ts";
-import { BOS, EOS, PAD, VOCAB, batchRows, dataDigest, digitsData, drawDigitSet, encodeInputs, takeRows } from "../src/digits.ts";
+import { Generator } from "../../src/core/rng.ts";
+import { BOS, EOS, PAD, VOCAB, batchRows, dataDigest, digitsData, drawDigitSet, encodeInputs, takeRows } from "../../src/runs/digits.ts";
 
 const LAB = [3, 8, 0, 5, 2, 7];
 

@@ -3,14 +3,14 @@
 // of the step against central differences, resuming from a checkpoint, the report's shapes).
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { Generator } from "../src/rng.ts";
-import type { IntTensor, Tensor } from "../src/ops.ts";
-import { CaseError } from "../src/caseConfig.ts";
-import { copyState, stateDigest, train } from "../src/train.ts";
+import { Generator } from "../../src/core/rng.ts";
+import type { IntTensor, Tensor } from "../../src/core/ops.ts";
+import { CaseError } from "../../src/core/caseConfig.ts";
+import { copyState, stateDigest, train } from "../../src/runs/train.ts";
 import {
   GARMENTS, SIDE, TEMPLATES, accuracy, batchIndices, firstOfEachClass, garmentSplits, garmentTemplates,
   makeGarments, shiftImage, vitSetup,
-} from "../src/garments.ts";
+} from "../../src/runs/garments.ts";
 
 const FD_STEP = 1e-5; // central differences: truncation ~h^2, rounding ~eps/h
 const FD = 1e-7; // relative to max(1, |g|): the measured error here is ~1e-11 (gradients 1e-3..0.2)

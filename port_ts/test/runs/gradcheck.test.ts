@@ -3,12 +3,13 @@
 // passing and a wrong one failing, and the kink detection on a ReLU.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { Generator } from "../src/rng.ts";
-import { tensor } from "../src/ops.ts";
+import { Generator } from "../../src/core/rng.ts";
+import { tensor } from "../../src/core/ops.ts";
+import type { Params } from "../../src/core/params.ts";
 import {
   FLOOR, centralDifference, checkIndices, directionalDerivative, gradcheck, randomDirections, relativeError, stepSweep,
-  type LossFn, type Params,
-} from "../src/gradcheck.ts";
+  type LossFn,
+} from "../../src/runs/gradcheck.ts";
 
 const smooth = (f: (t: number) => number) => (t: number): [number, boolean] => [f(t), false];
 

@@ -3,8 +3,8 @@
 // bias-correction products, a zero gradient, and a shape mismatch.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { tensor } from "../src/ops.ts";
-import { adamInit, adamStep, clipGradients, globalNorm } from "../src/optim.ts";
+import { tensor } from "../../src/core/ops.ts";
+import { adamInit, adamStep, clipGradients, globalNorm } from "../../src/runs/optim.ts";
 
 test("globalNorm sums parameter by parameter, element by element, from +0", () => {
   // 16 squares of 2^-54 vanish one by one against 1, but add up to 2^-50 before it

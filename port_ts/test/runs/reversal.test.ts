@@ -3,11 +3,11 @@
 // that sum to 1) and whose step function differentiates every parameter.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { Generator } from "../src/rng.ts";
-import { CaseError } from "../src/caseConfig.ts";
-import { encodeInputs } from "../src/digits.ts";
-import { exactRows, reversalModelConfig, reversalSetup } from "../src/reversal.ts";
-import { train } from "../src/train.ts";
+import { Generator } from "../../src/core/rng.ts";
+import { CaseError } from "../../src/core/caseConfig.ts";
+import { encodeInputs } from "../../src/runs/digits.ts";
+import { exactRows, reversalModelConfig, reversalSetup } from "../../src/runs/reversal.ts";
+import { train } from "../../src/runs/train.ts";
 
 const SUM = 1e-12; // seven softmax weights summed in order
 

@@ -5,12 +5,12 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
-import { tensor } from "../src/ops.ts";
-import { Generator } from "../src/rng.ts";
-import { dumps } from "../src/golden.ts";
-import type { Params } from "../src/optim.ts";
-import { copyState, stateDigest, stateDocument, stateFromDocument, train, type StepFn } from "../src/train.ts";
-import { BUILDERS, replaySegment } from "../src/casesTraining.ts";
+import { tensor } from "../../src/core/ops.ts";
+import { Generator } from "../../src/core/rng.ts";
+import { dumps } from "../../src/core/golden.ts";
+import type { Params } from "../../src/core/params.ts";
+import { copyState, stateDigest, stateDocument, stateFromDocument, train, type StepFn } from "../../src/runs/train.ts";
+import { BUILDERS, replaySegment } from "../../src/cases/casesTraining.ts";
 
 function nodeDigest(values: number[]): string {
   const bytes = Buffer.alloc(values.length * 8);

@@ -1,0 +1,33 @@
+// Parameter records (twin: reference/core/params.py).
+//
+// A model's parameters are one record keyed by dotted names (enc.blk0.attn.W_q); a block or a
+// sub-layer takes its own out of it with subParams(params, "enc.blk0.") and reads each by its
+// stripped name with param. addGrads adds the two gradients of a tensor used twice.
+
+import { type Tensor, zeros } from "./ops.ts";
+
+export type Params = Record<string, Tensor>;
+
+/** The entries of params whose names start with prefix, with the prefix removed. */
+export function subParams(params: Params, prefix: string): Params {
+  const out: Params = {};
+  for (const [name, value] of Object.entries(params)) {
+    if (name.startsWith(prefix)) out[name.slice(prefix.length)] = value;
+  }
+  return out;
+}
+
+/** A parameter by name, or an error that lists what is there. */
+export function param(params: Params, name: string): Tensor {
+  const t = params[name];
+  if (t === undefined) throw new RangeError(`params needs '${name}'; found [${Object.keys(params).sort().join(", ")}]`);
+  return t;
+}
+
+/** a + b elementwise, a new tensor of a's shape (the += of a tensor used twice). */
+export function addGrads(a: Tensor, b: Tensor): Tensor {
+  if (a.shape.length !== b.shape.length || a.shape.some((n, i) => n !== b.shape[i])) throw new RangeError(`addGrads: shapes [${a.shape}] and [${b.shape}] differ`);
+  const out = zeros(a.shape);
+  for (let i = 0; i < out.data.length; i++) out.data[i] = a.data[i] + b.data[i];
+  return out;
+}
