@@ -139,3 +139,19 @@ def test_report_entry_is_plain_json():
     entry = compare([[1.0, 2.0]], [[1.0, 3.0]]).to_dict()
     assert entry["max_abs_index"] == [0, 1] and entry["samples"][0]["index"] == [0, 1]
     assert entry["shape"] == [1, 2] and entry["sides"] == ["reference", "port"]
+
+
+def test_integers_are_compared_exactly_without_ulp_or_relative_figures():
+    big = 2.0 ** 40  # within the rule's relative part a difference of 1 would pass: integers are exact
+    r = compare_tensor("tokens", "output", t([3, 7, big], "int64"), t([3, 8, big + 1], "int64"), TOL)
+    assert not r.passed and r.mismatched == 2
+    assert (r.max_abs, r.max_abs_index, r.allowed_at_max_abs) == (1.0, (1,), 0.0)
+    assert r.max_rel is None and r.max_ulp is None
+    assert [s["index"] for s in r.samples] == [(1,), (2,)]
+    assert compare_tensor("tokens", "output", t([3, 7], "int64"), t([3, 7], "int64"), TOL).passed
+
+
+def test_non_finite_mismatches_are_counted_apart_with_the_first_index():
+    r = compare([0.5, 1.0, 2.0, 3.0], [0.5, math.nan, 2.0, math.inf])
+    assert (r.nonfinite, r.nonfinite_index, r.mismatched) == (2, (1,), 2)
+    assert r.max_abs == math.inf  # NaN is left out of the figures, an infinity is not
