@@ -260,10 +260,10 @@ def decide(entry, policy, include_goldens=True):
             failures.append(f"{t['role']} '{t['name']}'{' (free run)' if free else ''}: {_describe(t)}"
                             + (" (--bitwise)" if bitwise_only else ""))
     for c in entry["checks"]:
-        required = c.get("required", "always") == "always" or policy.bitwise
-        if c["required"] == "bitwise":
+        bitwise_only = c.get("required", "always") == "bitwise"
+        if bitwise_only:
             identical &= c["passed"]
-        if required and not c["passed"]:
+        if (policy.bitwise or not bitwise_only) and not c["passed"]:
             failures.append(f"check {c['engine']}: {c['name']} {c['rule']}: {c['detail']}")
     for r in entry["replay"]:
         identical &= r["bit_identical"]
