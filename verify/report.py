@@ -7,6 +7,7 @@ import math
 import os
 
 from .axes import label
+from .text import clean_data
 
 NON_FINITE_TEXT = {"NaN", "Infinity", "-Infinity"}
 
@@ -223,6 +224,7 @@ def timing_lines(timings):
 
 def render(report, style, timings=False):
     """The terminal text of a report, as a list of lines; the last is `N passed, M failed`."""
+    report = clean_data(report)  # engine text, ids, paths: no control character reaches the terminal
     lines = []
     tol = report["tolerance"]
     for case in report["cases"]:
@@ -251,7 +253,7 @@ def jsonable(value):
 def dumps(report):
     """The JSON report: top-level keys one per line, each case on one compact line (the heatmaps and
     curves make an indented file several times larger), non-finite numbers as strings."""
-    doc = jsonable(report)
+    doc = jsonable(clean_data(report))
     compact = dict(separators=(",", ":"), allow_nan=False)
     lines = []
     for key, value in doc.items():
