@@ -85,6 +85,9 @@ ANSI_PORT = textwrap.dedent(r'''
     import json, sys
     request = json.load(sys.stdin)
     mode = sys.argv[1]
+    if mode == "stderr":
+        sys.stderr.write("\x1b[31mError: \x01boom\x1b[0m\n")
+        sys.exit(4)
     for case in request["cases"]:
         print(json.dumps({"id": case["id"], "ok": False, "error": "\x1b[31mred\x1b[0m \x01 \x00 \u202e", "seconds": 0}))
 ''')
@@ -106,3 +109,11 @@ def test_an_ansi_status_error_reaches_the_terminal_and_junit_escaped(repo_root, 
     assert not unsafe(proc.stdout.replace("\n", "")) and "\\x1b[31mred\\x1b[0m \\x01 \\x00 \\u202e" in proc.stdout
     root = ET.parse(xml).getroot()
     assert "\\x1b[31mred" in root.find("./testsuite/testcase/failure").get("message")
+
+
+def test_an_ansi_stderr_reaches_the_one_line_error_escaped(repo_root, cases_dir, goldens, ansi_port):  # noqa: F811
+    proc = run_verify(repo_root, "attention", "--cases-dir", cases_dir, "--golden-dir", goldens, "--case", "lens_1d",
+                      "--port-cmd", ansi_port("stderr"))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "exited with code 4" in proc.stderr and "\\x1b[31mError: \\x01boom\\x1b[0m" in proc.stderr
+    assert not unsafe(proc.stderr.replace("\n", ""))
