@@ -13,17 +13,19 @@ Exit codes: 0 everything passed, 1 a mismatch (or a refused regen), 2 a usage or
 import argparse
 import math
 import os
+import signal
 import sys
 import tempfile
 from pathlib import Path
 
-from . import assets, catalogue, diff, engines, export, faults, goldens, html, junit, suite
+from . import assets, catalogue, diff, engines, export, faults, goldens, html, junit, lifecycle, suite
 from . import inspect as inspect_cmd  # not `import inspect`: that would shadow the standard library's
 from .compare import DEFAULT_TOL, compare_named
 from .documents import DocumentError, Schemas, read
 from .errors import EXIT_INPUT, EXIT_MISMATCH, EXIT_PASS, InputError
 from .progress import Progress
 from .report import Style, dumps, render
+from .text import clean
 from .timings import Timings
 
 SUITES = ("attention",)
@@ -274,7 +276,7 @@ def cmd_regen(args, out):
         print(f"skipped {case_id}: {why}", file=out)
     selected = [c for c in selected if c.id not in not_run]
     progress = Progress(out)
-    with tempfile.TemporaryDirectory(prefix="verify-regen-") as work:
+    with lifecycle.temp_dir("verify-regen-") as work:
         try:
             runs = engines.run_all(engine_list, [c.spec for c in selected], work, args.timeout, jobs=args.jobs,
                                    progress=progress, extra=extra)
@@ -303,7 +305,7 @@ def cmd_regen(args, out):
                 disagree.append(f"{case.id} ({', '.join(bad)})")
     if problems:
         for p in problems:
-            print(f"error: {p}", file=out)
+            print(f"error: {clean(p)}", file=out)
         print(f"nothing written: {len(problems)} engine error(s); fix them, then regenerate", file=out)
         return EXIT_MISMATCH
     if disagree and not args.force:
@@ -384,6 +386,11 @@ def cmd_diff(args, out):
 
 
 def main(argv=None):
+    with lifecycle.guard():  # SIGTERM/SIGHUP stop the engines too; what a dead run left is removed
+        return _main(argv)
+
+
+def _main(argv=None):
     parser = build_parser()
     args = parser.parse_args(argv)
     out = sys.stdout
@@ -403,11 +410,12 @@ def main(argv=None):
         return cmd_verify(args, out)
     except InputError as exc:
         out.flush()
-        print(f"verify: error: {exc}", file=sys.stderr)
+        print(f"verify: error: {clean(exc)}", file=sys.stderr)
         return EXIT_INPUT
-    except KeyboardInterrupt:
-        print("verify: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP: the engines are stopped on the way out
+        signum = getattr(exc, "signum", signal.SIGINT)
+        print(f"verify: interrupted ({signal.Signals(signum).name})", file=sys.stderr)
+        return 128 + signum
     except BrokenPipeError:  # the reader went away (verify ... | head): stop quietly
         try:
             sys.stdout = open(os.devnull, "w")

@@ -12,11 +12,11 @@ query x every key) as a self-contained HTML page with an inline SVG.
 import argparse
 import html
 import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
 
+from . import lifecycle
 from .assets import MODEL, install_hint, model_dir
 from .errors import EXIT_INPUT, EXIT_MISMATCH, EXIT_PASS, InputError
 
@@ -68,7 +68,7 @@ def port_attentions(ids, directory, root, timeout=600.0):
     spec = {"id": "inspect", "kind": "pretrained", "op": "bert_encoder", "seed": 0,
             "config": {"model": MODEL, "input_ids": [ids], "attention_mask": [[1] * len(ids)],
                        "token_type_ids": [[0] * len(ids)]}}
-    with tempfile.TemporaryDirectory(prefix="verify-inspect-") as work:
+    with lifecycle.temp_dir("verify-inspect-") as work:
         run = engines.run(engines.port_engine(root), [spec], Path(work), timeout, extra={"assets": {MODEL: str(directory)}})
         status = run.statuses.get("inspect", {})
         if not status.get("ok"):

@@ -2,12 +2,12 @@
 the report (a plain dict, the shape of golden/schemas/report.schema.json before non-finite
 numbers are turned into strings)."""
 
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import assets
+from . import lifecycle
 from . import goldens
 from . import replay as replay_mod
 from . import schedule
@@ -94,7 +94,7 @@ def run(ctx, selected, all_ids, engines, tol, check_unused, jobs=2, progress=Non
     costs = schedule.estimate_costs(specs, previous_report)
     by_id = {c.id: c for c in to_run}
     names = [e.name for e in engines]
-    with tempfile.TemporaryDirectory(prefix="verify-") as work:
+    with lifecycle.temp_dir("verify-") as work:  # named after this runner: a dead run's is reaped
         sched = schedule.Scheduler(engines, specs, work, ctx.timeout, jobs=jobs, extra=extra, replays=replays,
                                    costs=costs, progress=progress)
         live = {n: sched.live[n] for n in names}
