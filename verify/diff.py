@@ -5,14 +5,15 @@ any two goldens or two golden directories."""
 from pathlib import Path
 
 from .compare import compare_named
-from .documents import DocumentError, decode_tensors, parse
+from .documents import DocumentError, decode_tensors, parse_bytes, read_bytes
 from .errors import InputError
+from .text import clean
 
 METADATA = ("schema_version", "engine", "generator", "case")
 
 
 def _load(data, schemas):
-    doc = parse(data.decode("utf-8"))
+    doc = parse_bytes(data)
     schemas.check("golden", doc)
     return doc, decode_tensors(doc)
 
@@ -51,9 +52,20 @@ def describe(old_bytes, new_bytes, schemas, tol):
     return "; ".join(parts) or "text only (same values)"
 
 
+def _golden_bytes(path, schemas):
+    """The bytes of a valid golden (read bounded, never a device or a pipe), else InputError."""
+    try:
+        data = read_bytes(path)
+        _load(data, schemas)
+    except DocumentError as exc:
+        raise InputError(f"{path} is not a valid golden: {clean(exc)}; `verify diff` compares golden files "
+                         "(docs/goldens.md)") from None
+    return data
+
+
 def _files(root):
     root = Path(root)
-    return {p.relative_to(root).as_posix(): p for p in sorted(root.rglob("*.json")) if p.is_file()}
+    return {p.relative_to(root).as_posix(): p for p in sorted(root.rglob("*.json")) if not p.is_dir()}
 
 
 def diff_paths(old, new, schemas, tol):
@@ -66,20 +78,21 @@ def diff_paths(old, new, schemas, tol):
     if old.is_dir() != new.is_dir():
         raise InputError(f"{old} and {new} must both be files or both be directories")
     if not old.is_dir():
-        if old.read_bytes() == new.read_bytes():
+        data = {p: _golden_bytes(p, schemas) for p in (old, new)}  # each must be a golden, identical or not
+        if data[old] == data[new]:
             return [f"{new}: identical to {old}"], False
-        try:
-            parts = changes(old.read_bytes(), new.read_bytes(), schemas, tol)
-        except (DocumentError, UnicodeDecodeError) as exc:
-            raise InputError(f"cannot compare {old} and {new}: one is not a valid golden ({exc})") from None
+        parts = changes(data[old], data[new], schemas, tol)
         return [f"changed {new.name}:"] + [f"  {p}" for p in parts or ["text only (same values)"]], True
     a, b = _files(old), _files(new)
+    if not a and not b:
+        raise InputError(f"neither {old} nor {new} holds a golden (*.json); give two golden directories")
+    a, b = ({k: _golden_bytes(p, schemas) for k, p in files.items()} for files in (a, b))  # every one a golden
     added, removed = sorted(set(b) - set(a)), sorted(set(a) - set(b))
     common = sorted(set(a) & set(b))
-    changed = [k for k in common if a[k].read_bytes() != b[k].read_bytes()]
+    changed = [k for k in common if a[k] != b[k]]
     lines = [f"{len(changed)} changed, {len(added)} added, {len(removed)} removed, "
              f"{len(common) - len(changed)} unchanged ({old} -> {new})"]
     for k in changed:
-        lines.append(f"  changed {k}: {describe(a[k].read_bytes(), b[k].read_bytes(), schemas, tol)}")
+        lines.append(f"  changed {k}: {describe(a[k], b[k], schemas, tol)}")
     lines += [f"  added {k}" for k in added] + [f"  removed {k}" for k in removed]
     return lines, bool(changed or added or removed)

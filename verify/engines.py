@@ -190,11 +190,12 @@ class StatusReader:
         if status["id"] not in self.wanted:
             shown = status["id"] if len(status["id"]) <= 80 else status["id"][:77] + "..."
             raise ProtocolError(f"the {self.name} engine reported case {clean(repr(shown))}, which it was not sent (docs/protocol.md)")
+        seconds = status.get("seconds")
+        if "seconds" in status and not (isinstance(seconds, (int, float)) and not isinstance(seconds, bool)
+                                        and math.isfinite(seconds) and seconds >= 0):
+            del status["seconds"]  # optional (docs/protocol.md): a value that is no time is as good as none
         if self.first_at is None:
-            seconds = status.get("seconds")
-            seconds = float(seconds) if isinstance(seconds, (int, float)) and not isinstance(seconds, bool) else 0.0
-            seconds = seconds if math.isfinite(seconds) and seconds >= 0 else 0.0
-            self.first_at = time.monotonic() - self.started - seconds
+            self.first_at = time.monotonic() - self.started - float(status.get("seconds", 0.0))
         self.statuses[status["id"]] = status
         if self.on_status:
             self.on_status(status)

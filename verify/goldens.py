@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .compare import compare_named
-from .documents import DocumentError, decode_tensors, read
+from .documents import DocumentError, case_difference, decode_tensors, parse_bytes, read_bytes
 from .errors import InputError
 
 METADATA = ("schema_version", "engine", "generator", "case")
@@ -45,18 +45,20 @@ def check(golden_path, shown, fresh_bytes, fresh_doc, fresh_tensors, tol, schema
     named in may_drift (a free run's records) may differ beyond the tolerance: libm's last bits,
     amplified over many steps, can differ between machines; they do not make a golden stale."""
     golden_path = Path(golden_path)
-    if not golden_path.is_file():
+    if not golden_path.exists() and not golden_path.is_symlink():
         return GoldenCheck("missing", shown, "no such file")
-    if golden_path.read_bytes() == fresh_bytes:
-        return GoldenCheck("fresh", shown, max_ulp=0)
     try:
-        golden_doc = read(golden_path)
+        golden_bytes = read_bytes(golden_path)  # a regular file of bounded size, or refused unread
+        if golden_bytes == fresh_bytes:
+            return GoldenCheck("fresh", shown, max_ulp=0)
+        golden_doc = parse_bytes(golden_bytes)
         schemas.check("golden", golden_doc)
         golden_tensors = decode_tensors(golden_doc)
     except DocumentError as exc:
         raise InputError(f"golden {shown} is not a valid golden: {exc}; rewrite it with `verify regen attention`") from None
     for key in METADATA:
-        if golden_doc[key] != fresh_doc[key]:
+        same = case_difference(fresh_doc[key], golden_doc[key]) is None if key == "case" else golden_doc[key] == fresh_doc[key]
+        if not same:  # the case by value and by type, as the fresh output's echo was checked (true is not 1)
             return GoldenCheck("stale", shown, f"its {key} differs from the fresh output's")
     for name, digest in sorted((golden_doc.get("digests") or {}).items()):
         if name.startswith("init") and (fresh_doc.get("digests") or {}).get(name) != digest:

@@ -14,7 +14,7 @@ from . import schedule
 from . import views
 from .compare import compare_named
 from .expectations import case_checks
-from .documents import DocumentError, case_difference, decode_tensors, parse_bytes
+from .documents import DocumentError, case_difference, decode_tensors, parse_bytes, read_bytes
 from .errors import InputError
 from .timings import Timings
 
@@ -52,9 +52,11 @@ def read_fresh(run, case, schemas):
         return Fresh(error=f"{name}: {error}")
     path = run.out_dir / f"{case.id}.json"
     try:
-        data = path.read_bytes()
-    except OSError:
-        return Fresh(error=f"{name}: reported ok but wrote no {case.id}.json")
+        data = read_bytes(path)  # a regular file of bounded size; a link to /dev/zero or a pipe is refused unread
+    except DocumentError as exc:
+        if not path.exists():
+            return Fresh(error=f"{name}: reported ok but wrote no {case.id}.json")
+        return Fresh(error=f"{name}: wrote a {case.id}.json the runner does not read: {exc}")
     try:
         doc = parse_bytes(data)  # the bytes just read: each document is read and parsed once
         schemas.check("golden", doc)
