@@ -269,6 +269,7 @@ def cmd_verify(args, out):
 
 def cmd_regen(args, out):
     project = Project(args, args.suite)
+    goldens.check_target(project.golden_dir, display=project.display)  # a symlinked golden tree: refused up front
     every, selected = project.cases(args.case)
     engine_list = [engines.reference_engine(project.root), engines.port_engine(project.root, args.port_cmd)]
     extra, not_run = assets.plan(selected)  # a pretrained case whose model is missing keeps its goldens
@@ -314,14 +315,15 @@ def cmd_regen(args, out):
         print(f"nothing written: reference and port disagree on {len(disagree)} case(s) beyond tol {args.tol:g}; "
               "fix the port (see `verify " + args.suite + "`) or pass --force to write anyway", file=out)
         return EXIT_MISMATCH
-    plan = goldens.plan(project.golden_dir, fresh_files, {c.id for c in every})
-    changed = any(c.added or c.changed or c.removed for c, _, _ in plan.values())
-    if changed:  # write first: what follows is only the account of it
-        try:
-            goldens.write_atomically(project.golden_dir, {name: new for name, (_, new, _) in plan.items()})
-        except OSError as exc:
-            raise InputError(f"could not write the new goldens ({exc.strerror or exc}); "
-                             f"{project.display(project.golden_dir)} is as it was before") from None
+    with goldens.regen_lock(project.golden_dir, out, args.timeout, project.display) as leftovers:  # one writer at a time
+        plan = goldens.plan(project.golden_dir, fresh_files, {c.id for c in every})  # from the tree as it is now
+        changed = any(c.added or c.changed or c.removed for c, _, _ in plan.values())
+        if changed:  # write first: what follows is only the account of it
+            try:
+                goldens.write_atomically(project.golden_dir, {name: new for name, (_, new, _) in plan.items()})
+            except OSError as exc:
+                raise InputError(f"could not write the new goldens ({exc.strerror or exc}); "
+                                 f"{project.display(project.golden_dir)} is as it was before") from None
     for name, (change, new, old) in plan.items():
         print(f"{name}: {len(change.changed)} changed, {len(change.added)} added, {len(change.removed)} removed, "
               f"{change.unchanged} unchanged", file=out)
@@ -332,7 +334,6 @@ def cmd_regen(args, out):
         for case_id in change.removed:
             print(f"  removed {case_id}", file=out)
     print(f"{'wrote' if changed else 'no change in'} {project.display(project.golden_dir)}", file=out)
-    leftovers = sorted(Path(project.golden_dir).parent.glob(f".{Path(project.golden_dir).name}.new-*"))
     for path in leftovers:
         print(f"note: {project.display(path)} is left over from an interrupted regeneration; the goldens were "
               "never touched by it and it can be deleted", file=out)
