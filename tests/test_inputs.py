@@ -137,3 +137,13 @@ def test_diff_of_two_identical_files_that_are_not_goldens_is_exit_2(repo_root, s
     good = session_goldens / "reference" / "masked_softmax.lens_1d.json"
     same = run_verify(repo_root, "diff", good, good)
     assert same.returncode == 0 and "identical" in same.stdout
+
+
+def test_inspect_of_more_tokens_than_the_model_reads_is_one_line(repo_root):
+    proc = run_verify(repo_root, "inspect", "word " * 600, "--token", "word")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr.strip() == ("verify: error: the sentence is 602 tokens long ([CLS] and [SEP] included); "
+                                   "all-MiniLM-L6-v2 reads at most 512 (max_position_embeddings in its config.json); "
+                                   "shorten it")
+    short = run_verify(repo_root, "inspect", "The animal was too tired", "--token", "tired")
+    assert short.returncode == 0 and "'tired' (token" in short.stdout, short.stderr

@@ -11,6 +11,7 @@ query x every key) as a self-contained HTML page with an inline SVG.
 
 import argparse
 import html
+import json
 import sys
 from pathlib import Path
 
@@ -35,6 +36,19 @@ def tokenize(sentence, directory):
     tokenizer.no_truncation()
     enc = tokenizer.encode(sentence)
     return [int(i) for i in enc.ids], list(enc.tokens)
+
+
+def max_tokens(directory):
+    """How many tokens the model reads at most: its position table's length."""
+    try:
+        value = json.loads((Path(directory) / "config.json").read_text(encoding="utf-8"))["max_position_embeddings"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise InputError(f"cannot read max_position_embeddings from {Path(directory) / 'config.json'} ({exc}); "
+                         f"reinstall the model with {install_hint()}") from None
+    if not (isinstance(value, int) and not isinstance(value, bool) and value > 0):
+        raise InputError(f"max_position_embeddings in {Path(directory) / 'config.json'} is {value!r}, not a positive "
+                         f"integer; reinstall the model with {install_hint()}")
+    return value
 
 
 def token_index(tokens, word):
@@ -164,6 +178,10 @@ def run(args, out, root=None):
     if (args.layer is None) != (args.head is None):
         raise InputError("give --layer and --head together")
     ids, tokens = tokenize(args.sentence, directory)
+    longest = max_tokens(directory)
+    if len(ids) > longest:
+        raise InputError(f"the sentence is {len(ids)} tokens long ([CLS] and [SEP] included); {MODEL} reads at most "
+                         f"{longest} (max_position_embeddings in its config.json); shorten it")
     attentions, _ = reference_attentions(ids, directory)  # (L, H, T, T)
     L, H = attentions.shape[:2]
     if args.layer is not None and not (0 <= args.layer < L and 0 <= args.head < H):
