@@ -48,8 +48,15 @@ def load(cases_dir, schemas, display=lambda p: p):
     """All cases of the suite in file-name order, then catalogue order. InputError on a missing
     directory, an unreadable or invalid file (a file that is not a regular one, or larger than
     MAX_FILE_BYTES, is refused unread), a non-finite number, a case beyond the limits, a
-    duplicate id, or two ids whose files would collide (naming both files)."""
-    cases_dir = Path(cases_dir)
+    duplicate id, or two ids whose files would collide (naming both files). The message shows
+    file names and config keys escaped (verify/text.py)."""
+    try:
+        return _load(Path(cases_dir), schemas, display)
+    except InputError as exc:
+        raise InputError(clean(str(exc))) from None
+
+
+def _load(cases_dir, schemas, display):
     if not cases_dir.is_dir():
         raise InputError(f"the catalogue directory {display(cases_dir)} does not exist or is not a directory; "
                          "give a directory of *.json catalogue files (docs/runner.md)")
@@ -66,7 +73,7 @@ def load(cases_dir, schemas, display=lambda p: p):
                 raise DocumentError(f"at {where}: a number beyond the float64 range (it reads as Infinity); "
                                     "every number in a catalogue must be finite")
         except DocumentError as exc:
-            raise InputError(f"catalogue {display(path)} is malformed: {clean(exc)}; fix the file") from None
+            raise InputError(f"catalogue {display(path)} is malformed: {exc}; fix the file") from None
         for spec in document["cases"]:
             case = Case(spec=spec, file=path)
             problem = size_problem(spec)
