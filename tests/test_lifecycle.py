@@ -18,6 +18,7 @@ import time
 
 import pytest
 
+from hostile_kinds import params
 from processes import assert_nothing_left, dirs_of, kill_leftovers, running, started_by, wait_until
 from test_runner import cases_dir, goldens, session_goldens  # noqa: F401 (fixtures)
 from verify import lifecycle
@@ -90,29 +91,29 @@ COMMANDS = {
 }
 
 
-@pytest.mark.parametrize("command", sorted(COMMANDS))
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT], ids=lambda s: s.name)
-def test_a_signal_to_the_runner_stops_both_engines_and_removes_its_directory(start, slow_cases, tmp_path, command, sig):
+@pytest.mark.parametrize("kind", params("signal"))
+def test_a_signal_to_the_runner_stops_both_engines_and_removes_its_directory(start, slow_cases, tmp_path, kind):
+    command, sig = kind.data[0], getattr(signal, kind.data[1])
     run = start(*COMMANDS[command](slow_cases, tmp_path / "golden"))
     both = wait_until(lambda: len(run.engines()) == 2, timeout=60)
     assert both, f"the engines did not start: {run.finish()}"
     assert dirs_of(run.pid, run.tmp)
     os.kill(run.pid, sig)
     code, out, err = run.finish(timeout=30)
-    assert code == 128 + sig, (code, out, err)
-    assert f"verify: interrupted ({sig.name})" in err and "Traceback" not in err
+    assert code == kind.exit == 128 + sig, (code, out, err)
+    assert kind.says in err and "Traceback" not in err
     assert_nothing_left(run.pid, run.tmp)
     assert not (tmp_path / "golden").exists()  # a regen stopped before writing wrote nothing
 
 
-@pytest.mark.parametrize("command", sorted(COMMANDS))
-def test_after_a_sigkill_of_the_runner_the_engines_exit_and_the_next_run_cleans(start, slow_cases, tmp_path, command):
-    run = start(*COMMANDS[command](slow_cases, tmp_path / "golden"))
+@pytest.mark.parametrize("kind", params("sigkill"))
+def test_after_a_sigkill_of_the_runner_the_engines_exit_and_the_next_run_cleans(start, slow_cases, tmp_path, kind):
+    run = start(*COMMANDS[kind.data](slow_cases, tmp_path / "golden"))
     engines = wait_until(lambda: run.engines() if len(run.engines()) == 2 else None, timeout=60)
     assert engines, f"the engines did not start: {run.finish()}"
     left = dirs_of(run.pid, run.tmp)
     os.kill(run.pid, signal.SIGKILL)
-    run.finish()
+    assert run.finish()[0] == kind.exit
     # no handler runs on SIGKILL: each engine notices its parent is gone (reference/__main__.py, cli.ts)
     assert wait_until(lambda: not any(running(p) for p in engines.values()), timeout=10), run.engines()
     assert left and all(d.exists() for d in left)  # what only the next run can remove
@@ -130,7 +131,8 @@ SLEEPY_PORT = textwrap.dedent('''
 ''')
 
 
-def test_the_next_run_never_touches_a_live_runs_directory(start, cases_dir, goldens, tmp_path):  # noqa: F811
+@pytest.mark.parametrize("kind", params("concurrent runs"))
+def test_the_next_run_never_touches_a_live_runs_directory(start, cases_dir, goldens, tmp_path, kind):  # noqa: F811
     port = tmp_path / "sleepy.py"
     port.write_text(SLEEPY_PORT)
     live = start("attention", "--cases-dir", cases_dir, "--golden-dir", goldens, "--port-cmd",
@@ -142,7 +144,7 @@ def test_the_next_run_never_touches_a_live_runs_directory(start, cases_dir, gold
     stranger = live.tmp / "verify-keepme"  # not named by a runner: never ours to remove
     stranger.mkdir()
     other = start("attention", "--cases-dir", cases_dir, "--list", tmp=live.tmp)
-    assert other.finish()[0] == 0
+    assert other.finish()[0] == kind.exit
     assert all(d.exists() for d in mine) and stranger.exists() and not dead.exists()
     os.kill(live.pid, signal.SIGTERM)
     assert live.finish()[0] == 128 + signal.SIGTERM
@@ -170,14 +172,9 @@ HOSTILE_PORT = textwrap.dedent(r'''
 ''')
 
 
-@pytest.mark.parametrize("mode,code,fragment", [
-    ("hang", 2, "did not finish within 3 s"),
-    ("detached", 2, "something it started still held its stdout"),
-    ("detached-hang", 2, "did not finish within 3 s"),
-    ("flood", 2, "printed an empty line on stdout line 1"),
-    ("crash", 2, "RuntimeError: the port fell over"),
-])
-def test_after_a_hostile_port_nothing_of_the_run_is_left(start, cases_dir, goldens, tmp_path, mode, code, fragment):  # noqa: F811
+@pytest.mark.parametrize("kind", params("hostile port"))
+def test_after_a_hostile_port_nothing_of_the_run_is_left(start, cases_dir, goldens, tmp_path, kind):  # noqa: F811
+    mode, code, fragment = kind.data, kind.exit, kind.says
     port = tmp_path / "hostile_port.py"
     port.write_text(HOSTILE_PORT)
     started = time.monotonic()
