@@ -147,3 +147,17 @@ def test_inspect_of_more_tokens_than_the_model_reads_is_one_line(repo_root):
                                    "shorten it")
     short = run_verify(repo_root, "inspect", "The animal was too tired", "--token", "tired")
     assert short.returncode == 0 and "'tired' (token" in short.stdout, short.stderr
+
+
+def test_deeply_nested_values_are_walked_without_a_recursion_error(tmp_path, schemas):  # noqa: F811
+    from verify.documents import case_difference
+    deep = []
+    for _ in range(5000):
+        deep = [deep]
+    assert catalogue.non_finite({"q": deep}) is None and catalogue.size_problem({"config": {"q": deep}}) is None
+    assert "nested too deeply" in case_difference({"q": deep}, {"q": [deep]})  # an echo, as deep as it likes
+    case = dict(_CASE, config={"q": json.loads("[" * 900 + "]" * 900)})  # as deep as the parser reads: loads
+    assert len(catalogue.load(_write(tmp_path / "deep", case), schemas)) == 1
+
+
+_CASE = {"id": "masked_softmax.x", "kind": "forward", "op": "masked_softmax", "seed": 1, "config": {}}

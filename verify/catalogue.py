@@ -104,21 +104,21 @@ def _load(cases_dir, schemas, display):
     return cases
 
 
-def non_finite(value, where=""):
+def non_finite(value):
     """The JSON path of the first non-finite number in a parsed document (1e400 parses as
-    Infinity), or None."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return where or "the top level"
-    if isinstance(value, dict):
-        items = value.items()
-    elif isinstance(value, list):
-        items = enumerate(value)
-    else:
-        return None
-    for key, item in items:
-        found = non_finite(item, f"{where}[{key}]" if isinstance(key, int) else (f"{where}.{key}" if where else key))
-        if found:
-            return found
+    Infinity), or None. Iterative: a document nested as deep as the parser allows is walked."""
+    stack = [(value, "")]
+    while stack:
+        item, where = stack.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            return where or "the top level"
+        if isinstance(item, dict):
+            children = [(v, f"{where}.{k}" if where else str(k)) for k, v in item.items()]
+        elif isinstance(item, list):
+            children = [(v, f"{where}[{i}]") for i, v in enumerate(item)]
+        else:
+            continue
+        stack += reversed(children)  # depth first, in document order
     return None
 
 

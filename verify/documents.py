@@ -251,6 +251,13 @@ def decode_tensors(document):
 def case_difference(catalogue_case, echoed, where="case"):
     """None when the echoed case equals the catalogue's (numbers by value: 2 == 2.0, but a
     boolean is not a number); otherwise where and how they differ."""
+    try:
+        return _case_difference(catalogue_case, echoed, where)
+    except RecursionError:
+        return f"{where} is nested too deeply to compare with the catalogue"
+
+
+def _case_difference(catalogue_case, echoed, where):
     a, b = catalogue_case, echoed
     if isinstance(a, dict) and isinstance(b, dict):
         for key in sorted(set(a) | set(b)):
@@ -258,7 +265,7 @@ def case_difference(catalogue_case, echoed, where="case"):
                 return f"{where}.{key} is missing"
             if key not in a:
                 return f"{where}.{key} is not in the catalogue"
-            found = case_difference(a[key], b[key], f"{where}.{key}")
+            found = _case_difference(a[key], b[key], f"{where}.{key}")
             if found:
                 return found
         return None
@@ -266,7 +273,7 @@ def case_difference(catalogue_case, echoed, where="case"):
         if len(a) != len(b):
             return f"{where} has {len(b)} items, the catalogue {len(a)}"
         for i, (x, y) in enumerate(zip(a, b)):
-            found = case_difference(x, y, f"{where}[{i}]")
+            found = _case_difference(x, y, f"{where}[{i}]")
             if found:
                 return found
         return None

@@ -147,13 +147,17 @@ class StatusReader:
                 f"the {self.name} engine printed more than {self.max_bytes} bytes on stdout and was stopped; "
                 "an engine prints one short JSON status line per case (docs/protocol.md)")
         self._buffer += data
-        while True:
-            end = self._buffer.find(b"\n")
-            if end < 0:
-                break
-            line = bytes(self._buffer[:end])
-            del self._buffer[:end + 1]
-            self._line(line)
+        start = 0
+        try:
+            while True:
+                end = self._buffer.find(b"\n", start)
+                if end < 0:
+                    break
+                line = bytes(self._buffer[start:end])
+                start = end + 1
+                self._line(line)
+        finally:
+            del self._buffer[:start]
         if len(self._buffer) > self.max_line:
             self._too_long()
 
