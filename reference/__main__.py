@@ -14,6 +14,7 @@ import hashlib
 import json
 import os
 import sys
+import threading
 import time
 import traceback
 
@@ -66,7 +67,46 @@ def _replay(case, entry, out_dir):
     return len(segments), len(evaluate)
 
 
+def _alive(owner):
+    """Whether the runner named by VERIFY_RUN_OWNER ("<pid>-<start ticks>") still runs (twin:
+    cli.ts ownerAlive); True without one."""
+    try:
+        pid, ticks = (int(p) for p in owner.split("-"))
+    except ValueError:
+        return True
+    if not os.path.exists("/proc/self/stat"):  # no /proc: the pid alone
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except OSError:
+            pass
+        return True
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            fields = fh.read().rsplit(b")", 1)[1].split()
+    except OSError:
+        return False
+    return fields[0] != b"Z" and (ticks == 0 or fields[19] == str(ticks).encode())
+
+
+def _exit_with_parent(poll=0.25):
+    """Stop when the runner that started this engine is gone, however it died (SIGKILL leaves it
+    no way to stop its engines): a daemon thread watches the parent pid and the runner named by
+    VERIFY_RUN_OWNER, which also holds when the runner died before this engine got going or
+    through a wrapper between them (docs/protocol.md)."""
+    parent, owner = os.getppid(), os.environ.get("VERIFY_RUN_OWNER", "")
+
+    def watch():
+        while os.getppid() == parent and _alive(owner):
+            time.sleep(poll)
+        os._exit(3)
+
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
+
+
 def _run(stream_in, stream_out):
+    _exit_with_parent()
     try:
         request = json.load(stream_in)
         out_dir = request["out_dir"]

@@ -13,7 +13,8 @@ from reference.core.case_config import CaseError, positive_int, positive_number
 from reference.cases.cases import run_case
 
 ROOT = Path(__file__).resolve().parent.parent
-BASE = json.loads((ROOT / "port_ts" / "test" / "small-configs.json").read_text())["cases"]
+SHARED = json.loads((ROOT / "port_ts" / "test" / "small-configs.json").read_text())
+BASE = SHARED["cases"]
 FLOAT_KEYS = {"lr", "clip"}  # numbers that may happen to be whole (clip 1.0)
 
 
@@ -55,3 +56,12 @@ def test_the_helpers_say_what_was_expected_and_found():
     assert positive_number({"lr": 1}, "lr") == 1.0 and isinstance(positive_number({"lr": 1}, "lr"), float)
     with pytest.raises(CaseError, match=r"^config 'lr' must be a positive number, got -0\.5$"):
         positive_number({"lr": -0.5}, "lr")
+
+
+@pytest.mark.parametrize("bad", SHARED["bad_numbers"], ids=lambda b: f"{b['op']}.{next(iter(b['set']))}")
+def test_a_number_that_is_not_finite_is_refused_as_in_the_port(bad):
+    """The same cases and messages as caseConfig.test.ts: 1e400 (Infinity after parsing), "NaN", true."""
+    base = next(b for b in BASE if b["op"] == bad["op"])
+    with pytest.raises(CaseError) as caught:
+        run_case({**base, "config": {**base["config"], **bad["set"]}})
+    assert str(caught.value) == bad["error"]

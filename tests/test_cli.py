@@ -186,4 +186,4 @@ def test_a_regen_that_fails_before_the_swap_changes_nothing(repo_root, cases_dir
     err = capsys.readouterr().err
     assert "could not write the new goldens (No space left on device)" in err and "is as it was before" in err
     assert _snapshot(goldens) == before
-    assert not [p for p in goldens.parent.iterdir() if p.name.startswith(".")]  # staging removed
+    assert not [p for p in goldens.parent.iterdir() if p.name.startswith(".attention.new-")]  # staging removed

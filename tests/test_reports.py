@@ -52,7 +52,7 @@ def test_the_reports_point_at_the_right_tensor_and_index(failing_run, session_go
     where = label(bad["max_abs_index"], bad["axes"])
     assert where == f"(batch {batch}, query {query}, key {key})"
     # terminal
-    assert f"output 'out' (float64, shape (3, 2, 5) = (batch 3, query 2, key 5)): port differs from reference" in proc.stdout
+    assert "output 'out' (float64, shape (3, 2, 5) = (batch 3, query 2, key 5)): port differs from reference" in proc.stdout
     assert f"Greatest absolute difference: {bad['max_abs']:.6g} at index {where}" in proc.stdout
     assert re.search(r"Mismatched elements: \d+ / 30 \(\d+\.\d%\)", proc.stdout)
     # HTML: the case, the tensor, the index, the heatmaps of the weights

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from . import models
 from .compare import compare_named
-from .documents import DocumentError, decode_tensors, read
+from .documents import DocumentError, case_difference, decode_tensors, read
 
 MODEL = models.MODEL
 KIND = "pretrained"
@@ -72,6 +72,10 @@ def compare_full(case, out_dirs, tol, schemas=None):
             if schemas is not None:
                 schemas.check("golden", doc)  # every value too: Schemas.check's quick path makes it cheap
             docs[name] = decode_tensors(doc)
+            different = case_difference(case.spec, doc.get("case"))
+            if different:  # another case's file (an id colliding with this one's files): never compared as this one's
+                errors.append(f"{name}: {path.name} echoes a different case: {different}")
+                docs.pop(name)
         except (DocumentError, KeyError, TypeError, ValueError) as exc:
             errors.append(f"{name}: no readable {path.name} for this pretrained case ({exc})")
     if errors:

@@ -1,11 +1,14 @@
 """The case catalogue: every cases/<suite>/*.json, validated, ids unique, selected by --case."""
 
 import fnmatch
+import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
 from .documents import DocumentError, read
 from .errors import InputError
+from .text import clean
 
 GLOB_CHARS = set("*?[")
 
@@ -30,34 +33,137 @@ class Case:
         return self.spec["op"]
 
 
+# Limits of a catalogue (docs/runner.md, "Limits"), from the largest case today: a catalogue file
+# of 10 KB, a shape of 256 elements (gelu.normal), an integer of 13,523 (a token id) and a count of
+# 9,600 (train.reversal's n_train). Well above those, well below what would exhaust the machine.
+MAX_FILE_BYTES = 1 << 20  # one catalogue file
+MAX_SHAPE_ELEMENTS = 1 << 16  # the product of a shape list (config `shape`, `*_shape`, `lead`, `table`, `shapes[i]`)
+MAX_INTEGER = 100_000  # any integer in a config (a count, a size, an index, a token id)
+# An engine writes <id>.json, and for some kinds <id>.full.json, <id>.states/, <id>.replay/ beside
+# it (docs/protocol.md): an id that is another id plus one of these suffixes would share its files.
+RESERVED_SUFFIXES = (".full", ".states", ".replay")
+
+
 def load(cases_dir, schemas, display=lambda p: p):
     """All cases of the suite in file-name order, then catalogue order. InputError on a missing
-    directory, an invalid file or a duplicate id (naming both files)."""
-    cases_dir = Path(cases_dir)
+    directory, an unreadable or invalid file (a file that is not a regular one, or larger than
+    MAX_FILE_BYTES, is refused unread), a non-finite number, a case beyond the limits, a
+    duplicate id, or two ids whose files would collide (naming both files). The message shows
+    file names and config keys escaped (verify/text.py)."""
+    try:
+        return _load(Path(cases_dir), schemas, display)
+    except InputError as exc:
+        raise InputError(clean(str(exc))) from None
+
+
+def _load(cases_dir, schemas, display):
+    if not cases_dir.is_dir():
+        raise InputError(f"the catalogue directory {display(cases_dir)} does not exist or is not a directory; "
+                         "give a directory of *.json catalogue files (docs/runner.md)")
     files = sorted(cases_dir.glob("*.json"))
     if not files:
         raise InputError(f"no catalogue files (*.json) in {display(cases_dir)}; add cases there (docs/runner.md)")
-    cases, seen = [], {}
+    cases, seen, folded = [], {}, {}
     for path in files:
         try:
-            document = read(path)
+            document = read(path, limit=MAX_FILE_BYTES)
             schemas.check("catalogue", document)
+            where = non_finite(document)
+            if where:
+                raise DocumentError(f"at {where}: a number beyond the float64 range (it reads as Infinity); "
+                                    "every number in a catalogue must be finite")
         except DocumentError as exc:
             raise InputError(f"catalogue {display(path)} is malformed: {exc}; fix the file") from None
         for spec in document["cases"]:
             case = Case(spec=spec, file=path)
+            problem = size_problem(spec)
+            if problem:
+                raise InputError(f"case '{case.id}' in {display(path)} is too large: {problem}; make it smaller "
+                                 "(docs/runner.md, \"Limits\")")
             if case.id in seen:
                 raise InputError(
                     f"duplicate case id '{case.id}' in {display(seen[case.id].file)} and {display(path)}; "
                     "ids must be unique across the suite"
                 )
+            if case.id.lower() in folded:
+                other = folded[case.id.lower()]
+                raise InputError(
+                    f"case ids '{other.id}' ({display(other.file)}) and '{case.id}' ({display(path)}) differ only in "
+                    "case, so their goldens would be one file where file names ignore case; rename one")
             seen[case.id] = case
+            folded[case.id.lower()] = case
             cases.append(case)
+    for case in cases:
+        for suffix in RESERVED_SUFFIXES:
+            base = seen.get(case.id[: -len(suffix)]) if case.id.endswith(suffix) else None
+            if base is not None:
+                raise InputError(
+                    f"case id '{case.id}' ({display(case.file)}) is case '{base.id}' ({display(base.file)}) plus "
+                    f"'{suffix}': an engine writes {base.id}{suffix}{'.json' if suffix == '.full' else '/'} for "
+                    f"'{base.id}', so their files would collide; rename '{case.id}'")
     return cases
 
 
+def non_finite(value):
+    """The JSON path of the first non-finite number in a parsed document (1e400 parses as
+    Infinity), or None. Iterative: a document nested as deep as the parser allows is walked."""
+    stack = [(value, "")]
+    while stack:
+        item, where = stack.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            return where or "the top level"
+        if isinstance(item, dict):
+            children = [(v, f"{where}.{k}" if where else str(k)) for k, v in item.items()]
+        elif isinstance(item, list):
+            children = [(v, f"{where}[{i}]") for i, v in enumerate(item)]
+        else:
+            continue
+        stack += reversed(children)  # depth first, in document order
+    return None
+
+
+def _is_int(v):
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _shape_lists(config):
+    for key, value in config.items():
+        if key in ("shape", "lead", "table") or key.endswith("_shape"):
+            yield f"config.{key}", value
+        elif key == "shapes" and isinstance(value, list):
+            for i, item in enumerate(value):
+                yield f"config.{key}[{i}]", item
+
+
+def size_problem(spec):
+    """Why a case exceeds the limits (MAX_SHAPE_ELEMENTS, MAX_INTEGER), or None."""
+    config = spec.get("config") if isinstance(spec, dict) else None
+    if not isinstance(config, dict):
+        return None
+    for where, value in _shape_lists(config):
+        if isinstance(value, list) and value and all(_is_int(v) and v >= 0 for v in value):
+            elements = math.prod(value)
+            if elements > MAX_SHAPE_ELEMENTS:
+                return (f"{where} {json.dumps(value)} has {elements} elements, more than the limit of "
+                        f"{MAX_SHAPE_ELEMENTS}")
+    stack = [("config", config)]
+    while stack:
+        where, value = stack.pop()
+        if _is_int(value) and abs(value) > MAX_INTEGER:
+            return f"{where} is {value}, beyond the limit of {MAX_INTEGER} for any integer in a config"
+        if isinstance(value, dict):
+            stack += [(f"{where}.{k}", v) for k, v in value.items()]
+        elif isinstance(value, list):
+            stack += [(f"{where}[{i}]", v) for i, v in enumerate(value)]
+    return None
+
+
 def matches(case_id, pattern):
-    """fnmatch glob on the whole id; a pattern without glob characters matches as a substring."""
+    """fnmatch glob on the whole id; a pattern without glob characters matches as a substring. An
+    empty pattern (an unset shell variable) is a usage error, not "every case"."""
+    if not pattern:
+        raise InputError("an empty pattern (--case '' or --fault '', an unset shell variable?) would select "
+                         "everything; give a glob or a substring of the ids, or leave the option out")
     if GLOB_CHARS & set(pattern):
         return fnmatch.fnmatchcase(case_id, pattern)
     return pattern in case_id

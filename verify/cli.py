@@ -15,17 +15,19 @@ import argparse
 import json
 import math
 import os
+import signal
 import sys
 import tempfile
 from pathlib import Path
 
-from . import advice, catalogue, diff, engines, export, faults, goldens, html, junit, models, suite, verdict
+from . import advice, catalogue, diff, engines, export, faults, goldens, html, junit, lifecycle, models, suite, verdict
 from . import inspect as inspect_cmd  # not `import inspect`: that would shadow the standard library's
 from .compare import DEFAULT_TOL
 from .documents import DocumentError, Schemas, read
 from .errors import EXIT_INPUT, EXIT_MISMATCH, EXIT_PASS, InputError
 from .progress import Progress
-from .report import Style, case_line, case_lines, closing_lines, dumps, render
+from .report import Style, case_lines, closing_lines, dumps, render
+from .text import clean
 from .timings import Timings
 
 SUITES = ("attention",)
@@ -312,6 +314,7 @@ def cmd_regen(args, out):
     failed a case or, without --force, when a case fails for any reason but its goldens, then write
     each engine's documents into golden/<suite>/<engine name>/ in one atomic step."""
     project = Project(args, args.suite)
+    goldens.check_target(project.golden_dir, display=project.display)  # a symlinked golden tree: refused up front
     every, selected = project.cases(args.case)
     policy = _policy(args)
     progress, kept, style = Progress(out), {}, Style(out)
@@ -319,13 +322,13 @@ def cmd_regen(args, out):
         report = suite.run(project.context(args.timeout), selected, {c.id for c in every},
                            engines.engines_of(project.root, args), policy, check_unused=False, jobs=args.jobs,
                            progress=progress, keep=kept,
-                           on_case=lambda entry: progress.print_lines([case_line(entry, style)]))
+                           on_case=lambda entry: progress.print_lines(case_lines(entry, style, policy.tol)[:1]))
     finally:
         progress.clear()
     problems, disagree, fresh_files = [], [], {}
     for entry in report["cases"]:
         if entry["status"] == verdict.NOT_RUN:
-            print(f"skipped {entry['id']}: {entry['errors'][0]}", file=out)  # its goldens are kept
+            print(clean(f"skipped {entry['id']}: {entry['errors'][0]}"), file=out)  # its goldens are kept
             continue
         fresh = kept[entry["id"]]
         engine_errors = [f.error for f in fresh.values() if f.error]
@@ -339,27 +342,28 @@ def cmd_regen(args, out):
             disagree.append((entry["id"], without_goldens["failures"], advice.situation(entry)))
     if problems:
         for p in problems:
-            print(f"error: {p}", file=out)
+            print(f"error: {clean(p)}", file=out)
         print(f"nothing written: {len(problems)} engine error(s); fix them, then regenerate", file=out)
         return EXIT_MISMATCH
     if disagree and not args.force:
         for case_id, why, found in disagree:
-            print(f"engines disagree: {case_id}: {'; '.join(why[:3])}" + (f" and {len(why) - 3} more" if len(why) > 3 else ""),
+            print(clean(f"engines disagree: {case_id}: {'; '.join(why[:3])}" + (f" and {len(why) - 3} more" if len(why) > 3 else "")),
                   file=out)
             if found:
-                print(f"  what to do ({found[0]}): {found[1]}", file=out)
+                print(clean(f"  what to do ({found[0]}): {found[1]}"), file=out)
         print(f"nothing written: {len(disagree)} case(s) fail the verdict of `verify {args.suite}` whatever their goldens "
               f"(the first: `verify {args.suite} --case {disagree[0][0]}`); --force writes them anyway, as they are",
               file=out)
         return EXIT_MISMATCH
-    plan = goldens.plan(project.golden_dir, fresh_files, {c.id for c in every})
-    changed = any(c.added or c.changed or c.removed for c, _, _ in plan.values())
-    if changed:  # write first: what follows is only the account of it
-        try:
-            goldens.write_atomically(project.golden_dir, {name: new for name, (_, new, _) in plan.items()})
-        except OSError as exc:
-            raise InputError(f"could not write the new goldens ({exc.strerror or exc}); "
-                             f"{project.display(project.golden_dir)} is as it was before") from None
+    with goldens.regen_lock(project.golden_dir, out, args.timeout, project.display) as leftovers:  # one writer at a time
+        plan = goldens.plan(project.golden_dir, fresh_files, {c.id for c in every})  # from the tree as it is now
+        changed = any(c.added or c.changed or c.removed for c, _, _ in plan.values())
+        if changed:  # write first: what follows is only the account of it
+            try:
+                goldens.write_atomically(project.golden_dir, {name: new for name, (_, new, _) in plan.items()})
+            except OSError as exc:
+                raise InputError(f"could not write the new goldens ({exc.strerror or exc}); "
+                                 f"{project.display(project.golden_dir)} is as it was before") from None
     for name, (change, new, old) in plan.items():
         print(f"{name}: {len(change.changed)} changed, {len(change.added)} added, {len(change.removed)} removed, "
               f"{change.unchanged} unchanged", file=out)
@@ -370,7 +374,6 @@ def cmd_regen(args, out):
         for case_id in change.removed:
             print(f"  removed {case_id}", file=out)
     print(f"{'wrote' if changed else 'no change in'} {project.display(project.golden_dir)}", file=out)
-    leftovers = sorted(Path(project.golden_dir).parent.glob(f".{Path(project.golden_dir).name}.new-*"))
     for path in leftovers:
         print(f"note: {project.display(path)} is left over from an interrupted regeneration; the goldens were "
               "never touched by it and it can be deleted", file=out)
@@ -445,6 +448,11 @@ def cmd_diff(args, out):
 
 
 def main(argv=None):
+    with lifecycle.guard():  # SIGTERM/SIGHUP stop the engines too; what a dead run left is removed
+        return _main(argv)
+
+
+def _main(argv=None):
     parser = build_parser()
     args = parser.parse_args(argv)
     out = sys.stdout
@@ -466,11 +474,12 @@ def main(argv=None):
         return cmd_verify(args, out)
     except InputError as exc:
         out.flush()
-        print(f"verify: error: {exc}", file=sys.stderr)
+        print(f"verify: error: {clean(exc)}", file=sys.stderr)
         return EXIT_INPUT
-    except KeyboardInterrupt:
-        print("verify: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP: the engines are stopped on the way out
+        signum = getattr(exc, "signum", signal.SIGINT)
+        print(f"verify: interrupted ({signal.Signals(signum).name})", file=sys.stderr)
+        return 128 + signum
     except BrokenPipeError:  # the reader went away (verify ... | head): stop quietly
         try:
             sys.stdout = open(os.devnull, "w")

@@ -8,14 +8,15 @@ import subprocess
 from pathlib import Path
 
 from .compare import compare_named
-from .documents import DocumentError, decode_tensors, parse
+from .documents import DocumentError, decode_tensors, parse_bytes, read_bytes
 from .errors import InputError
+from .text import clean
 
 METADATA = ("schema_version", "engine", "generator", "case")
 
 
 def _load(data, schemas):
-    doc = parse(data.decode("utf-8"))
+    doc = parse_bytes(data)
     schemas.check("golden", doc)
     return doc, decode_tensors(doc)
 
@@ -54,9 +55,20 @@ def describe(old_bytes, new_bytes, schemas, tol):
     return "; ".join(parts) or "text only (same values)"
 
 
+def _golden_bytes(path, schemas):
+    """The bytes of a valid golden (read bounded, never a device or a pipe), else InputError."""
+    try:
+        data = read_bytes(path)
+        _load(data, schemas)
+    except DocumentError as exc:
+        raise InputError(f"{path} is not a valid golden: {clean(exc)}; `verify diff` compares golden files "
+                         "(docs/goldens.md)") from None
+    return data
+
+
 def _files(root):
     root = Path(root)
-    return {p.relative_to(root).as_posix(): p for p in sorted(root.rglob("*.json")) if p.is_file()}
+    return {p.relative_to(root).as_posix(): p for p in sorted(root.rglob("*.json")) if not p.is_dir()}
 
 
 def diff_paths(old, new, schemas, tol):
@@ -69,23 +81,26 @@ def diff_paths(old, new, schemas, tol):
     if old.is_dir() != new.is_dir():
         raise InputError(f"{old} and {new} must both be files or both be directories")
     if not old.is_dir():
-        if old.read_bytes() == new.read_bytes():
+        data = {p: _golden_bytes(p, schemas) for p in (old, new)}  # each must be a golden, identical or not
+        if data[old] == data[new]:
             return [f"{new}: identical to {old}"], False
-        try:
-            parts = changes(old.read_bytes(), new.read_bytes(), schemas, tol)
-        except (DocumentError, UnicodeDecodeError) as exc:
-            raise InputError(f"cannot compare {old} and {new}: one is not a valid golden ({exc})") from None
+        parts = changes(data[old], data[new], schemas, tol)
         return [f"changed {new.name}:"] + [f"  {p}" for p in parts or ["text only (same values)"]], True
     a, b = _files(old), _files(new)
-    return _diff_sets({k: p.read_bytes for k, p in a.items()}, {k: p.read_bytes for k, p in b.items()},
+    if not a and not b:
+        raise InputError(f"neither {old} nor {new} holds a golden (*.json); give two golden directories")
+    return _diff_sets({k: (lambda p=p: _golden_bytes(p, schemas)) for k, p in a.items()},
+                      {k: (lambda p=p: _golden_bytes(p, schemas)) for k, p in b.items()},
                       f"{old} -> {new}", schemas, tol)
 
 
 def _diff_sets(a, b, label, schemas, tol):
-    """Lines for two sets of goldens {relative path: () -> bytes} and whether they differ."""
+    """Lines for two sets of goldens {relative path: () -> bytes} and whether they differ. Every
+    golden is read (each must be one), not only the common ones."""
+    data = {k: (a[k](), None) for k in a}
+    data.update({k: (data[k][0] if k in data else None, b[k]()) for k in b})
     added, removed = sorted(set(b) - set(a)), sorted(set(a) - set(b))
     common = sorted(set(a) & set(b))
-    data = {k: (a[k](), b[k]()) for k in common}
     changed = [k for k in common if data[k][0] != data[k][1]]
     lines = [f"{len(changed)} changed, {len(added)} added, {len(removed)} removed, "
              f"{len(common) - len(changed)} unchanged ({label})"]
@@ -204,7 +219,7 @@ def diff_revision(root, rev, paths, schemas, tol):
         base = prefix + (rel + "/" if rel else "")
         blobs = _read_blobs(top, at_rev.values())
         old_set = {name[len(base):]: (lambda b=blobs[oid]: b) for name, oid in at_rev.items()}
-        new_set = {k: p.read_bytes for k, p in _files(here).items()} if here.is_dir() else {}
+        new_set = {k: (lambda p=p: _golden_bytes(p, schemas)) for k, p in _files(here).items()} if here.is_dir() else {}
         part, moved = _diff_sets(old_set, new_set, f"{rev}:{shown} -> {shown}", schemas, tol)
         lines += part
         differ = differ or moved

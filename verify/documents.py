@@ -3,6 +3,8 @@ decoding golden tensors (docs/goldens.md)."""
 
 import json
 import math
+import os
+import stat
 from pathlib import Path
 
 import numpy as np
@@ -23,23 +25,61 @@ def _no_bare_constant(token):
     raise ValueError(f"bare {token} is not JSON; write it as the string \"{token}\"")
 
 
+MAX_BYTES = 64 << 20  # a document larger than this is refused unread (the largest today, a report, is ~1 MB)
+
+
 def parse(text):
-    """JSON text to Python values; bare NaN / Infinity (which Python's json accepts) are refused."""
+    """JSON text to Python values; bare NaN / Infinity (which Python's json accepts) are refused,
+    and so is nesting too deep for the parser."""
     try:
         return json.loads(text, parse_constant=_no_bare_constant)
     except json.JSONDecodeError as exc:
         raise DocumentError(f"not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})") from None
+    except RecursionError:
+        raise DocumentError("not a document the runner reads: its arrays or objects are nested too deeply") from None
     except ValueError as exc:
         raise DocumentError(str(exc)) from None
 
 
-def read(path):
-    """Parse the JSON file at path; DocumentError when unreadable or invalid."""
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+          (stat.S_ISFIFO, "a named pipe"), (stat.S_ISSOCK, "a socket"))
+
+
+def read_bytes(path, limit=MAX_BYTES):
+    """The bytes of the regular file at path (a symbolic link to one is fine), at most `limit` of
+    them; DocumentError for anything else (a directory, a device such as /dev/zero, a pipe, a
+    larger file), said at once, never read. The file is opened without blocking (a named pipe
+    would wait for a writer) and checked through its descriptor."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise DocumentError(f"cannot read it ({exc})") from None
-    return parse(text)
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise DocumentError(f"cannot read it ({exc.strerror or exc})") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            kind = next((name for test, name in _KINDS if test(info.st_mode)), "not a regular file")
+            raise DocumentError(f"it is {kind}, not a regular file")
+        if info.st_size > limit:
+            raise DocumentError(f"it holds {info.st_size} bytes, more than the {limit} allowed")
+        chunks, size = [], 0
+        while size <= limit:
+            chunk = os.read(fd, min(1 << 20, limit + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        if size > limit:
+            raise DocumentError(f"it holds more than the {limit} bytes allowed")
+        return b"".join(chunks)
+    except OSError as exc:
+        raise DocumentError(f"cannot read it ({exc.strerror or exc})") from None
+    finally:
+        os.close(fd)
+
+
+def read(path, limit=MAX_BYTES):
+    """Parse the JSON file at path; DocumentError when unreadable (read_bytes) or invalid."""
+    return parse_bytes(read_bytes(path, limit))
 
 
 def parse_bytes(data):
@@ -177,13 +217,26 @@ def decode_tensor(doc, where):
     expected = math.prod(shape)
     if len(data) != expected:
         raise DocumentError(f"at {where}: shape {list(shape)} needs {expected} values, data has {len(data)}")
-    if doc["dtype"] == "float64":
-        if set(map(type, data)) <= _NUMBER_TYPES:  # no non-finite strings: convert the list at once
-            values = np.array(data, dtype=np.float64)
+    try:
+        if doc["dtype"] == "float64":
+            numbers = set(map(type, data)) <= _NUMBER_TYPES  # no non-finite strings: convert the list at once
+            values = np.array(data if numbers else [NON_FINITE[v] if isinstance(v, str) else v for v in data],
+                              dtype=np.float64)
+            finite = np.isfinite(values) if numbers else np.array([isinstance(v, str) for v in data]) | np.isfinite(values)
         else:
-            values = np.array([NON_FINITE[v] if isinstance(v, str) else v for v in data], dtype=np.float64)
-    else:
-        values = np.array(data, dtype=np.int64).astype(np.float64)
+            if data and not (-(2 ** 63) <= min(data) and max(data) <= 2 ** 63 - 1):
+                i = next(i for i, v in enumerate(data) if not -(2 ** 63) <= v <= 2 ** 63 - 1)
+                raise DocumentError(f"at {where}: data[{i}] is {data[i]!r}, beyond the range of int64")
+            values = np.array(data, dtype=np.float64)  # as float64, as before: exact up to 2**53
+            finite = np.isfinite(values)
+    except DocumentError:
+        raise
+    except (OverflowError, ValueError, TypeError) as exc:
+        raise DocumentError(f"at {where}: data cannot be read as {doc['dtype']} ({exc})") from None
+    if not finite.all():
+        i = int(np.flatnonzero(~finite)[0])
+        raise DocumentError(f"at {where}: data[{i}] is {data[i]!r}, beyond the range of {doc['dtype']}; a non-finite "
+                            'float64 is written as the string "NaN", "Infinity" or "-Infinity"')
     return Tensor(dtype=doc["dtype"], values=values.reshape(shape))
 
 
@@ -198,6 +251,13 @@ def decode_tensors(document):
 def case_difference(catalogue_case, echoed, where="case"):
     """None when the echoed case equals the catalogue's (numbers by value: 2 == 2.0, but a
     boolean is not a number); otherwise where and how they differ."""
+    try:
+        return _case_difference(catalogue_case, echoed, where)
+    except RecursionError:
+        return f"{where} is nested too deeply to compare with the catalogue"
+
+
+def _case_difference(catalogue_case, echoed, where):
     a, b = catalogue_case, echoed
     if isinstance(a, dict) and isinstance(b, dict):
         for key in sorted(set(a) | set(b)):
@@ -205,7 +265,7 @@ def case_difference(catalogue_case, echoed, where="case"):
                 return f"{where}.{key} is missing"
             if key not in a:
                 return f"{where}.{key} is not in the catalogue"
-            found = case_difference(a[key], b[key], f"{where}.{key}")
+            found = _case_difference(a[key], b[key], f"{where}.{key}")
             if found:
                 return found
         return None
@@ -213,7 +273,7 @@ def case_difference(catalogue_case, echoed, where="case"):
         if len(a) != len(b):
             return f"{where} has {len(b)} items, the catalogue {len(a)}"
         for i, (x, y) in enumerate(zip(a, b)):
-            found = case_difference(x, y, f"{where}[{i}]")
+            found = _case_difference(x, y, f"{where}[{i}]")
             if found:
                 return found
         return None

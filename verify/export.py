@@ -5,10 +5,10 @@ the export holds the run's configuration and seed, its per-step records, what th
 committed goldens. One JSON file per run, in the golden text layout (keys sorted, shortest
 round-trip floats), so a re-export of an unchanged run changes no byte."""
 
-import tempfile
 from pathlib import Path
 
 from . import engines as engines_mod
+from . import lifecycle
 from .documents import DocumentError, read
 from .errors import InputError
 
@@ -51,7 +51,7 @@ def export(project, selected, out_dir, timeout, port_cmd=None):
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
-    with tempfile.TemporaryDirectory(prefix="verify-export-") as work:
+    with lifecycle.temp_dir("verify-export-") as work:
         run = engines_mod.run(port, [c.spec for c in training], Path(work) / "port", timeout)
         for case in training:
             status = run.statuses.get(case.id) or {}

@@ -25,14 +25,13 @@ Speed:
 import json
 import shutil
 import sys
-import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import anchors, assets, catalogue
+from . import anchors, assets, catalogue, lifecycle
 from . import engines as engines_mod
 from . import schedule, suite, verdict
 from .errors import EXIT_MISMATCH, EXIT_PASS, InputError
@@ -229,7 +228,7 @@ class Baselines:
 def run_fault(fault, root, baselines, all_ids, stages, timeout):
     outcome = Outcome(fault)
     started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="verify-fault-") as copy_root:
+    with lifecycle.temp_dir("verify-fault-") as copy_root:
         apply(fault, root, copy_root)
         faulty = faulty_engine(fault, copy_root, root)
         for stage in stages:
@@ -279,7 +278,7 @@ def run(args, out, project):
     every, _ = project.cases([])
     stages = [name for name, _ in STAGES]
     report = {"suite": project.suite, "catalogue": project.display(path), "faults": []}
-    with tempfile.TemporaryDirectory(prefix="verify-faults-") as work:
+    with lifecycle.temp_dir("verify-faults-") as work:
         baselines = Baselines(project.context(args.timeout), every, work, args.timeout,
                               verdict.Policy(args.tol, args.bitwise), project.display, out)
         baselines.all_stages = args.all_stages

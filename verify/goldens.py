@@ -2,15 +2,29 @@
 and regenerating them atomically (docs/goldens.md, docs/runner.md)."""
 
 import ctypes
+import json
 import os
+import re
+import shlex
 import shutil
+import sys
 import tempfile
+import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+try:
+    import fcntl
+except ImportError:  # not POSIX: no lock (one regeneration at a time is then the user's care)
+    fcntl = None
+
+from . import lifecycle
+
 from .compare import compare_named
-from .documents import DocumentError, decode_tensors, read
+from .documents import DocumentError, case_difference, decode_tensors, parse_bytes, read_bytes
 from .errors import InputError
+from .text import clean
 
 METADATA = ("schema_version", "engine", "generator", "case")
 STATUSES = ("fresh", "drift", "parted", "stale", "missing", "not run")
@@ -53,18 +67,20 @@ def check(golden_path, shown, fresh_bytes, fresh_doc, fresh_tensors, tol, schema
     anything else differs (the case, the engine's name, a required digest, a tensor's name or
     shape, a tensor beyond the rule)."""
     golden_path = Path(golden_path)
-    if not golden_path.is_file():
+    if not golden_path.exists() and not golden_path.is_symlink():
         return GoldenCheck("missing", shown, "no such file")
-    if golden_path.read_bytes() == fresh_bytes:
-        return GoldenCheck("fresh", shown, max_ulp=0)
     try:
-        golden_doc = read(golden_path)
+        golden_bytes = read_bytes(golden_path)  # a regular file of bounded size, or refused unread
+        if golden_bytes == fresh_bytes:
+            return GoldenCheck("fresh", shown, max_ulp=0)
+        golden_doc = parse_bytes(golden_bytes)
         schemas.check("golden", golden_doc)
         golden_tensors = decode_tensors(golden_doc)
     except DocumentError as exc:
         raise InputError(f"golden {shown} is not a valid golden: {exc}; rewrite it with `verify regen {suite}`") from None
     for key in METADATA:
-        if golden_doc[key] != fresh_doc[key]:
+        same = case_difference(fresh_doc[key], golden_doc[key]) is None if key == "case" else golden_doc[key] == fresh_doc[key]
+        if not same:  # the case by value and by type, as the fresh output's echo was checked (true is not 1)
             return GoldenCheck("stale", shown, f"its {key} differs from the fresh output's")
     for name, digest in sorted((golden_doc.get("digests") or {}).items()):
         required = name.startswith("init") or name in required_digests
@@ -130,15 +146,31 @@ def plan(golden_dir, fresh_files, catalogue_ids):
     return result
 
 
+def check_target(golden_dir, engines=("reference", "port"), display=str):
+    """Refuse, before anything runs, a golden directory that regen cannot replace as it promises:
+    a symbolic link (the swap would exchange the link, not the tree it points to, and leave the
+    link behind under a staging name), or one whose engine directory is a link. InputError."""
+    golden_dir = Path(golden_dir)
+    for path in [golden_dir] + [golden_dir / e for e in engines]:
+        if path.is_symlink():
+            raise InputError(
+                f"{display(path)} is a symbolic link (to {os.readlink(path)}); `verify regen` replaces the golden tree "
+                "in one rename and would replace the link, not what it points to; give the real directory with "
+                "--golden-dir, or replace the link by the directory")
+
+
 def write_atomically(golden_dir, contents):
     """Replace golden_dir by a directory holding contents ({engine: {id: bytes}}) in one step: the
     new tree is written and fsynced in a sibling temporary directory, then swapped in. A run killed
     before the swap leaves the previous goldens untouched. Entries of golden_dir other than the
-    engines' *.json files are carried over unchanged."""
+    engines' *.json files are carried over unchanged. An OSError means nothing changed; a
+    failure after the swap is an InputError that says the new goldens are in place."""
     golden_dir = Path(golden_dir)
+    check_target(golden_dir, contents)
     parent = golden_dir.parent
     parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{golden_dir.name}.new-", dir=parent))
+    staging = Path(tempfile.mkdtemp(prefix=f"{staging_prefix(golden_dir)}{lifecycle.token()}-", dir=parent))
+    swapped = False
     try:
         os.chmod(staging, 0o777 & ~_umask())  # mkdtemp makes it private; goldens are ordinary files
         if golden_dir.is_dir():
@@ -152,14 +184,102 @@ def write_atomically(golden_dir, contents):
         _fsync_dir(staging)
         if golden_dir.exists():
             _swap(staging, golden_dir)  # staging now holds the previous goldens
+            swapped = True
             shutil.rmtree(staging)
         else:
             os.replace(staging, golden_dir)
+            swapped = True
         _fsync_dir(parent)
+    except OSError as exc:
+        if not swapped:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+        left = f"; the previous goldens are left in {staging} (delete it)" if staging.exists() else ""
+        raise InputError(f"the new goldens are in {golden_dir}, but finishing the swap failed ({exc.strerror or exc})"
+                         f"{left}") from None
     except BaseException:
-        if staging.exists():
+        if not swapped and staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
         raise
+
+
+def staging_prefix(golden_dir):
+    return f".{Path(golden_dir).name}.new-"
+
+
+_STAGING_OWNER = re.compile(r"\.new-(\d+)-(\d+)-[A-Za-z0-9_]+$")
+
+
+def leftovers(golden_dir):
+    """Staging directories beside golden_dir that no running regeneration owns: left by one that
+    was killed (named after their owner, verify/lifecycle.py; an unnamed one only counts while the
+    caller holds the lock, when no other regeneration can be writing)."""
+    golden_dir = Path(golden_dir)
+    found = []
+    for path in sorted(golden_dir.parent.glob(f"{staging_prefix(golden_dir)}*")):
+        m = _STAGING_OWNER.search(path.name)
+        if m and lifecycle.alive(f"{m.group(1)}-{m.group(2)}"):
+            continue
+        found.append(path)
+    return found
+
+
+def lock_path(golden_dir):
+    golden_dir = Path(golden_dir)
+    return golden_dir.parent / f".{golden_dir.name}.lock"
+
+
+def _holder(path):
+    """Who holds the lock, as its file says (pid, command, since)."""
+    try:
+        info = json.loads(Path(path).read_text(encoding="utf-8") or "{}")
+        return f"pid {int(info['pid'])} (`{clean(info['command'])}`, since {clean(info['since'])})"
+    except (OSError, ValueError, KeyError, TypeError):
+        return "another regeneration (it has not written who it is yet)"
+
+
+@contextmanager
+def regen_lock(golden_dir, out=None, wait=600.0, display=str):
+    """One regeneration at a time writes golden_dir: an exclusive flock on lock_path() (beside the
+    golden directory; released by the kernel however the holder ends), which says who holds it.
+    Taken after the engines ran, around planning and writing, so a second regeneration plans from
+    the tree the first one wrote: both selections' goldens are kept. A regeneration that finds it
+    held says so on `out` and waits up to `wait` seconds, then gives up (InputError). Yields the
+    staging directories left over by killed regenerations (leftovers(), while the lock is held)."""
+    golden_dir = Path(golden_dir)
+    path = lock_path(golden_dir)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o666)
+    held = False
+    try:
+        if fcntl is not None:
+            deadline, said = time.monotonic() + wait, False
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    holder = _holder(path)
+                    if time.monotonic() > deadline:
+                        raise InputError(f"{display(golden_dir)} is being regenerated by {holder}; gave up after {wait:g} s "
+                                         "(--timeout); wait for it to finish, or stop it, and run again") from None
+                    if not said and out is not None:
+                        print(f"waiting: {display(golden_dir)} is being regenerated by {holder}", file=out, flush=True)
+                        said = True
+                    time.sleep(0.1)
+        held = True
+        info = {"pid": os.getpid(), "command": shlex.join(["verify", *sys.argv[1:]]),
+                "since": time.strftime("%Y-%m-%d %H:%M:%S")}
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps(info).encode("utf-8"), 0)
+        yield leftovers(golden_dir)
+    finally:
+        if held:
+            try:
+                os.ftruncate(fd, 0)
+            except OSError:
+                pass
+        os.close(fd)  # releases the flock
 
 
 def _umask():

@@ -13,6 +13,7 @@ import math
 
 from .axes import label
 from .report import Style, explanation, jsonable
+from .text import clean_data
 
 OPEN_ALL_UP_TO = 12  # cases; larger reports fold the passing ones
 
@@ -324,7 +325,7 @@ def _case(case, tol, open_, slices):
 
 
 def dumps(report):
-    report = jsonable(report)
+    report = jsonable(clean_data(report))  # no control character from an engine, a case or a golden
     cases = sorted(report["cases"], key=lambda c: c["passed"])  # failing first, catalogue order kept
     small = len(cases) <= OPEN_ALL_UP_TO
     slices = []

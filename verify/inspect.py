@@ -15,13 +15,13 @@ from the `tokenizers` package, the project's `inspect` extra.
 
 import argparse
 import html
+import json
 import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
 
-from . import models
+from . import lifecycle, models
 from .assets import MODEL
 from .errors import EXIT_INPUT, EXIT_MISMATCH, EXIT_PASS, InputError
 
@@ -43,6 +43,19 @@ def tokenize(sentence, directory):
     return [int(i) for i in enc.ids], list(enc.tokens)
 
 
+def max_tokens(directory):
+    """How many tokens the model reads at most: its position table's length."""
+    try:
+        value = json.loads((Path(directory) / "config.json").read_text(encoding="utf-8"))["max_position_embeddings"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise InputError(f"cannot read max_position_embeddings from {Path(directory) / 'config.json'} ({exc}); "
+                         "fetch it again with `verify fetch-model`") from None
+    if not (isinstance(value, int) and not isinstance(value, bool) and value > 0):
+        raise InputError(f"max_position_embeddings in {Path(directory) / 'config.json'} is {value!r}, not a positive "
+                         "integer; fetch it again with `verify fetch-model`")
+    return value
+
+
 def token_index(tokens, word):
     """The position of the first token equal to WORD (lower-cased, as the tokenizer does), or of
     the first word piece of WORD."""
@@ -58,8 +71,8 @@ def token_index(tokens, word):
 def check_length(ids, limit):
     """The encoder has a position embedding for `limit` tokens, [CLS] and [SEP] included."""
     if len(ids) > limit:
-        raise InputError(f"the sentence is {len(ids)} tokens long, [CLS] and [SEP] included; {MODEL} takes at most "
-                         f"{limit} (its table of positions); shorten it")
+        raise InputError(f"the sentence is {len(ids)} tokens long ([CLS] and [SEP] included); {MODEL} reads at most "
+                         f"{limit} (max_position_embeddings in its config.json); shorten it")
 
 
 def reference_attentions(ids, directory):
@@ -68,7 +81,6 @@ def reference_attentions(ids, directory):
     from reference.cases.cases_pretrained import load_model
 
     cfg, params = load_model({MODEL: str(directory)}, MODEL)
-    check_length(ids, cfg["max_position_embeddings"])
     ids = np.asarray([ids], dtype=np.int64)
     _, cache = bert_forward(ids, None, None, params, cfg)
     return cache["attentions"][:, 0], cache["hidden_states"][:, 0]
@@ -82,7 +94,7 @@ def port_attentions(ids, directory, root, timeout=600.0):
     spec = {"id": "inspect", "kind": "pretrained", "op": "bert_encoder", "seed": 0,
             "config": {"model": MODEL, "input_ids": [ids], "attention_mask": [[1] * len(ids)],
                        "token_type_ids": [[0] * len(ids)]}}
-    with tempfile.TemporaryDirectory(prefix="verify-inspect-") as work:
+    with lifecycle.temp_dir("verify-inspect-") as work:
         run = engines.run(engines.port_engine(root), [spec], Path(work), timeout, extra={"assets": {MODEL: str(directory)}})
         status = run.statuses.get("inspect", {})
         if not status.get("ok"):
@@ -183,6 +195,7 @@ def run(args, out, root=None):
         raise InputError(models.missing_reason(MODEL, lookup=lookup))
     directory = lookup.directory
     ids, tokens = tokenize(args.sentence, directory)
+    check_length(ids, max_tokens(directory))  # before the model is read
     attentions, _ = reference_attentions(ids, directory)  # (L, H, T, T)
     L, H = attentions.shape[:2]
     if args.layer is not None and not (0 <= args.layer < L and 0 <= args.head < H):

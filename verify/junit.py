@@ -5,6 +5,7 @@ failing case carrying the terminal explanation; unused goldens are one more fail
 import xml.etree.ElementTree as ET
 
 from .report import Style, explanation
+from .text import clean_data
 
 
 class _Plain(Style):
@@ -22,6 +23,7 @@ def _headline(case, tol):
 
 
 def dumps(report):
+    report = clean_data(report)  # no control character from an engine, a case or a golden: the XML always parses
     suite = report["suite"]
     cases = report["cases"]
     unused = report.get("unused_goldens") or []

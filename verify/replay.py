@@ -74,10 +74,12 @@ def run_port(port_engine, cases, reference_dir, work, timeout):
     return engines_mod.run(port_engine, [c.spec for c in cases], Path(work) / "port-replay", timeout, {"replay": request})
 
 
-def _state(path):
+def _state(path, case):
     try:
-        return decode_tensors(read(path))
-    except DocumentError as exc:
+        doc = read(path)
+        different = case_difference(case.spec, doc.get("case") if isinstance(doc, dict) else None)
+        return f"{path.name} echoes a different case: {different}" if different else decode_tensors(doc)
+    except (DocumentError, KeyError, TypeError) as exc:
         return str(exc)
 
 
@@ -97,7 +99,7 @@ def _segments(case, reference_dir, replay_run, status, tol):
             continue
         ref_path = Path(reference_dir) / f"{case.id}.states" / f"step_{t1}.json"
         port_path = replay_run.out_dir / f"{case.id}.replay" / f"step_{t1}.json"
-        ref, port = _state(ref_path), _state(port_path)
+        ref, port = _state(ref_path, case), _state(port_path, case)
         if isinstance(ref, str) or isinstance(port, str):
             entry["error"] = f"cannot read the state of step {t1}: {ref if isinstance(ref, str) else port}"
             continue

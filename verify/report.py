@@ -8,6 +8,7 @@ import os
 
 from . import advice, ops
 from .axes import label
+from .text import clean_data
 
 NON_FINITE_TEXT = {"NaN", "Infinity", "-Infinity"}
 
@@ -258,6 +259,7 @@ def decode_lines(case, style):
 def case_lines(case, style, tol):
     """What the terminal says about one case as soon as its verdict is known: its line and what it
     showed beyond the tensors (the failure details come in the closing section, failure_lines)."""
+    case = clean_data(case)  # engine text never reaches the terminal raw
     return [case_line(case, style)] + expectation_lines(case, style)
 
 
@@ -319,6 +321,7 @@ def closing_lines(report, style, timings=False, written=()):
     """What follows the cases: the failing ones explained, primitives first (leaf to root, by the
     ops' declared uses), where to start, a short summary (one line per failing case), unused goldens,
     timings, the rule, bit identity, and last `N passed, M failed`."""
+    report = clean_data(report)  # engine text, ids, paths: no control character reaches the terminal
     lines = []
     tol = report["tolerance"]
     decl = ops.declarations(report.get("suite", "attention"))
@@ -385,7 +388,7 @@ def jsonable(value):
 def dumps(report):
     """The JSON report: top-level keys one per line, each case on one compact line (the heatmaps and
     curves make an indented file several times larger), non-finite numbers as strings."""
-    doc = jsonable(report)
+    doc = jsonable(clean_data(report))
     compact = dict(separators=(",", ":"), allow_nan=False)
     lines = []
     for key, value in doc.items():

@@ -4,12 +4,12 @@ has replayed it, giving the report (a plain dict, the shape of golden/schemas/re
 before non-finite numbers are turned into strings). `verify attention`, `verify regen` and
 `verify faults` all run this; `verify show` decides a saved report with verify/verdict.py."""
 
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import assets
+from . import lifecycle
 from . import goldens
 from . import replay as replay_mod
 from . import schedule
@@ -84,7 +84,7 @@ def run(ctx, selected, all_ids, engines, policy, check_unused, jobs=2, progress=
                        for c in selected if c.id in not_run}
     for entry in not_run_entries.values():
         tell(entry)
-    with tempfile.TemporaryDirectory(prefix="verify-") as work:
+    with lifecycle.temp_dir("verify-") as work:  # named after this runner: a dead run's is reaped
         sched = schedule.Scheduler(engines, specs, work, ctx.timeout, jobs=jobs, extra=extra, replays=replays,
                                    costs=costs, progress=progress)
         live = {n: sched.live[n] for n in roles}

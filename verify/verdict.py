@@ -28,7 +28,7 @@ from pathlib import Path
 
 from . import assets, goldens, views
 from .compare import DEFAULT_TOL, compare_named
-from .documents import DocumentError, case_difference, decode_tensors, parse_bytes
+from .documents import DocumentError, case_difference, decode_tensors, parse_bytes, read_bytes
 from .expectations import case_checks, free_run_names
 
 BIT_IDENTICAL = "bit-identical"
@@ -92,9 +92,11 @@ class Reader:
         if not status["ok"]:
             return Fresh(error=f"{name}: {status.get('error') or 'failed without a message'}")
         try:
-            data = path.read_bytes()
-        except OSError:
-            return Fresh(error=f"{name}: reported ok but wrote no {case.id}.json")
+            data = read_bytes(path)  # a regular file of bounded size; a link to /dev/zero or a pipe is refused unread
+        except DocumentError as exc:
+            if not path.exists():
+                return Fresh(error=f"{name}: reported ok but wrote no {case.id}.json")
+            return Fresh(error=f"{name}: wrote a {case.id}.json the runner does not read: {exc}")
         try:
             doc = parse_bytes(data)  # the bytes just read: each document is read and parsed once
             self.schemas.check("golden", doc)

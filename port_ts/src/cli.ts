@@ -12,6 +12,7 @@ import { createHash } from "node:crypto";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
+import { Worker } from "node:worker_threads";
 import { runCaseWithStates, type CaseSpec } from "./cases/cases.ts";
 import { splitDocuments, type Assets } from "./cases/casesPretrained.ts";
 import { evaluateState, replaySegment } from "./cases/casesTraining.ts";
@@ -69,7 +70,32 @@ function modelFiles(dirs: Record<string, unknown>): Assets {
   return assets;
 }
 
+/** Stop when the runner that started this engine is gone, however it died (SIGKILL leaves it no
+ *  way to stop its engines): a worker thread (the cases run on the main thread without yielding to
+ *  its event loop) watches the parent pid and the runner named by VERIFY_RUN_OWNER
+ *  ("<pid>-<start ticks>", twin: reference/__main__.py _alive), which also holds when the runner
+ *  died before this engine got going or through a wrapper between them (docs/protocol.md). */
+function exitWithParent(): void {
+  const watcher = new Worker(`const { workerData } = require("node:worker_threads");
+const { existsSync, readFileSync } = require("node:fs");
+const [pid, ticks] = /^\\d+-\\d+$/.test(workerData.owner) ? workerData.owner.split("-").map(Number) : [0, 0];
+const proc = existsSync("/proc/self/stat");
+function ownerAlive() {
+  if (pid === 0) return true;
+  if (!proc) { try { process.kill(pid, 0); return true; } catch (e) { return e.code !== "ESRCH"; } }
+  let fields;
+  try { const s = readFileSync("/proc/" + pid + "/stat", "latin1"); fields = s.slice(s.lastIndexOf(")") + 2).split(" "); }
+  catch { return false; }
+  return fields[0] !== "Z" && (ticks === 0 || fields[19] === String(ticks));
+}
+function check() { if (process.ppid !== workerData.parent || !ownerAlive()) process.kill(process.pid, "SIGKILL"); }
+check();
+setInterval(check, 250);`, { eval: true, workerData: { parent: process.ppid, owner: process.env.VERIFY_RUN_OWNER ?? "" } });
+  watcher.unref();
+}
+
 function run(): number {
+  exitWithParent();
   let request: { out_dir: string; cases: CaseSpec[]; replay?: Record<string, ReplayEntry>; assets?: Record<string, unknown> };
   try {
     request = JSON.parse(readFileSync(0, "utf8"));

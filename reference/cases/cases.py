@@ -7,7 +7,7 @@ out_dir/<id>.states/step_<t>.json, each with the case echoed into it. A pretrain
 (cases_pretrained) also takes the request's assets {model name: directory}."""
 
 from . import cases_attention, cases_faults, cases_gradcheck, cases_layers, cases_lesson, cases_models, cases_pretrained, cases_training
-from ..core.case_config import CaseError
+from ..core.case_config import CaseError, check_numbers
 from ..core.golden import case_document
 from ..core.rng import Generator
 
@@ -28,6 +28,7 @@ def run_case_with_states(case, assets=None):
     if builder is None:
         raise CaseError(f"unknown op {case.get('op')!r}; this engine knows {sorted(BUILDERS)}")
     extra = (assets or {},) if case.get("op") in cases_pretrained.BUILDERS else ()
+    check_numbers(case.get("config", {}))
     result = builder(case.get("config", {}), Generator(case["seed"]), *extra)
     inputs, outputs = result[0], result[1]
     digests, states = (result[2], result[3]) if len(result) == 4 else (None, {})

@@ -1,5 +1,8 @@
 """Reading a case's configuration, with errors that say what is wrong (twin: caseConfig.ts)."""
 
+import json
+import math
+
 import numpy as np
 
 
@@ -7,10 +10,43 @@ class CaseError(ValueError):
     """A case's configuration is malformed; the message says what was expected and found."""
 
 
+def shown(value):
+    """A config value as both engines write it in a message: compact JSON, the non-finite numbers
+    as Infinity, -Infinity, NaN (twin: caseConfig.ts shown)."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=True)
+
+
+def _is_number(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def check_numbers(config):
+    """Every number anywhere in a config is finite (JSON's 1e400 reads as Infinity in both
+    engines); the same rule and message as caseConfig.ts checkNumbers."""
+    if not isinstance(config, dict):
+        raise CaseError(f"config must be an object, got {shown(config)}")
+    for key, value in config.items():
+        stack = [(value, key)]
+        while stack:
+            item, where = stack.pop()
+            if isinstance(item, float) and not math.isfinite(item):
+                if where == key:
+                    raise CaseError(f"config '{key}' must be a finite number, got {shown(item)}")
+                raise CaseError(f"config '{key}' must hold finite numbers, got {shown(item)} at {where}")
+            if isinstance(item, list):
+                stack += [(v, f"{where}[{i}]") for i, v in reversed(list(enumerate(item)))]
+            elif isinstance(item, dict):
+                stack += [(v, f"{where}.{k}") for k, v in reversed(list(item.items()))]
+
+
 def get(config, key, default=...):
-    """config[key], or default when given; a missing required key is a CaseError."""
+    """config[key], or default when given; a missing required key is a CaseError. With a number
+    as the default, a value given must be a finite number too ("NaN" or true is not one)."""
     if key in config:
-        return config[key]
+        value = config[key]
+        if _is_number(default) and not (_is_number(value) and math.isfinite(value)):
+            raise CaseError(f"config '{key}' must be a finite number, got {shown(value)}")
+        return value
     if default is ...:
         raise CaseError(f"config needs {key!r}; found keys {sorted(config)}")
     return default

@@ -7,7 +7,7 @@
 // (casesPretrained.ts) also takes the request's assets, each a ModelFiles (file name -> bytes).
 
 import { Generator } from "../core/rng.ts";
-import { CaseError, type Config } from "../core/caseConfig.ts";
+import { CaseError, checkNumbers, type Config } from "../core/caseConfig.ts";
 import { caseDocument, type Json } from "../core/golden.ts";
 import { type Builder, BUILDERS as attention } from "./casesAttention.ts";
 import { BUILDERS as layers } from "./casesLayers.ts";
@@ -41,6 +41,7 @@ export function runCaseWithStates(spec: CaseSpec, assets?: Assets): { doc: { [ke
     throw new CaseError(`unknown op '${spec.op}'; this engine knows [${Object.keys(BUILDERS).sort().join(", ")}]`);
   }
   const rng = new Generator(spec.seed);
+  checkNumbers(spec.config ?? {});
   const result = (Object.hasOwn(pretrained, spec.op) ? pretrained[spec.op](spec.config ?? {}, rng, assets ?? {})
     : builder(spec.config ?? {}, rng)) as Partial<TrainingResult> & ReturnType<Builder>;
   const doc = caseDocument(spec as unknown as Json, result.inputs, result.outputs, result.digests);

@@ -7,8 +7,47 @@ export type Config = { [key: string]: unknown };
 /** A case's configuration is malformed; the message says what was expected and found. */
 export class CaseError extends Error {}
 
+/** A config value as both engines write it in a message: compact JSON, the non-finite numbers as
+ *  Infinity, -Infinity, NaN (twin: case_config.py shown). */
+export function shown(value: unknown): string {
+  const text = JSON.stringify(value, (_key, v: unknown) => (typeof v === "number" && !Number.isFinite(v) ? `\u0000${v}\u0000` : v));
+  return text === undefined ? "null" : text.replace(/"\\u0000(-?Infinity|NaN)\\u0000"/g, "$1");
+}
+
+/** Every number anywhere in a config is finite (JSON's 1e400 reads as Infinity in both engines);
+ *  the same rule and message as case_config.py check_numbers. */
+export function checkNumbers(config: unknown): void {
+  if (typeof config !== "object" || config === null || Array.isArray(config)) {
+    throw new CaseError(`config must be an object, got ${shown(config)}`);
+  }
+  for (const [key, value] of Object.entries(config)) {
+    const stack: [unknown, string][] = [[value, key]];
+    while (stack.length > 0) {
+      const [item, where] = stack.pop()!;
+      if (typeof item === "number" && !Number.isFinite(item)) {
+        if (where === key) throw new CaseError(`config '${key}' must be a finite number, got ${shown(item)}`);
+        throw new CaseError(`config '${key}' must hold finite numbers, got ${shown(item)} at ${where}`);
+      }
+      if (Array.isArray(item)) {
+        for (let i = item.length - 1; i >= 0; i--) stack.push([item[i], `${where}[${i}]`]);
+      } else if (typeof item === "object" && item !== null) {
+        const entries = Object.entries(item);
+        for (let i = entries.length - 1; i >= 0; i--) stack.push([entries[i][1], `${where}.${entries[i][0]}`]);
+      }
+    }
+  }
+}
+
+/** config[key], or `fallback` when given; a missing required key is a CaseError. With a number as
+ *  the fallback, a value given must be a finite number too ("NaN" or true is not one). */
 export function get<T = unknown>(config: Config, key: string, fallback?: T): T {
-  if (key in config) return config[key] as T;
+  if (key in config) {
+    const value = config[key];
+    if (typeof fallback === "number" && !(typeof value === "number" && Number.isFinite(value))) {
+      throw new CaseError(`config '${key}' must be a finite number, got ${shown(value)}`);
+    }
+    return value as T;
+  }
   if (fallback === undefined) {
     throw new CaseError(`config needs '${key}'; found keys [${Object.keys(config).sort().join(", ")}]`);
   }

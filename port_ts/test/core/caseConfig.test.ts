@@ -22,7 +22,9 @@ function rejects(spec: CaseSpec, pattern: RegExp): void {
 }
 
 // One small, valid config per op, shared with the reference's twin test (tests/test_case_config.py).
-const BASE = (JSON.parse(readFileSync(join(import.meta.dirname, "..", "small-configs.json"), "utf8")) as { cases: CaseSpec[] }).cases;
+interface BadNumber { op: string; set: { [key: string]: unknown }; error: string }
+const SHARED = JSON.parse(readFileSync(join(import.meta.dirname, "..", "small-configs.json"), "utf8")) as { cases: CaseSpec[]; bad_numbers: BadNumber[] };
+const BASE = SHARED.cases;
 
 const isCount = (v: unknown) => typeof v === "number" && Number.isInteger(v) && v >= 1;
 const FLOAT_KEYS = new Set(["lr", "clip"]); // numbers that may happen to be whole (clip 1.0)
@@ -92,3 +94,14 @@ test("case-specific checks say what is allowed", () => {
   rejects({ id: "t", kind: "forward", op: "sinusoidal_table", seed: 1, config: { max_len: 50, d: 16, rows: [0, 50] } }, /config 'rows' must list positions in \[0, 50\), got \[0,50\]/);
   rejects({ id: "t", kind: "forward", op: "score_scaling", seed: 1, config: { dims: [4, 0], n: 10 } }, /config 'dims' must be a list of positive integers, got \[4,0\]/);
 });
+
+for (const bad of SHARED.bad_numbers) {
+  test(`${bad.op}: ${JSON.stringify(Object.keys(bad.set))} not a finite number is refused as in the reference`, () => {
+    const base = BASE.find((b) => b.op === bad.op)!;
+    assert.throws(() => runCase({ ...base, config: { ...base.config, ...bad.set } }), (err: unknown) => {
+      assert.ok(err instanceof CaseError, `expected a CaseError, got ${String(err)}`);
+      assert.equal((err as Error).message, bad.error);
+      return true;
+    });
+  });
+}

@@ -1,0 +1,119 @@
+"""Control characters and ANSI escapes from an engine (status errors, stderr, ids, messages) reach
+no output raw (issue 15, item 5): verify/text.py's clean() escapes them, and every renderer
+(terminal, JSON, HTML, JUnit XML) applies it to the whole report, so the JUnit XML always parses,
+the terminal receives no escape sequence, the HTML gets no markup from data."""
+
+import json
+import sys
+import textwrap
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from report_samples import sample_report
+from test_runner import cases_dir, goldens, run_verify, schemas, session_goldens  # noqa: F401 (fixtures)
+from verify import html, junit
+from verify.report import Style, dumps, render
+from verify.text import clean, clean_data, is_clean
+
+HOSTILE = "A\x01B\x1b[31mred\x1b[0m\x00\x07\x08\x7f\x85\ud800\ufffe\u202eevil\u202c</failure>]]><script>alert(1)</script>\nline 2\r\t"
+
+
+class Plain(Style):
+    def __init__(self):
+        self.on = False
+
+
+def unsafe(text):
+    return [c for c in text if ord(c) < 0x20 and c != "\n" or 0x7f <= ord(c) <= 0x9f or 0xd800 <= ord(c) <= 0xdfff
+            or c in "\ufffe\uffff\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c"]
+
+
+def test_clean_escapes_what_acts_and_keeps_what_reads():
+    assert clean("plain, é, →, 中, \\ stays") == "plain, é, →, 中, \\ stays"
+    assert clean("\x1b[31mred\x1b[0m") == "\\x1b[31mred\\x1b[0m"
+    assert clean("a\nb\tc\rd") == "a\\x0ab\\x09c\\x0dd"
+    assert clean("a\nb\r", keep_newlines=True) == "a\nb\\x0d"
+    assert clean("\ud800\ufffe\u202e\x85\x7f\x00") == "\\ud800\\ufffe\\u202e\\x85\\x7f\\x00"
+    assert not unsafe(clean(HOSTILE)) and is_clean(clean(HOSTILE))
+    assert clean(clean(HOSTILE)) == clean(HOSTILE)  # idempotent: a saved report shows as it ran
+    report = sample_report(HOSTILE)
+    assert clean_data(clean_data(report)) == clean_data(report)
+    plain = sample_report("nothing to escape")
+    assert clean_data(plain) is plain  # a clean report is not copied
+
+
+def test_the_sample_report_is_a_report(schemas):  # noqa: F811
+    schemas.check("report", json.loads(dumps(sample_report(HOSTILE))))
+
+
+def test_every_renderer_escapes_engine_text():
+    report = sample_report(HOSTILE)
+    lines = render(report, Plain())
+    assert not [l for l in lines if unsafe(l) or "\n" in l]
+    assert any("\\x1b[31mred" in l for l in lines)  # shown, escaped, not dropped
+    "\n".join(lines).encode("utf-8")  # a lone surrogate could not be written
+    xml = junit.dumps(report)
+    root = ET.fromstring(xml.encode("utf-8"))  # parses: no control character in XML
+    failure = root.find("./testsuite/testcase/failure")
+    assert "\\x01B\\x1b[31mred" in failure.get("message")
+    assert not unsafe(xml.replace("\n", ""))
+    page = html.dumps(report)
+    page.encode("utf-8")
+    assert "<script>alert" not in page and page.count("<script") == 2  # the data and the page's own script
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert not unsafe(page.replace("\n", ""))
+    text = dumps(report)
+    text.encode("utf-8")
+    doc = json.loads(text, parse_constant=lambda c: pytest.fail(f"bare {c} in the JSON report"))
+    assert doc["cases"][0]["errors"][0] == clean(HOSTILE)
+
+
+def test_a_coloured_terminal_gets_only_the_runners_own_escapes():
+    class Colour(Style):
+        def __init__(self):
+            self.on = True
+    lines = render(sample_report(HOSTILE), Colour())
+    own = ("\x1b[32m", "\x1b[31;1m", "\x1b[2m", "\x1b[0m")
+    for line in lines:
+        for code in own:
+            line = line.replace(code, "")
+        assert not unsafe(line), line
+
+
+ANSI_PORT = textwrap.dedent(r'''
+    import json, sys
+    request = json.load(sys.stdin)
+    mode = sys.argv[1]
+    if mode == "stderr":
+        sys.stderr.write("\x1b[31mError: \x01boom\x1b[0m\n")
+        sys.exit(4)
+    for case in request["cases"]:
+        print(json.dumps({"id": case["id"], "ok": False, "error": "\x1b[31mred\x1b[0m \x01 \x00 \u202e", "seconds": 0}))
+''')
+
+
+@pytest.fixture
+def ansi_port(tmp_path):
+    script = tmp_path / "ansi_port.py"
+    script.write_text(ANSI_PORT)
+    return lambda mode: f"{sys.executable} {script} {mode}"
+
+
+def test_an_ansi_status_error_reaches_the_terminal_and_junit_escaped(repo_root, cases_dir, goldens, ansi_port,  # noqa: F811
+                                                                     tmp_path):
+    xml = tmp_path / "junit.xml"
+    proc = run_verify(repo_root, "attention", "--cases-dir", cases_dir, "--golden-dir", goldens, "--case", "lens_1d",
+                      "--port-cmd", ansi_port("status"), "--junit", xml, "--html", tmp_path / "r.html")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert not unsafe(proc.stdout.replace("\n", "")) and "\\x1b[31mred\\x1b[0m \\x01 \\x00 \\u202e" in proc.stdout
+    root = ET.parse(xml).getroot()
+    assert "\\x1b[31mred" in root.find("./testsuite/testcase/failure").get("message")
+
+
+def test_an_ansi_stderr_reaches_the_one_line_error_escaped(repo_root, cases_dir, goldens, ansi_port):  # noqa: F811
+    proc = run_verify(repo_root, "attention", "--cases-dir", cases_dir, "--golden-dir", goldens, "--case", "lens_1d",
+                      "--port-cmd", ansi_port("stderr"))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "exited with code 4" in proc.stderr and "\\x1b[31mError: \\x01boom\\x1b[0m" in proc.stderr
+    assert not unsafe(proc.stderr.replace("\n", ""))
