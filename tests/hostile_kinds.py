@@ -194,7 +194,7 @@ kind(C, "config-string", "config a string", 2, "at cases[0].config", _cat(_case(
 kind(C, "config-null", "config null", 2, "at cases[0].config", _cat(_case(config=None)))
 kind(C, "description-number", "a description that is a number", 2, "at cases[0].description", _cat(_case(description=3)))
 kind(C, "expect-unknown", "an unknown expect key", 2, "at cases[0].expect", _cat(_case(expect={"colour": 1})))
-kind(C, "may-drift-string", "expect.may_drift a string", 2, "at cases[0].expect.may_drift", _cat(_case(expect={"may_drift": "loss"})))
+kind(C, "bitwise-digests-string", "expect.bitwise_digests a string", 2, "at cases[0].expect.bitwise_digests", _cat(_case(expect={"bitwise_digests": "state"})))
 kind(C, "at-least-string", "a quality bar that is a string", 2, "at cases[0].expect.at_least.out",
      _cat(_case(expect={"at_least": {"out": "high"}})))
 kind(C, "segments-triple", "a replay segment of three steps", 2, "at cases[0].expect.replay_segments[0]",

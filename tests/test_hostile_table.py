@@ -168,7 +168,7 @@ def scripted(tmp_path, session_goldens, monkeypatch):  # noqa: F811
         for name, body in (("port", port_body), ("reference", reference_body)):
             bodies[name] = tmp_path / f"{name}.body"
             bodies[name].write_text(body)
-        monkeypatch.setattr(engines, "reference_engine", lambda root: engines.Engine(
+        monkeypatch.setattr(engines, "reference_engine", lambda root, reference_cmd=None: engines.Engine(
             "reference", [sys.executable, str(script), str(session_goldens / "reference"), str(bodies["reference"])],
             Path(root)))
         if port_body.startswith("@"):

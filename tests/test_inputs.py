@@ -77,10 +77,10 @@ def test_a_training_states_echoed_case_is_checked(tmp_path):
     class Run:
         statuses = {"t": {"id": "t", "ok": True}}
         out_dir = tmp_path / "rep"
-    [entry] = replay.compare(case, tmp_path / "ref", Run(), 1e-6)
+    [entry] = replay.compare(case, None, tmp_path / "ref", Run(), 1e-6, None)["segments"]
     assert not entry["passed"] and "step_1.json echoes a different case: case.seed is 5" in entry["error"]
     (tmp_path / "rep" / "t.replay" / "step_1.json").write_text(json.dumps(state))
-    [entry] = replay.compare(case, tmp_path / "ref", Run(), 1e-6)
+    [entry] = replay.compare(case, None, tmp_path / "ref", Run(), 1e-6, None)["segments"]
     assert entry["passed"] and entry["bit_identical"]
 
 
