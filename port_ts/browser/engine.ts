@@ -102,6 +102,7 @@ async function run(name: BrowserName, flagKernel: string | undefined): Promise<n
 
   const served = await serve({
     dirs,
+    onCodeError: (message) => finish({ fatal: `the page cannot load the port: ${message}` }),
     json: { request: { cases: request.cases, kernel, replay, assets } },
     posts: {
       started: () => { started = true; return { status: 204 }; },

@@ -41,6 +41,9 @@ export interface ServeOptions {
   dirs?: Record<string, string>; // name -> directory: <session>/<name>/<file> for its files
   json?: Record<string, unknown>; // name -> value: <session>/<name>.json
   posts?: Record<string, PostHandler>; // name -> handler: POST <session>/<name>[/<rest>]
+  /** A file of the port's own trees that cannot be served (missing, or its types not strippable):
+   *  the page cannot run, and not every browser says so (Firefox's module worker fails silently). */
+  onCodeError?: (message: string) => void;
 }
 
 export interface Served {
@@ -63,16 +66,21 @@ function extension(path: string): string {
   return dot > path.lastIndexOf("/") ? path.slice(dot) : "";
 }
 
-function sendFile(res: ServerResponse, root: string, parts: string[]): void {
+/** Serve root/parts...; a refusal also goes to onError when given (the port's own trees). */
+function sendFile(res: ServerResponse, root: string, parts: string[], onError?: (message: string) => void): void {
   const path = resolve(root, ...parts);
-  if (!path.startsWith(root + sep)) return refuse(res, 404, "not served");
+  const fail = (status: number, text: string) => {
+    onError?.(text);
+    refuse(res, status, text);
+  };
+  if (!path.startsWith(root + sep)) return fail(404, `not served: ${path}`);
   let mtime: number;
   try {
     const st = statSync(path);
-    if (!st.isFile()) return refuse(res, 404, `not a file: ${path}`);
+    if (!st.isFile()) return fail(404, `not a file: ${path}`);
     mtime = st.mtimeMs;
   } catch (err) {
-    return refuse(res, 404, (err as Error).message); // as readFileSync says it: ENOENT ... '<path>'
+    return fail(404, (err as Error).message); // as readFileSync says it: ENOENT ... '<path>'
   }
   const ext = extension(path);
   let body: Buffer | string;
@@ -82,7 +90,7 @@ function sendFile(res: ServerResponse, root: string, parts: string[]): void {
       try {
         hit = { mtime, text: stripTypeScriptTypes(readFileSync(path, "utf8")) };
       } catch (err) {
-        return refuse(res, 500, `cannot strip the types of ${path}: ${(err as Error).message}`);
+        return fail(500, `cannot strip the types of ${path}: ${(err as Error).message.split("\n")[0]}`);
       }
       stripped.set(path, hit);
     }
@@ -127,7 +135,7 @@ export function serve(options: ServeOptions = {}): Promise<Served> {
     if (req.method === "GET") {
       for (const [prefix, root] of Object.entries(TREES)) {
         const p = prefix.split("/");
-        if (path.length > p.length && p.every((s, i) => path[i] === s)) return sendFile(res, root, path.slice(p.length));
+        if (path.length > p.length && p.every((s, i) => path[i] === s)) return sendFile(res, root, path.slice(p.length), options.onCodeError);
       }
       if (path.length === 2 && Object.hasOwn(dirs, path[0])) return sendFile(res, dirs[path[0]], [path[1]]);
       if (path.length === 1 && path[0].endsWith(".json") && Object.hasOwn(json, path[0].slice(0, -5))) {
