@@ -9,13 +9,14 @@ The first engine is the baseline (default `node`, port_ts/src/cli.ts). Named eng
 node-js, node-wasm (cli.ts with --kernel), chromium, firefox, webkit (port_ts/browser/engine.ts),
 and chromium-js etc. (a browser with --kernel js); NAME=COMMAND names any other command.
 
-One request per engine: every selected case, the training cases with the reference's states
-replayed segment by segment (the reference runs once, first, for those states), the pretrained
-cases with the model's directory when it is installed. For each engine: its wall time (one
-process, start to exit), the reversal run's seconds per step (its status line), and, against the
-baseline, how many cases wrote byte-identical files (every file of the case: the golden, the
-full pretrained document, each training state, each replayed state); for a file that differs,
-the tensor, its greatest ULP distance and where. Exit 0 when every engine matches the baseline
+Two requests per engine, as `verify attention` sends them: every selected case (the pretrained
+ones with the model's directory when it is installed), then the training cases' replay, every
+segment from the reference's states (the reference runs once, first, for those states). For
+each engine: its wall time (both processes, start to exit), the reversal run's seconds per step
+(its status line's seconds over its steps), and, against the baseline, how many cases wrote
+byte-identical files (every file of the case: the golden, the full pretrained document, each
+training state, each replayed state); for a file that differs, the tensor, its greatest ULP
+distance and where. Exit 0 when every engine matches the baseline
 on every case, 1 when one differs, 2 on a usage error or an engine that cannot run. It writes
 the account to --json when asked. Wall times on a loaded machine are indicative only.
 """
@@ -58,15 +59,17 @@ def engine_argv(spec, node):
     raise InputError(f"--engine {spec}: not one of node, {', '.join(BROWSERS)} (each may end in -js or -wasm), nor NAME=COMMAND")
 
 
-def files_of(out_dir, case_id):
-    """The files a case wrote, relative to out_dir, sorted."""
-    out_dir = Path(out_dir)
-    found = [p for p in (out_dir / f"{case_id}.json", out_dir / f"{case_id}.full.json") if p.is_file()]
-    for sub in ("states", "replay"):
-        d = out_dir / f"{case_id}.{sub}"
-        if d.is_dir():
-            found += sorted(d.glob("step_*.json"))
-    return sorted(str(p.relative_to(out_dir)) for p in found)
+def files_of(root, case_id):
+    """The files a case wrote under root (its main and replay out_dirs), relative to root, sorted."""
+    root = Path(root)
+    found = []
+    for out_dir in (root / "main", root / "replay"):
+        found += [p for p in (out_dir / f"{case_id}.json", out_dir / f"{case_id}.full.json") if p.is_file()]
+        for sub in ("states", "replay"):
+            d = out_dir / f"{case_id}.{sub}"
+            if d.is_dir():
+                found += sorted(d.glob("step_*.json"))
+    return sorted(str(p.relative_to(root)) for p in found)
 
 
 def tensor_differences(a_path, b_path):
@@ -84,16 +87,17 @@ def tensor_differences(a_path, b_path):
                 out.append((f"{role}.{name} only in one", None, None))
                 continue
             x, y = ta[name].values, tb[name].values
-            if x.shape != y.shape:
-                out.append((f"{role}.{name} shape {x.shape} vs {y.shape}", None, None))
+            if x.shape != y.shape or ta[name].dtype != tb[name].dtype:
+                out.append((f"{role}.{name} {ta[name].dtype} {x.shape} vs {tb[name].dtype} {y.shape}", None, None))
                 continue
-            if x.dtype.kind == "f":
+            if ta[name].dtype == "float64":
                 d = ulp_distance(x.ravel(), y.ravel())
                 nan_mismatch = (x != x).ravel() != (y != y).ravel()
                 if d.size and (int(d.max()) > 0 or nan_mismatch.any()):
                     out.append((f"{role}.{name}", int(d.max()), int(d.argmax())))
-            elif (x != y).any():
-                out.append((f"{role}.{name}", None, int((x != y).ravel().argmax())))
+            elif (x != y).any():  # integers: how many differ, and the first
+                out.append((f"{role}.{name}: {int((x != y).sum())} of {x.size} integers differ, the first at flat index "
+                            f"{int((x != y).ravel().argmax())}", None, None))
     if not out:
         out.append(("same tensors, other bytes (metadata or layout)", None, None))
     return out
@@ -108,7 +112,7 @@ def compare(base_dir, other_dir, case_ids):
         if fa != fb:
             diffs.append({"file": None, "what": f"files differ: {sorted(set(fa) ^ set(fb))}"})
         for rel in sorted(set(fa) & set(fb)):
-            pa, pb = Path(base_dir) / rel, Path(other_dir) / rel
+            pa, pb = Path(base_dir) / rel, Path(other_dir) / rel  # rel starts with main/ or replay/
             if pa.read_bytes() != pb.read_bytes():
                 for what, ulp, where in tensor_differences(pa, pb):
                     diffs.append({"file": rel, "what": what, "max_ulp": ulp, "index": where})
@@ -155,14 +159,21 @@ def main(argv=None):
                 t0 = time.monotonic()
                 engines.run(engines.reference_engine(ROOT), [c.spec for c in training], work / "reference", args.timeout)
                 print(f"reference: the training cases' states in {time.monotonic() - t0:.1f} s")
-            replay = {c.id: dict(request_entry(c), free_run=True, from_dir=str(work / "reference" / f"{c.id}.states"))
-                      for c in training if request_entry(c)["segments"]}
-            request = dict(extra, **({"replay": replay} if replay else {}))
+            replayed = [c for c in training if request_entry(c)["segments"]]
+            replay = {c.id: dict(request_entry(c), from_dir=str(work / "reference" / f"{c.id}.states")) for c in replayed}
             runs = {}
             for name, argv_ in named:
-                run = engines.run(engines.Engine("port", argv_, ROOT), [c.spec for c in cases], work / name, args.timeout, request)
+                port = engines.Engine("port", argv_, ROOT)
+                run = engines.run(port, [c.spec for c in cases], work / name / "main", args.timeout, extra)
+                wall = run.wall
+                if replayed:
+                    again = engines.run(port, [c.spec for c in replayed], work / name / "replay", args.timeout, {"replay": replay})
+                    wall += again.wall
+                    bad_replays = [cid for cid, s in again.statuses.items() if not s.get("ok")]
+                else:
+                    bad_replays = []
                 runs[name] = run
-                bad = [cid for cid, s in run.statuses.items() if not s.get("ok")]
+                bad = [cid for cid, s in run.statuses.items() if not s.get("ok")] + [f"{cid} (replay)" for cid in bad_replays]
                 browser = next((s.get("browser") for s in run.statuses.values() if s.get("browser")), None)
                 kernels = {"wasm": 0, "js": 0}
                 for s in run.statuses.values():
@@ -171,12 +182,12 @@ def main(argv=None):
                 reversal = next((c for c in cases if c.op == "train_reversal"), None)
                 step = per_step(run.statuses.get(reversal.id), reversal) if reversal else None
                 account["engines"][name] = {
-                    "command": shlex.join(argv_), "wall": run.wall, "failed_cases": bad, "browser": browser,
+                    "command": shlex.join(argv_), "wall": wall, "failed_cases": bad, "browser": browser,
                     "products": kernels, "reversal_seconds_per_step": step,
                     "case_seconds": sum(float(s.get("seconds") or 0) for s in run.statuses.values()),
                 }
                 shown = f" ({browser['name']} {browser['version']})" if browser else ""
-                print(f"{name}{shown}: {len(cases)} cases in {run.wall:.1f} s wall, products wasm {kernels['wasm']} / js {kernels['js']}"
+                print(f"{name}{shown}: {len(cases)} cases in {wall:.1f} s wall, products wasm {kernels['wasm']} / js {kernels['js']}"
                       + (f", reversal {step * 1000:.1f} ms/step" if step else "")
                       + (f"; {len(bad)} cases not ok: {', '.join(bad[:5])}" if bad else ""))
         except InputError as exc:
@@ -185,7 +196,7 @@ def main(argv=None):
         base = named[0][0]
         differs = False
         for name, _ in named[1:]:
-            result = compare(runs[base].out_dir, runs[name].out_dir, [c.id for c in cases])
+            result = compare(work / base, work / name, [c.id for c in cases])
             same = [cid for cid, d in result.items() if d is None]
             account["engines"][name]["identical_to"] = base
             account["engines"][name]["identical"] = len(same)
