@@ -16,7 +16,7 @@
 // killed with SIGKILL (no handler can run) is removed by the next run.
 
 import { spawn, type ChildProcess } from "node:child_process";
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -201,6 +201,7 @@ function newProfile(name: BrowserName): string {
   removeStaleProfiles();
   const dir = mkdtempSync(join(tmpdir(), `${PROFILE_PREFIX}${name}-${process.pid}-`));
   profiles.add(dir);
+  mkdirSync(join(dir, "runtime"), { mode: 0o700 }); // XDG_RUNTIME_DIR must exist, private
   return dir;
 }
 
