@@ -294,6 +294,40 @@ def test_the_browser_never_outlives_the_engine(node, tmp_path, name, how):
 
 
 @pytest.mark.parametrize("name", BROWSERS)
+def test_the_engine_and_its_browser_stop_when_the_runner_is_gone(node, tmp_path, name):
+    """A runner killed with SIGKILL cannot stop its engines (each in a session of its own): the
+    engine watches the process VERIFY_RUN_OWNER names and stops, browser and all."""
+    require(node, name)
+    cases = catalogue()
+    owner = subprocess.Popen(["sleep", "600"])  # stands for the runner
+    try:
+        ticks = Path(f"/proc/{owner.pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+        proc = subprocess.Popen([str(node), str(ENGINE), "--browser", name, "run"], cwd=ROOT, stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                                env=dict(os.environ, VERIFY_RUN_OWNER=f"{owner.pid}-{ticks}"))
+        proc.stdin.write(json.dumps({"protocol": 1, "out_dir": str(tmp_path / "out"),
+                                     "cases": [cases["masked_softmax.no_mask"], cases["train.reversal"]]}))
+        proc.stdin.close()
+        try:
+            assert json.loads(proc.stdout.readline())["ok"]
+            started = _started(proc.pid)
+            owner.kill()
+            owner.wait()
+            proc.wait(timeout=60)
+            assert proc.returncode == 2 and "the runner that started this engine is gone" in proc.stderr.read()
+            deadline = time.monotonic() + 10
+            while any(_alive(p) for p in started) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert not {p: n for p, n in started.items() if _alive(p)} and not _profiles(proc.pid)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+    finally:
+        owner.kill()
+        owner.wait()
+
+
+@pytest.mark.parametrize("name", BROWSERS)
 def test_a_normal_run_leaves_nothing_behind(node, tmp_path, name):
     require(node, name)
     cases = catalogue()

@@ -10,7 +10,7 @@
 // Exit 2, one line on stderr: a malformed request (as cli.ts), a browser that is not installed
 // (with its install command), or a browser that could not run the request at all.
 
-import { mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { parseArgs } from "node:util";
 import { BROWSERS, BrowserMissing, type BrowserName, type OpenBrowser, cleanup, executables, openBrowser } from "./browsers.ts";
@@ -150,6 +150,34 @@ async function run(name: BrowserName, flagKernel: string | undefined): Promise<n
   }
 }
 
+/** Stop, browser and all, when the runner is gone however it died (a SIGKILLed runner cannot
+ *  stop its engines, which run in sessions of their own): every 0.25 s, the parent pid and the
+ *  process VERIFY_RUN_OWNER names ("<pid>-<start time in clock ticks>", /proc/<pid>/stat), as
+ *  cli.ts watches them. The cases run in the browser, so this process's event loop is free. */
+function exitWithRunner(name: string): void {
+  const parent = process.ppid;
+  const owner = process.env.VERIFY_RUN_OWNER ?? "";
+  const [pid, ticks] = /^\d+-\d+$/.test(owner) ? owner.split("-").map(Number) : [0, 0];
+  const ownerAlive = () => {
+    if (pid === 0) return true;
+    if (!existsSync("/proc/self/stat")) {
+      try { process.kill(pid, 0); return true; } catch (err) { return (err as NodeJS.ErrnoException).code !== "ESRCH"; }
+    }
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, "latin1");
+      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+      return fields[0] !== "Z" && (ticks === 0 || fields[19] === String(ticks));
+    } catch { return false; }
+  };
+  setInterval(() => {
+    if (process.ppid !== parent || !ownerAlive()) {
+      process.stderr.write(`port (${name}): the runner that started this engine is gone; stopping\n`);
+      cleanup();
+      process.exit(2);
+    }
+  }, 250).unref();
+}
+
 async function main(argv: string[]): Promise<number> {
   let values: { browser?: string; kernel?: string }, positionals: string[];
   try {
@@ -163,6 +191,7 @@ async function main(argv: string[]): Promise<number> {
     return 2;
   }
   const name = values.browser as BrowserName;
+  exitWithRunner(name);
   try {
     return await run(name, values.kernel);
   } catch (err) {
