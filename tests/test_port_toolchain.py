@@ -34,7 +34,7 @@ def test_node_is_24():
     assert version.startswith("v24."), version
 
 
-@pytest.mark.parametrize("config", ["tsconfig.json", "tsconfig.node.json"])
+@pytest.mark.parametrize("config", ["tsconfig.json", "tsconfig.node.json", "tsconfig.browser.json", "tsconfig.browser-node.json"])
 def test_strict_type_check(tsc, config):
     proc = subprocess.run([_node(), tsc, "-p", config], cwd=PORT, capture_output=True, text=True)
     assert proc.returncode == 0, f"tsc -p {config} failed:\n{proc.stdout}{proc.stderr}"
@@ -64,6 +64,18 @@ def test_core_imports_nothing_from_node():
             with open(os.path.join(PORT, name)) as fh:
                 text = fh.read()
             assert not re.search(r"""from\s+["']node:""", text), f"{name} imports a node: module"
+
+
+def test_the_browser_pages_reach_the_core_through_core_ts_alone():
+    """docs/browsers.md: one module of the pages imports port_ts/src, and none imports Node."""
+    page = os.path.join(PORT, "browser", "page")
+    for name in os.listdir(page):
+        if name.endswith(".ts"):
+            with open(os.path.join(page, name)) as fh:
+                text = fh.read()
+            assert not re.search(r"""from\s+["']node:""", text), f"browser/page/{name} imports a node: module"
+            if name != "core.ts":
+                assert not re.search(r"""from\s+["'][^"']*/src/""", text), f"browser/page/{name} imports the core directly; go through core.ts"
 
 
 def test_port_unit_tests():

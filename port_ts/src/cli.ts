@@ -1,11 +1,14 @@
 // The port's command line (Node only; the numerical core never imports this). The runner speaks
 // to it as to the reference (docs/protocol.md):
-//   node port_ts/src/cli.ts run            request on stdin, one golden file per case, status lines out
+//   node port_ts/src/cli.ts run [--kernel auto|js|wasm]
+//                                          request on stdin, one golden file per case, status lines out
 //                                          (a training case also writes out_dir/<id>.states/step_<t>.json,
 //                                          and the request's "replay" field out_dir/<id>.replay/step_<t1>.json
 //                                          and, for its "evaluate" steps, out_dir/<id>.replay/evaluate_<t>.json;
 //                                          a pretrained case reads the request's "assets" {model: directory}
-//                                          and writes out_dir/<id>.full.json beside its golden view)
+//                                          and writes out_dir/<id>.full.json beside its golden view;
+//                                          the request's "kernel", or --kernel, picks the product kernel,
+//                                          and each status line counts the products each kernel ran)
 //   node port_ts/src/cli.ts rng-hash --seed S --count N --kind uniform|normal
 
 import { createHash } from "node:crypto";
@@ -18,6 +21,7 @@ import { splitDocuments, type Assets } from "./cases/casesPretrained.ts";
 import { evaluateState, replaySegment } from "./cases/casesTraining.ts";
 import { CaseError } from "./core/caseConfig.ts";
 import { caseDocument, dumps, type Json } from "./core/golden.ts";
+import { productEngine } from "./core/ops.ts";
 import type { StateDocument } from "./runs/train.ts";
 import { Generator } from "./core/rng.ts";
 
@@ -94,9 +98,36 @@ setInterval(check, 250);`, { eval: true, workerData: { parent: process.ppid, own
   watcher.unref();
 }
 
-function run(): number {
+const KERNELS = ["auto", "js", "wasm"];
+
+/** docs/protocol.md, Kernel: the request's "kernel" or --kernel (they must agree when both are
+ *  given), "auto" when neither; an error message for anything else, or "wasm" without Wasm SIMD. */
+function kernelOf(fromRequest: unknown, fromFlag: string | undefined): "auto" | "js" | "wasm" | { error: string } {
+  for (const [where, value] of [["the request's 'kernel'", fromRequest], ["--kernel", fromFlag]] as const) {
+    if (value !== undefined && !KERNELS.includes(value as string)) {
+      return { error: `${where} must be one of ${KERNELS.join(", ")}, got ${JSON.stringify(value)}` };
+    }
+  }
+  if (fromRequest !== undefined && fromFlag !== undefined && fromRequest !== fromFlag) {
+    return { error: `the request's 'kernel' is ${JSON.stringify(fromRequest)} but --kernel is ${JSON.stringify(fromFlag)}; give one` };
+  }
+  const kernel = (fromRequest ?? fromFlag ?? "auto") as "auto" | "js" | "wasm";
+  if (kernel === "wasm" && !productEngine.simd) {
+    return { error: "kernel 'wasm' asked for, but this JavaScript engine has no WebAssembly SIMD; ask for 'auto' or 'js'" };
+  }
+  return kernel;
+}
+
+function run(args: string[]): number {
   exitWithParent();
-  let request: { out_dir: string; cases: CaseSpec[]; replay?: Record<string, ReplayEntry>; assets?: Record<string, unknown> };
+  let flag: string | undefined;
+  try {
+    flag = parseArgs({ args, options: { kernel: { type: "string" } } }).values.kernel;
+  } catch (err) {
+    process.stderr.write(`usage: cli.ts run [--kernel ${KERNELS.join("|")}]: ${(err as Error).message}\n`);
+    return 2;
+  }
+  let request: { out_dir: string; cases: CaseSpec[]; replay?: Record<string, ReplayEntry>; assets?: Record<string, unknown>; kernel?: unknown };
   try {
     request = JSON.parse(readFileSync(0, "utf8"));
     if (typeof request.out_dir !== "string" || !Array.isArray(request.cases)) throw new Error("missing fields");
@@ -110,12 +141,20 @@ function run(): number {
     process.stderr.write(`port: the request on stdin must be JSON with 'out_dir' and 'cases': ${(err as Error).message}\n`);
     return 2;
   }
+  const kernel = kernelOf(request.kernel, flag);
+  if (typeof kernel !== "string") {
+    process.stderr.write(`port: ${kernel.error}\n`);
+    return 2;
+  }
+  productEngine.mode = kernel;
   mkdirSync(request.out_dir, { recursive: true });
   const replays = request.replay ?? {};
   const assets = modelFiles(request.assets ?? {});
   for (const spec of request.cases) {
     const start = performance.now();
     const status: Record<string, unknown> = { id: spec.id };
+    productEngine.counts.wasm = 0;
+    productEngine.counts.js = 0;
     try {
       const entry = Object.hasOwn(replays, spec.id) ? replays[spec.id] : undefined;
       if (entry === undefined || entry.free_run !== false) {
@@ -142,6 +181,7 @@ function run(): number {
       if (!(err instanceof CaseError)) status.trace = String(e.stack ?? "").split("\n").slice(0, 5).join("\n");
     }
     status.seconds = (performance.now() - start) / 1000;
+    status.kernel = { ...productEngine.counts };
     process.stdout.write(JSON.stringify(status) + "\n");
   }
   return 0;
@@ -165,9 +205,9 @@ function rngHash(args: string[]): number {
 
 function main(argv: string[]): number {
   const [command, ...rest] = argv;
-  if (command === "run") return run();
+  if (command === "run") return run(rest);
   if (command === "rng-hash") return rngHash(rest);
-  process.stderr.write("usage: cli.ts run | rng-hash --seed S --count N --kind uniform|normal\n");
+  process.stderr.write("usage: cli.ts run [--kernel auto|js|wasm] | rng-hash --seed S --count N --kind uniform|normal\n");
   return 2;
 }
 

@@ -116,10 +116,13 @@ let heap = new Float64Array(0); // a view of the module's memory, renewed when i
 
 /** Which kernel runs the products. "auto": Wasm SIMD when available and the product is large
  * enough to repay the copies (WASM_MIN_WORK multiply-adds), else productKernel; "js" and "wasm"
- * force one (the tests run both on the same shapes). `simd` tells whether the Wasm kernel exists,
- * `moduleBytes` the size of its module. A setting, not a function: the reference has no twin. */
-export const productEngine: { mode: "auto" | "js" | "wasm"; readonly simd: boolean; readonly moduleBytes: number } =
-  { mode: "auto", simd: wasmProduct !== null, moduleBytes: PRODUCT_MODULE.length };
+ * force one (the tests run both on the same shapes; "wasm" falls back to productKernel where
+ * `simd` is false). `simd` tells whether the Wasm kernel exists, `moduleBytes` the size of its
+ * module, `counts` how many products (calls with work) each kernel has run: a host resets it and
+ * reports it, so a fallback is never silent. A setting, not a function: the reference has no twin. */
+export const productEngine: {
+  mode: "auto" | "js" | "wasm"; readonly simd: boolean; readonly moduleBytes: number; readonly counts: { wasm: number; js: number };
+} = { mode: "auto", simd: wasmProduct !== null, moduleBytes: PRODUCT_MODULE.length, counts: { wasm: 0, js: 0 } };
 const WASM_MIN_WORK = 4096;
 
 /** The module's memory as doubles, at least n of them. */
@@ -141,9 +144,11 @@ function products(
   const useWasm = wasmProduct !== null && work > 0 &&
     (productEngine.mode === "wasm" || (productEngine.mode === "auto" && work >= WASM_MIN_WORK));
   if (!useWasm) {
+    if (work > 0) productEngine.counts.js++;
     for (let p = 0; p < batch; p++) productKernel(A, ao + p * aBatch, sam, sak, B, bo + p * bBatch, sbk, sbn, O, p * M * N, M, K, N);
     return;
   }
+  productEngine.counts.wasm++;
   // A: the span the batch reads, copied as it is (its strides unchanged).
   const aSpan = (batch - 1) * aBatch + (M - 1) * sam + (K - 1) * sak + 1;
   const Np = (N + 3) & ~3, nB = bBatch === 0 ? 1 : batch;

@@ -96,6 +96,26 @@ test("the Wasm SIMD kernel is there under Node 24 (else the \"wasm\" runs below 
   assert.ok(productEngine.moduleBytes > 8 && productEngine.moduleBytes < 4096, `${productEngine.moduleBytes} bytes`);
 });
 
+test("productEngine.counts: one count per product with work, for the kernel that ran it", () => {
+  const rand = makeRandom(7);
+  const small = { a: wild(rand, [3, 5]), b: wild(rand, [5, 2]) }; // 30 multiply-adds: "auto" runs it in JavaScript
+  const large = { a: wild(rand, [32, 16]), b: wild(rand, [16, 16]) }; // 8192: "auto" runs it in Wasm
+  const empty = { a: wild(rand, [0, 5]), b: wild(rand, [5, 2]) }; // no work: no kernel runs, nothing counted
+  const run = (mode: "auto" | "js" | "wasm") => {
+    productEngine.mode = mode;
+    productEngine.counts.wasm = 0;
+    productEngine.counts.js = 0;
+    try {
+      for (const { a, b } of [small, large, empty]) matmul(a, b);
+      matmulNT(large.a, transposeLast(large.b));
+      return { ...productEngine.counts };
+    } finally { productEngine.mode = "auto"; }
+  };
+  assert.deepEqual(run("auto"), { wasm: 2, js: 1 });
+  assert.deepEqual(run("js"), { wasm: 0, js: 3 });
+  assert.deepEqual(run("wasm"), { wasm: 3, js: 0 });
+});
+
 for (const mode of ["js", "wasm"] as const) {
   const modeTest = (name: string, body: () => void) => test(`[${mode}] ${name}`, () => {
     productEngine.mode = mode;

@@ -1,0 +1,369 @@
+// Real browsers for the browser engines and the lab check (Node; docs/browsers.md):
+//   chromium  Debian's chromium, over the DevTools protocol      (puppeteer-core)
+//   firefox   Debian's firefox-esr, over WebDriver BiDi          (puppeteer-core)
+//   webkit    Debian's WebKitWebDriver driving WebKitGTK's MiniBrowser on a private Xvfb display,
+//             over classic WebDriver                             (selenium-webdriver)
+// Nothing is downloaded: each browser is the installed one (its path can be overridden with
+// BROWSER_CHROMIUM, BROWSER_FIREFOX, BROWSER_WEBKITWEBDRIVER, BROWSER_MINIBROWSER, BROWSER_XVFB),
+// and a missing one is a BrowserMissing error naming the apt-get command that installs it.
+//
+// Lifetimes. Every process is started in this process's own process group (never detached), so
+// a runner that kills the engine's group (its --timeout) kills the browser with it; and on every
+// way out of this process (a normal end, an error, SIGTERM, SIGINT, SIGHUP) cleanup() kills what
+// is left of the tree of processes this process started, and removes the browser's profile,
+// a fresh temporary directory per browser (HOME and the XDG directories point into it too, so
+// nothing is read from or written to the user's own profile). A profile left behind by a process
+// killed with SIGKILL (no handler can run) is removed by the next run.
+
+import { spawn, type ChildProcess } from "node:child_process";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import {
+  Browser as BrowserKind, CDP_WEBSOCKET_ENDPOINT_REGEX, WEBDRIVER_BIDI_WEBSOCKET_ENDPOINT_REGEX, createProfile, launch,
+} from "@puppeteer/browsers";
+import puppeteer, { type Browser as PuppeteerBrowser, type Page } from "puppeteer-core";
+import webdriver from "selenium-webdriver";
+import { Executor, HttpClient } from "selenium-webdriver/http/index.js";
+
+export const BROWSERS = ["chromium", "firefox", "webkit"] as const;
+export type BrowserName = (typeof BROWSERS)[number];
+
+/** A browser (or what it needs) is not installed: one line, with the command that installs it. */
+export class BrowserMissing extends Error {}
+
+/** An open browser with one page. */
+export interface OpenBrowser {
+  name: BrowserName;
+  version: string; // the browser's own version (WebKitGTK's for webkit)
+  goto(url: string): Promise<void>;
+  /** Replace the value of the input `selector` by typing `text` into it, key by key. */
+  type(selector: string, text: string): Promise<void>;
+  /** The value of a page expression (JSON-serialisable), evaluated in the page. */
+  evaluate<T>(expression: string): Promise<T>;
+  screenshot(path: string): Promise<void>;
+  /** Resolves when the browser goes away by itself (a crash, a kill): what happened. */
+  gone: Promise<string>;
+  close(): Promise<void>;
+}
+
+const INSTALL: Record<BrowserName, string> = {
+  chromium: "apt-get install -y chromium",
+  firefox: "apt-get install -y firefox-esr",
+  webkit: "apt-get install -y webkit2gtk-driver xvfb",
+};
+const PROFILE_PREFIX = "attention-parity-browser-";
+const LAUNCH_TIMEOUT_MS = 60_000;
+const VIEWPORT = { width: 1200, height: 900 }; // the lab page, heat maps side by side
+
+function firstExisting(envName: string, candidates: string[]): string | null {
+  const given = process.env[envName];
+  if (given !== undefined && given !== "") return existsSync(given) ? given : null;
+  return candidates.find((c) => existsSync(c)) ?? null;
+}
+
+function miniBrowserCandidates(): string[] {
+  const found: string[] = [];
+  for (const lib of ["/usr/lib", "/usr/libexec"]) {
+    let entries: string[] = [];
+    try { entries = readdirSync(lib); } catch { continue; }
+    for (const dir of [".", ...entries]) {
+      for (const api of ["webkit2gtk-4.1", "webkit2gtk-4.0", "webkitgtk-6.0"]) found.push(join(lib, dir, api, "MiniBrowser"));
+    }
+  }
+  return found;
+}
+
+/** The executables a browser needs, or BrowserMissing naming what is missing and how to install it. */
+export function executables(name: BrowserName): Record<string, string> {
+  const missing = (what: string, where: string) =>
+    new BrowserMissing(`${name} is not installed (${what} not found${where}): install it with \`${INSTALL[name]}\` (as root; docs/browsers.md)`);
+  if (name === "chromium") {
+    const chromium = firstExisting("BROWSER_CHROMIUM", ["/usr/bin/chromium", "/usr/bin/chromium-browser"]);
+    if (chromium === null) throw missing("chromium", process.env.BROWSER_CHROMIUM ? ` at BROWSER_CHROMIUM=${process.env.BROWSER_CHROMIUM}` : " in /usr/bin");
+    return { chromium };
+  }
+  if (name === "firefox") {
+    const firefox = firstExisting("BROWSER_FIREFOX", ["/usr/bin/firefox-esr", "/usr/bin/firefox"]);
+    if (firefox === null) throw missing("firefox-esr", process.env.BROWSER_FIREFOX ? ` at BROWSER_FIREFOX=${process.env.BROWSER_FIREFOX}` : " in /usr/bin");
+    return { firefox };
+  }
+  const driver = firstExisting("BROWSER_WEBKITWEBDRIVER", ["/usr/bin/WebKitWebDriver"]);
+  if (driver === null) throw missing("WebKitWebDriver", process.env.BROWSER_WEBKITWEBDRIVER ? ` at BROWSER_WEBKITWEBDRIVER=${process.env.BROWSER_WEBKITWEBDRIVER}` : " in /usr/bin");
+  const mini = firstExisting("BROWSER_MINIBROWSER", miniBrowserCandidates());
+  if (mini === null) throw missing("WebKitGTK's MiniBrowser", process.env.BROWSER_MINIBROWSER ? ` at BROWSER_MINIBROWSER=${process.env.BROWSER_MINIBROWSER}` : " under /usr/lib/*/webkit2gtk-4.1");
+  const xvfb = firstExisting("BROWSER_XVFB", ["/usr/bin/Xvfb"]);
+  if (xvfb === null) throw missing("Xvfb, WebKitGTK's display", process.env.BROWSER_XVFB ? ` at BROWSER_XVFB=${process.env.BROWSER_XVFB}` : " in /usr/bin");
+  return { driver, mini, xvfb };
+}
+
+// ---- cleanup: the process tree and the profiles, on every way out ----
+
+const profiles = new Set<string>();
+let handlersInstalled = false;
+
+/** pid -> parent pid of every process, from /proc (Linux). */
+function parents(): Map<number, number> {
+  const map = new Map<number, number>();
+  let entries: string[] = [];
+  try { entries = readdirSync("/proc"); } catch { return map; }
+  for (const e of entries) {
+    if (!/^\d+$/.test(e)) continue;
+    try {
+      const stat = readFileSync(`/proc/${e}/stat`, "utf8");
+      const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
+      map.set(Number(e), ppid);
+    } catch { /* gone meanwhile */ }
+  }
+  return map;
+}
+
+/** Every process started by this one, directly or not (not this one). */
+export function descendants(root = process.pid): number[] {
+  const map = parents();
+  const children = new Map<number, number[]>();
+  for (const [pid, ppid] of map) children.set(ppid, [...(children.get(ppid) ?? []), pid]);
+  const out: number[] = [];
+  const todo = [...(children.get(root) ?? [])];
+  while (todo.length > 0) {
+    const pid = todo.pop()!;
+    out.push(pid);
+    todo.push(...(children.get(pid) ?? []));
+  }
+  return out;
+}
+
+/** Processes whose command line names one of our profiles: the helpers a browser starts as
+ *  daemons outside our tree (Chromium's crash handlers, reparented to init at once). */
+function profileUsers(): number[] {
+  if (profiles.size === 0) return [];
+  const out: number[] = [];
+  let entries: string[] = [];
+  try { entries = readdirSync("/proc"); } catch { return out; }
+  for (const e of entries) {
+    if (!/^\d+$/.test(e) || Number(e) === process.pid) continue;
+    try {
+      const cmdline = readFileSync(`/proc/${e}/cmdline`, "utf8");
+      for (const dir of profiles) if (cmdline.includes(dir)) { out.push(Number(e)); break; }
+    } catch { /* gone meanwhile */ }
+  }
+  return out;
+}
+
+/** Kill every process this one started (SIGKILL: a browser gets no say), and any process that
+ *  uses one of its profiles, and remove the profiles. Synchronous, so it runs in an 'exit'
+ *  handler too. */
+export function cleanup(): void {
+  for (let round = 0; round < 3; round++) { // a process forking while we kill: look again
+    const pids = [...descendants(), ...profileUsers()];
+    if (pids.length === 0) break;
+    for (const pid of pids) {
+      try { process.kill(pid, "SIGKILL"); } catch { /* already gone */ }
+    }
+  }
+  for (const dir of profiles) {
+    try { rmSync(dir, { recursive: true, force: true, maxRetries: 3 }); } catch { /* best effort */ }
+    profiles.delete(dir);
+  }
+}
+
+function installHandlers(): void {
+  if (handlersInstalled) return;
+  handlersInstalled = true;
+  process.on("exit", cleanup);
+  for (const [signal, code] of [["SIGINT", 130], ["SIGTERM", 143], ["SIGHUP", 129]] as const) {
+    process.on(signal, () => {
+      cleanup();
+      process.exit(code);
+    });
+  }
+}
+
+function alive(pid: number): boolean {
+  try { process.kill(pid, 0); return true; } catch (err) { return (err as NodeJS.ErrnoException).code === "EPERM"; }
+}
+
+/** Remove profiles whose process is gone (one killed with SIGKILL leaves its profile behind). */
+function removeStaleProfiles(): void {
+  let entries: string[] = [];
+  try { entries = readdirSync(tmpdir()); } catch { return; }
+  for (const e of entries) {
+    const m = e.startsWith(PROFILE_PREFIX) ? /-(\d+)-[^-]+$/.exec(e) : null;
+    if (m !== null && !alive(Number(m[1]))) {
+      try { rmSync(join(tmpdir(), e), { recursive: true, force: true }); } catch { /* another run's, racing */ }
+    }
+  }
+}
+
+function newProfile(name: BrowserName): string {
+  installHandlers();
+  removeStaleProfiles();
+  const dir = mkdtempSync(join(tmpdir(), `${PROFILE_PREFIX}${name}-${process.pid}-`));
+  profiles.add(dir);
+  mkdirSync(join(dir, "runtime"), { mode: 0o700 }); // XDG_RUNTIME_DIR must exist, private
+  return dir;
+}
+
+/** The environment of a browser: HOME and the XDG directories inside its profile. */
+function privateEnv(profile: string, extra: Record<string, string> = {}): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const [k, v] of Object.entries(process.env)) if (v !== undefined) env[k] = v;
+  return {
+    ...env, HOME: profile, XDG_CONFIG_HOME: join(profile, "config"), XDG_CACHE_HOME: join(profile, "cache"),
+    XDG_DATA_HOME: join(profile, "data"), XDG_RUNTIME_DIR: join(profile, "runtime"), ...extra,
+  };
+}
+
+// ---- chromium and firefox: puppeteer-core ----
+
+// Chromium as root needs --no-sandbox; on a closed network it must not try to reach anything
+// (background networking, component updates, sync, QUIC) or it retries for ever.
+const CHROMIUM_ARGS = [
+  "--no-sandbox", "--disable-background-networking", "--disable-component-update", "--disable-sync",
+  "--no-first-run", "--disable-quic", "--disable-gpu", "--remote-debugging-port=0",
+];
+
+async function openPuppeteer(name: "chromium" | "firefox"): Promise<OpenBrowser> {
+  const exe = executables(name);
+  const profile = newProfile(name);
+  let args: string[];
+  if (name === "chromium") {
+    args = [...await puppeteer.defaultArgs({ browser: "chrome", headless: true, args: CHROMIUM_ARGS }), `--user-data-dir=${join(profile, "chromium")}`];
+  } else {
+    const dir = join(profile, "firefox");
+    // the automation preferences puppeteer itself writes for Firefox (no updates, no telemetry,
+    // no first-run pages, BiDi on), and one process for all content as puppeteer launches it
+    await createProfile(BrowserKind.FIREFOX, { path: dir, preferences: { "fission.webContentIsolationStrategy": 0 } });
+    args = ["--headless", "--no-remote", "--profile", dir, "--remote-debugging-port=0", "about:blank"];
+  }
+  // launch() of @puppeteer/browsers, not puppeteer.launch(): the latter starts the browser in a
+  // process group of its own, which a runner killing the engine's group would miss
+  const proc = launch({
+    executablePath: name === "chromium" ? exe.chromium : exe.firefox, args, detached: false,
+    handleSIGINT: false, handleSIGTERM: false, handleSIGHUP: false, env: privateEnv(profile),
+  });
+  let browser: PuppeteerBrowser;
+  try {
+    const endpoint = await proc.waitForLineOutput(
+      name === "chromium" ? CDP_WEBSOCKET_ENDPOINT_REGEX : WEBDRIVER_BIDI_WEBSOCKET_ENDPOINT_REGEX, LAUNCH_TIMEOUT_MS);
+    browser = name === "chromium"
+      ? await puppeteer.connect({ browserWSEndpoint: endpoint, protocolTimeout: 0, defaultViewport: VIEWPORT })
+      : await puppeteer.connect({ browserWSEndpoint: `${endpoint}/session`, protocol: "webDriverBiDi", protocolTimeout: 0, defaultViewport: VIEWPORT });
+  } catch (err) {
+    await proc.close().catch(() => undefined);
+    throw new Error(`${name} did not start: ${(err as Error).message.split("\n")[0]}`);
+  }
+  const version = (await browser.version()).replace(/^[A-Za-z]+\//, "");
+  const pages = await browser.pages();
+  const page: Page = pages[0] ?? await browser.newPage();
+  const gone = new Promise<string>((res) => {
+    browser.once("disconnected", () => res(`${name} disconnected (it crashed or was killed)`));
+    page.once("error", (err: Error) => res(`${name}'s page crashed: ${err.message}`));
+  });
+  return {
+    name, version, gone,
+    goto: async (url) => { await page.goto(url, { waitUntil: "load", timeout: LAUNCH_TIMEOUT_MS }); },
+    type: async (selector, text) => {
+      await page.click(selector, { count: 3 }); // select what is there, so typing replaces it
+      await page.keyboard.press("Backspace");
+      await page.type(selector, text);
+    },
+    evaluate: async <T>(expression: string) => (await page.evaluate(expression)) as T,
+    screenshot: async (path) => { writeFileSync(path, await page.screenshot({ type: "png", fullPage: true })); },
+    close: async () => {
+      try { await browser.close(); } catch { /* already gone */ }
+      await proc.close().catch(() => undefined);
+    },
+  };
+}
+
+// ---- webkit: WebKitWebDriver and selenium-webdriver ----
+
+function freePort(): Promise<number> {
+  return new Promise((ok, fail) => {
+    const s = createServer();
+    s.once("error", fail);
+    s.listen(0, "127.0.0.1", () => {
+      const address = s.address();
+      const port = typeof address === "object" && address !== null ? address.port : 0;
+      s.close(() => ok(port));
+    });
+  });
+}
+
+function exited(child: ChildProcess, what: string): Promise<string> {
+  return new Promise((res) => child.once("exit", (code, signal) => res(`${what} exited (${signal ?? `code ${code}`})`)));
+}
+
+/** Xvfb on a free display (-displayfd: the server picks it and writes its number). */
+async function startXvfb(xvfb: string, profile: string): Promise<{ child: ChildProcess; display: string }> {
+  const child = spawn(xvfb, ["-displayfd", "1", "-screen", "0", "1280x1024x24", "-nolisten", "tcp", "-noreset"], {
+    stdio: ["ignore", "pipe", "pipe"], env: privateEnv(profile),
+  });
+  let err = "";
+  child.stderr!.on("data", (d: Buffer) => { err = (err + d.toString()).slice(-2000); });
+  const display = await new Promise<string>((ok, fail) => {
+    const timer = setTimeout(() => fail(new Error("Xvfb gave no display within 30 s")), 30_000);
+    child.stdout!.once("data", (d: Buffer) => { clearTimeout(timer); ok(d.toString().trim()); });
+    child.once("exit", () => { clearTimeout(timer); fail(new Error(`Xvfb exited: ${err.trim().split("\n").slice(-2).join(" | ")}`)); });
+  });
+  return { child, display: `:${display}` };
+}
+
+async function openWebKit(): Promise<OpenBrowser> {
+  const exe = executables("webkit");
+  const profile = newProfile("webkit");
+  const { child: xvfb, display } = await startXvfb(exe.xvfb, profile);
+  const port = await freePort();
+  // Xvfb has no GPU: WebKitGTK's DMA-BUF renderer and accelerated compositing would paint nothing
+  // (the page runs, but its screenshots come out blank), so both are switched off.
+  const driverProc = spawn(exe.driver, [`--port=${port}`, "--host=127.0.0.1"], {
+    stdio: ["ignore", "ignore", "pipe"],
+    env: privateEnv(profile, { DISPLAY: display, WEBKIT_DISABLE_DMABUF_RENDERER: "1", WEBKIT_DISABLE_COMPOSITING_MODE: "1" }),
+  });
+  let driverLog = "";
+  driverProc.stderr!.on("data", (d: Buffer) => { driverLog = (driverLog + d.toString()).slice(-4000); });
+  const capabilities = new webdriver.Capabilities();
+  capabilities.set("webkitgtk:browserOptions", { binary: exe.mini, args: ["--automation"] });
+  let driver: webdriver.WebDriver | undefined;
+  const started = Date.now();
+  for (;;) { // the driver listens a moment after it starts
+    try {
+      driver = await webdriver.WebDriver.createSession(new Executor(new HttpClient(`http://127.0.0.1:${port}`)), capabilities);
+      break;
+    } catch (err) {
+      if (driverProc.exitCode !== null || Date.now() - started > LAUNCH_TIMEOUT_MS) {
+        throw new Error(`webkit did not start: ${(err as Error).message.split("\n")[0]} ${driverLog.trim().split("\n").slice(-2).join(" | ")}`);
+      }
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  }
+  const d = driver;
+  const caps = await d.getCapabilities();
+  const version = String(caps.get("browserVersion") ?? "unknown");
+  await d.manage().window().setRect(VIEWPORT).catch(() => undefined);
+  const gone = Promise.race([exited(driverProc, "WebKitWebDriver"), exited(xvfb, "Xvfb")]);
+  return {
+    name: "webkit", version, gone,
+    goto: async (url) => { await d.get(url); },
+    type: async (selector, text) => {
+      const input = await d.findElement(webdriver.By.css(selector));
+      await input.clear();
+      await input.sendKeys(text);
+    },
+    evaluate: async <T>(expression: string) => (await d.executeScript(`return (${expression});`)) as T,
+    screenshot: async (path) => { writeFileSync(path, Buffer.from(await d.takeScreenshot(), "base64")); },
+    close: async () => {
+      try { await d.quit(); } catch { /* already gone */ }
+      driverProc.kill("SIGTERM");
+      xvfb.kill("SIGTERM");
+    },
+  };
+}
+
+/** Start the named browser with one blank page. Throws BrowserMissing when it is not installed. */
+export function openBrowser(name: BrowserName): Promise<OpenBrowser> {
+  executables(name); // fail fast, before any profile or process
+  return name === "webkit" ? openWebKit() : openPuppeteer(name);
+}
