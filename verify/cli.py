@@ -20,7 +20,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from . import advice, catalogue, diff, engines, export, faults, goldens, html, junit, lifecycle, models, suite, verdict
+from . import advice, browsers, catalogue, diff, engines, export, faults, goldens, html, junit, lifecycle, models, suite
+from . import verdict
 from . import inspect as inspect_cmd  # not `import inspect`: that would shadow the standard library's
 from .compare import DEFAULT_TOL
 from .documents import DocumentError, Schemas, read
@@ -109,10 +110,23 @@ def _common(p, with_tol=True):
                    help="read the catalogue from DIR/*.json instead of cases/<suite>")
 
 
+def _browsers(text):
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in engines.BROWSERS]
+    if not names or unknown:
+        raise argparse.ArgumentTypeError(f"expected browser names among {', '.join(engines.BROWSERS)} "
+                                         f"(comma-separated), got {text!r}")
+    return list(dict.fromkeys(names))
+
+
 def _engine_cmds(p):
     p.add_argument("--port-cmd", metavar="CMD",
                    help="run CMD (split like a shell) as the port instead of node port_ts/src/cli.ts run; it must "
                         "speak docs/protocol.md; its goldens are golden/<suite>/<the name its documents give>")
+    p.add_argument("--port-kernel", choices=engines.KERNELS,
+                   help="the product kernel the port must use: js forces the JavaScript fallback that readers without "
+                        "WebAssembly SIMD run, wasm the SIMD kernel (default: auto, Wasm for the large products); "
+                        "each case's line of the report says which ran")
     p.add_argument("--reference-cmd", metavar="CMD",
                    help="run CMD as the reference instead of python -m reference run (for instance "
                         "python -m verify.cached_engine DIR -- python -m reference run, a kept run); the report "
@@ -139,6 +153,10 @@ def build_parser():
                        help=f"also write the JSON report to FILE (it is always written to {DEFAULT_REPORT.format(suite=name)})")
         _outputs(p)
         _engine_cmds(p)
+        p.add_argument("--browser", type=_browsers, metavar="NAME[,NAME...]", default=[],
+                       help=f"also run the port's cases in these browsers ({', '.join(engines.BROWSERS)}; "
+                            "docs/browsers.md), each judged against the same reference run, and say per case whether "
+                            "each browser's document is byte-identical to Node's")
         p.add_argument("--list", action="store_true", help="list the (selected) case ids and exit")
         p.set_defaults(suite=name)
     r = sub.add_parser("regen", help="rewrite the committed goldens from fresh engine runs",
@@ -291,12 +309,22 @@ def cmd_verify(args, out):
     def on_case(entry):  # each case's verdict as soon as it is known, in a log as on a terminal
         progress.print_lines(case_lines(entry, style, tol))
 
-    try:
-        report = suite.run(project.context(args.timeout), selected, {c.id for c in every}, engine_list,
-                           _policy(args), check_unused=not args.case, jobs=args.jobs, progress=progress,
-                           timings=timings, previous_report=previous, on_case=on_case)
-    finally:
-        progress.clear()
+    with lifecycle.temp_dir("verify-browsers-") as work:
+        node_kept = {}
+        browsers_on = dict(keep=node_kept, keep_reference=Path(work) / "reference") if args.browser else {}
+        try:
+            report = suite.run(project.context(args.timeout), selected, {c.id for c in every}, engine_list,
+                               _policy(args), check_unused=not args.case, jobs=args.jobs, progress=progress,
+                               timings=timings, previous_report=previous, on_case=on_case, **browsers_on)
+        finally:
+            progress.clear()
+        if args.browser:
+            with timings.section("engines: browsers"):
+                report["browsers"] = browsers.run(project.context(args.timeout), selected, {c.id for c in every},
+                                                  engine_list[0], Path(work) / "reference", args.browser,
+                                                  _policy(args), args.jobs, args.port_kernel, node_kept,
+                                                  say=lambda text: print(text, file=out, flush=True))
+            report["passed"] = report["passed"] and all(b["passed"] for b in report["browsers"].values())
     main_report = project.root / (SUBSET_REPORT if args.case else DEFAULT_REPORT).format(suite=args.suite)
     json_paths = [main_report] + ([args.report] if args.report else [])
     _write_outputs(args, report, timings, out, json_paths)

@@ -31,6 +31,7 @@ class Engine:
     name: str  # "reference" | "port"
     argv: list
     cwd: Path
+    fields: dict = field(default_factory=dict)  # request fields for this engine only (the port's "kernel")
 
     @property
     def command(self):
@@ -79,16 +80,38 @@ def reference_engine(root, reference_cmd=None):
     return Engine("reference", [sys.executable, "-m", "reference", "run"], Path(root))
 
 
-def port_engine(root, port_cmd=None):
-    """The TypeScript port, or any command given with --port-cmd (split like a shell would)."""
+KERNELS = ("auto", "js", "wasm")  # the port's product kernel (docs/protocol.md, "Product kernel")
+BROWSERS = ("chromium", "firefox", "webkit")  # docs/browsers.md
+
+
+def port_engine(root, port_cmd=None, kernel=None):
+    """The TypeScript port, or any command given with --port-cmd (split like a shell would). kernel:
+    the product kernel it must use (--port-kernel): a flag of ours, a request field for another
+    command."""
     if port_cmd is not None:
-        return Engine("port", _split("--port-cmd", port_cmd, "node my/cli.ts run"), Path(root))
-    return Engine("port", [str(node_binary()), "port_ts/src/cli.ts", "run"], Path(root))
+        return Engine("port", _split("--port-cmd", port_cmd, "node my/cli.ts run"), Path(root),
+                      {"kernel": kernel} if kernel else {})
+    return Engine("port", [str(node_binary()), "port_ts/src/cli.ts", "run", *(["--kernel", kernel] if kernel else [])],
+                  Path(root))
+
+
+def browser_engine(root, name, kernel=None):
+    """The port's core in a real browser (port_ts/browser/engine.ts, docs/browsers.md)."""
+    return Engine("port", [str(node_binary()), "port_ts/browser/engine.ts", "--browser", name, "run",
+                           *(["--kernel", kernel] if kernel else [])], Path(root))
+
+
+def cached(real, cache_dir):
+    """An engine answering from a kept run in cache_dir (verify/cached_engine.py); a replay request
+    still goes to `real`."""
+    return Engine(real.name, [sys.executable, "-m", "verify.cached_engine", str(cache_dir), "--", *real.argv], real.cwd,
+                  dict(real.fields))
 
 
 def engines_of(root, args):
-    """[reference, port] as the command line's --reference-cmd and --port-cmd say."""
-    return [reference_engine(root, getattr(args, "reference_cmd", None)), port_engine(root, getattr(args, "port_cmd", None))]
+    """[reference, port] as the command line's --reference-cmd, --port-cmd and --port-kernel say."""
+    return [reference_engine(root, getattr(args, "reference_cmd", None)),
+            port_engine(root, getattr(args, "port_cmd", None), getattr(args, "port_kernel", None))]
 
 
 # Bounds on what an engine may send (docs/protocol.md): a status line is a few hundred bytes (an
@@ -249,7 +272,8 @@ def run(engine, case_specs, out_dir, timeout, extra=None, on_status=None):
     in a session of its own, is killed and the run stops). On every way out the engine's process
     group, and every process carrying this engine run's tag (verify/lifecycle.py), is killed."""
     out_dir = Path(out_dir)
-    request = json.dumps({"protocol": PROTOCOL, "out_dir": str(out_dir), "cases": case_specs, **(extra or {})})
+    request = json.dumps({"protocol": PROTOCOL, "out_dir": str(out_dir), "cases": case_specs, **engine.fields,
+                          **(extra or {})})
     request = request.encode("utf-8")
     env, tag = lifecycle.engine_env()
     started = time.monotonic()

@@ -139,11 +139,6 @@ def faulty_engine(fault, copy_root, root):
     return engines_mod.Engine("reference", [sys.executable, "-m", "reference", "run"], Path(copy_root))
 
 
-def cached_engine(real, cache_dir):
-    """An engine answering from cache_dir (verify/cached_engine.py); a replay goes to `real`."""
-    return engines_mod.Engine(real.name, [sys.executable, "-m", "verify.cached_engine", str(cache_dir), "--", *real.argv], real.cwd)
-
-
 def how(case, policy):
     """How a failing case (a decided report entry) failed: the kinds of evidence, in a fixed order."""
     kinds = []
@@ -212,7 +207,7 @@ class Baselines:
             cache.mkdir(parents=True)
             (cache / "statuses.json").write_text(json.dumps(run.statuses), encoding="utf-8")
             (cache / "out").symlink_to(run.out_dir.resolve(), target_is_directory=True)
-            cached[name] = cached_engine(self.real[name], cache)
+            cached[name] = engines_mod.cached(self.real[name], cache)
         report = suite.run(self.ctx, selected, {c.id for c in self.every}, [cached["reference"], cached["port"]],
                            self.policy, check_unused=False, jobs=1, reader=self.reader)
         passing = {c["id"] for c in report["cases"] if c["passed"]}

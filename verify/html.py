@@ -324,6 +324,27 @@ def _case(case, tol, open_, slices):
             f'{_heatmaps(case, slices)}</details>')
 
 
+def _browsers(parts):
+    """--browser: one row per browser (verdict, byte identity to Node, kernels), then its failing cases."""
+    if not parts:
+        return ""
+    rows = []
+    for name, p in parts.items():
+        if not p["ran"]:
+            rows.append(f'<tr class="fail" data-browser="{_e(name)}"><td>{_e(name)}</td><td colspan="4">not run: {_e(p["error"])}</td></tr>')
+            continue
+        s, k = p["summary"], p["kernel"]
+        failing = "".join(f"<li><code>{_e(i)}</code>: {_e((c['failures'] or ['failed'])[0])}</li>"
+                          for i, c in p["cases"].items() if not c["passed"])
+        rows.append(f'<tr class="{"" if p["passed"] else "fail"}" data-browser="{_e(name)}"><td>{_e(name)} '
+                    f'{_e((p["version"] or {}).get("version", ""))}</td><td>{s["passed"]} passed, {s["failed"]} failed</td>'
+                    f'<td>{s["identical_to_node"]} of {len(p["cases"])} byte-identical to node</td>'
+                    f'<td>Wasm SIMD {k.get("wasm", 0)}, JavaScript {k.get("js", 0)} products</td>'
+                    f'<td>{f"<ul>{failing}</ul>" if failing else ""}</td></tr>')
+    return ('<h2>Browsers</h2><table class="browsers"><tr><th>browser</th><th>verdict</th><th>against node</th>'
+            '<th>product kernels</th><th>failing cases</th></tr>' + "".join(rows) + "</table>")
+
+
 def dumps(report):
     report = jsonable(clean_data(report))  # no control character from an engine, a case or a golden
     cases = sorted(report["cases"], key=lambda c: c["passed"])  # failing first, catalogue order kept
@@ -338,6 +359,7 @@ def dumps(report):
     unused = "".join(f"<li>{_e(p)}</li>" for p in report.get("unused_goldens") or [])
     engines = "".join(f"<tr><th>{_e(n)}</th><td><code>{_e(c)}</code></td></tr>" for n, c in report["engines"].items())
     data = json.dumps({"slices": slices}, allow_nan=False, separators=(",", ":")).replace("</", "<\\/")
+    browsers = _browsers(report.get("browsers") or {})
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
@@ -350,6 +372,7 @@ def dumps(report):
 |port − reference| of each output matrix (attention weights first; colours per slice; values to 4 significant digits,
 the difference computed from the exact doubles; NaN magenta). Hover a cell for its index and values.</p>
 <table class="engines">{engines}</table>
+{browsers}
 {f'<h2 class="fail">Unused goldens</h2><ul>{unused}</ul>' if unused else ''}
 <nav><ul>{nav}</ul></nav>
 {''.join(body)}

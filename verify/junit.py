@@ -27,11 +27,12 @@ def dumps(report):
     suite = report["suite"]
     cases = report["cases"]
     unused = report.get("unused_goldens") or []
-    failures = sum(not c["passed"] for c in cases) + (1 if unused else 0)
+    in_browsers = [c for part in (report.get("browsers") or {}).values() for c in part["cases"].values()]
+    failures = sum(not c["passed"] for c in cases) + (1 if unused else 0) + sum(not c["passed"] for c in in_browsers)
     # The suite's time is the run's wall time: the engines run in parallel, so the sum of the cases'
     # engine seconds overstates it (a report without timings falls back to that sum).
     total_time = (report.get("timings") or {}).get("total") or sum(_seconds(c) for c in cases)
-    root = ET.Element("testsuites", name=f"verify {suite}", tests=str(len(cases) + (1 if unused else 0)),
+    root = ET.Element("testsuites", name=f"verify {suite}", tests=str(len(cases) + (1 if unused else 0) + len(in_browsers)),
                       failures=str(failures), errors="0", time=f"{total_time:.3f}")
     node = ET.SubElement(root, "testsuite", name=f"verify.{suite}", tests=root.get("tests"),
                          failures=str(failures), errors="0", skipped="0", time=f"{total_time:.3f}")
@@ -50,6 +51,15 @@ def dumps(report):
         if not case["passed"]:
             failure = ET.SubElement(tc, "failure", message=_headline(case, report["tolerance"]), type="mismatch")
             failure.text = "\n".join(explanation(case, plain, report["tolerance"])) + "\n"
+    for name, part in (report.get("browsers") or {}).items():  # --browser: each browser's verdict per case
+        for case_id, c in part["cases"].items():
+            tc = ET.SubElement(node, "testcase", classname=f"{suite}.browser.{name}", name=case_id,
+                               time=f"{c['seconds'] or 0:.3f}")
+            ET.SubElement(ET.SubElement(tc, "properties"), "property", name="identical_to_node",
+                          value=str(c["identical_to_node"]).lower())
+            if not c["passed"]:
+                failure = ET.SubElement(tc, "failure", message=(c["failures"] or ["failed"])[0], type="mismatch")
+                failure.text = "\n".join(c["failures"]) + "\n"
     if unused:
         tc = ET.SubElement(node, "testcase", classname=f"{suite}.goldens", name="unused goldens", time="0")
         failure = ET.SubElement(tc, "failure", message=f"{len(unused)} golden(s) of no case; run `verify regen {suite}`",

@@ -6,7 +6,7 @@ import json
 import math
 import os
 
-from . import advice, ops
+from . import advice, browsers, ops
 from .axes import label
 from .text import clean_data
 
@@ -349,6 +349,7 @@ def closing_lines(report, style, timings=False, written=()):
                      "makes them byte-identical")
     for path in report.get("unused_goldens", []):
         lines.append(f"{style.bad('unused golden')} {path}: no case has this id; run `verify regen {report['suite']}` to remove it")
+    lines += kernel_lines(report) + browser_lines(report, style)
     if timings:
         lines += timing_lines(report.get("timings"))
     if written:
@@ -361,7 +362,46 @@ def closing_lines(report, style, timings=False, written=()):
         ran = s["bit_identical"] + s["within_tolerance"]
         lines.append(f"bit identity: {s['bit_identical']} of {ran} passing case(s) bit-identical to the reference, "
                      f"{s['within_tolerance']} within the tolerance" + (f"; {s['not_run']} not run" if s["not_run"] else ""))
-    lines.append(f"{s['passed']} passed, {s['failed']} failed")
+    if report.get("browsers"):  # a case passes when it passes in Node and in every browser
+        failing = len(browsers.failing_ids(report))
+        lines.append(f"{len(report['cases']) - failing} passed, {failing} failed")
+    else:
+        lines.append(f"{s['passed']} passed, {s['failed']} failed")
+    return lines
+
+
+def _kernels(counts):
+    return f"{counts.get('wasm', 0)} products in Wasm SIMD, {counts.get('js', 0)} in the JavaScript kernel"
+
+
+def kernel_lines(report):
+    """Which product kernel the port ran (its status lines' counts), so a silent fallback shows."""
+    total = {"wasm": 0, "js": 0}
+    for case in report["cases"]:
+        for k, n in (((case.get("engine_info") or {}).get("port") or {}).get("kernel") or {}).items():
+            if k in total and isinstance(n, int):
+                total[k] += n
+    return [f"port: {_kernels(total)}"] if any(total.values()) else []
+
+
+def browser_lines(report, style):
+    """--browser: per browser its verdict, its byte identity to Node, its kernels, its failing cases."""
+    lines = []
+    for name, part in (report.get("browsers") or {}).items():
+        if not part["ran"]:
+            lines.append(f"{style.bad('NOT RUN')} browser {name}: {part['error']}")
+            continue
+        s = part["summary"]
+        version = part["version"] or {}
+        head = style.good("PASS") if part["passed"] else style.bad("FAIL")
+        lines.append(f"{head} browser {name} {version.get('version', '')}: {s['passed']} passed, {s['failed']} failed; "
+                     f"{s['identical_to_node']} of {len(part['cases'])} case(s) byte-identical to node; "
+                     f"{_kernels(part['kernel'])}")
+        for case_id, c in part["cases"].items():
+            if not c["passed"]:
+                lines.append(f"  {style.bad('FAILED')} {case_id}: {(c['failures'] or ['failed'])[0]}")
+            elif not c["identical_to_node"]:
+                lines.append(f"  {case_id}: {c['status']}, not byte-identical to node")
     return lines
 
 

@@ -4,6 +4,8 @@ has replayed it, giving the report (a plain dict, the shape of golden/schemas/re
 before non-finite numbers are turned into strings). `verify attention`, `verify regen` and
 `verify faults` all run this; `verify show` decides a saved report with verify/verdict.py."""
 
+import json
+import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +38,14 @@ def _unknown_op(run, case, display):
         raise InputError(f"case '{case.id}' in {display(case.file)} has an op the reference engine does not know: {error}")
 
 
+def keep_run(run, cache_dir):
+    """An engine's finished run kept where verify/cached_engine.py answers from it: cache_dir/out
+    (its files) and cache_dir/statuses.json."""
+    cache_dir = Path(cache_dir)
+    shutil.copytree(run.out_dir, cache_dir / "out", symlinks=True)
+    (cache_dir / "statuses.json").write_text(json.dumps(run.statuses), encoding="utf-8")
+
+
 def summary(cases):
     """The counts of a report: passed, failed, and how the cases that ran compare bit by bit."""
     return {
@@ -48,13 +58,15 @@ def summary(cases):
 
 
 def run(ctx, selected, all_ids, engines, policy, check_unused, jobs=2, progress=None, timings=None,
-        previous_report=None, reader=None, keep=None, on_case=None):
+        previous_report=None, reader=None, keep=None, on_case=None, keep_reference=None):
     """Run the engines on the selected cases and build the report dict. progress and timings are
     optional observers (verify/progress.py, verify/timings.py); they change nothing reported.
     reader: a verdict.Reader (verify faults shares one that remembers its kept documents). keep:
     a dict to fill with {case id: {role: Fresh}} (verify regen writes them as goldens). on_case(entry)
     is called once per case as soon as its verdict is known (a training case's once its replay
-    is in), so a log shows progress; the report itself is in catalogue order.
+    is in), so a log shows progress; the report itself is in catalogue order. keep_reference: a
+    directory to keep the reference's run in, as verify/cached_engine.py answers from it (the
+    browsers' runs are judged against the same reference run).
 
     The engine processes are scheduled by verify/schedule.py (previous_report: the last JSON
     report, whose per-case seconds order the work). With jobs > 1 a case is judged as soon as
@@ -162,6 +174,8 @@ def run(ctx, selected, all_ids, engines, policy, check_unused, jobs=2, progress=
         for case in to_run:
             _unknown_op(runs["reference"], case, ctx.display)
         runs = {n: runs[n] for n in roles}  # report in the engines' order
+        if keep_reference is not None:
+            keep_run(runs["reference"], keep_reference)
         cases = []
         with timings.section("comparison: after the engines"):
             for case in selected:

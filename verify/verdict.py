@@ -137,6 +137,20 @@ def read_all(reader, case, runs):
     return {role: reader.fresh(run, case, role) for role, run in runs.items()}
 
 
+ENGINE_FIELDS = ("kernel", "browser")  # what a status line may say of how it ran (docs/protocol.md)
+
+
+def _engine_info(runs, case_id):
+    """{role: {"kernel": {...}, "browser": {...}}} as each engine's status line gave them."""
+    found = {}
+    for role, r in runs.items():
+        status = r.statuses.get(case_id) or {}
+        info = {k: status[k] for k in ENGINE_FIELDS if isinstance(status.get(k), dict)}
+        if info:
+            found[role] = info
+    return found
+
+
 def _seconds(runs, case_id):
     found = {}
     for role, r in runs.items():
@@ -198,6 +212,7 @@ def judge(ctx, case, runs, policy, reader, fresh=None):
         "errors": errors,
         "failures": [],
         "seconds": _seconds(runs, case.id),
+        "engine_info": _engine_info(runs, case.id),
     }
     views.enrich(entry, case, fresh, tol)
     return decide(entry, policy)

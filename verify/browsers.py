@@ -1,0 +1,65 @@
+"""`verify attention --browser NAME[,NAME...]`: the port's cases run again in real browsers
+(port_ts/browser/engine.ts, docs/browsers.md), each browser's run judged against the same reference
+run by the same verdict (verify/verdict.py), and each case's document compared byte for byte with
+Node's. A browser that is not installed (its engine exits 2, naming the install command) makes its
+cases "not run": never a pass.
+
+Per browser the report holds (report["browsers"][name]):
+    ran, error          whether the browser ran at all, and why not
+    version             the browser's name and version as its status lines give them
+    kernel              products run by the Wasm SIMD kernel and by the JavaScript fallback, summed
+    summary             passed / failed, and how many cases are byte-identical to Node's
+    cases               {id: {passed, status, identical_to_node, failures, seconds}}
+"""
+
+from . import engines, suite
+from .errors import InputError
+
+
+def run(ctx, selected, all_ids, reference, reference_cache, names, policy, jobs, kernel, node_kept, say=None):
+    """{browser name: its part of the report}. reference: the reference Engine, answering from
+    reference_cache (suite.keep_run); node_kept: {case id: {role: Fresh}} of the Node run; say(text)
+    is told as each browser starts."""
+    found = {}
+    for name in names:
+        if say is not None:
+            say(f"browser {name}: running the port's {len(selected)} case(s) ...")
+        engine_list = [engines.cached(reference, reference_cache), engines.browser_engine(ctx.root, name, kernel)]
+        kept = {}
+        try:
+            report = suite.run(ctx, selected, all_ids, engine_list, policy, check_unused=False, jobs=jobs, keep=kept)
+        except InputError as exc:
+            found[name] = {"ran": False, "error": str(exc), "version": None, "kernel": {}, "passed": False,
+                           "summary": {"passed": 0, "failed": len(selected), "identical_to_node": 0},
+                           "cases": {c.id: {"passed": False, "status": "not run", "identical_to_node": False,
+                                            "failures": [f"not run: {exc}"], "seconds": None} for c in selected}}
+            continue
+        found[name] = _part(report, kept, node_kept)
+    return found
+
+
+def _part(report, kept, node_kept):
+    cases, version, kernel = {}, None, {"wasm": 0, "js": 0}
+    for entry in report["cases"]:
+        info = (entry.get("engine_info") or {}).get("port", {})
+        version = version or info.get("browser")
+        for k, n in (info.get("kernel") or {}).items():
+            if isinstance(n, int) and k in kernel:
+                kernel[k] += n
+        mine = (kept.get(entry["id"]) or {}).get("port")
+        node = (node_kept.get(entry["id"]) or {}).get("port")
+        identical = bool(mine and node and mine.bytes is not None and mine.bytes == node.bytes)
+        cases[entry["id"]] = {"passed": entry["passed"], "status": entry["status"], "identical_to_node": identical,
+                              "failures": entry["failures"][:3], "seconds": (entry.get("seconds") or {}).get("port")}
+    return {"ran": True, "error": None, "version": version, "kernel": kernel, "passed": report["passed"],
+            "summary": {"passed": report["summary"]["passed"], "failed": report["summary"]["failed"],
+                        "identical_to_node": sum(c["identical_to_node"] for c in cases.values())},
+            "cases": cases}
+
+
+def failing_ids(report):
+    """The cases that fail in Node or in any browser."""
+    ids = {c["id"] for c in report["cases"] if not c["passed"]}
+    for part in (report.get("browsers") or {}).values():
+        ids |= {i for i, c in part["cases"].items() if not c["passed"]}
+    return ids
