@@ -14,26 +14,33 @@ Per browser the report holds (report["browsers"][name]):
 
 from . import engines, suite
 from .errors import InputError
+from .timings import Timings
 
 
-def run(ctx, selected, all_ids, reference, reference_cache, names, policy, jobs, kernel, node_kept, say=None):
+def run(ctx, selected, all_ids, reference, reference_cache, names, policy, jobs, kernel, node_kept, say=None,
+        timings=None):
     """{browser name: its part of the report}. reference: the reference Engine, answering from
     reference_cache (suite.keep_run); node_kept: {case id: {role: Fresh}} of the Node run; say(text)
-    is told as each browser starts."""
+    is told as each browser starts; timings (verify/timings.py) is told how long the runner waited
+    for the browsers' engine processes, so that `runner's own work` stays its own."""
     found = {}
     for name in names:
         if say is not None:
             say(f"browser {name}: running the port's {len(selected)} case(s) ...")
         engine_list = [engines.cached(reference, reference_cache), engines.browser_engine(ctx.root, name, kernel)]
-        kept = {}
+        kept, own = {}, Timings()
         try:
-            report = suite.run(ctx, selected, all_ids, engine_list, policy, check_unused=False, jobs=jobs, keep=kept)
+            report = suite.run(ctx, selected, all_ids, engine_list, policy, check_unused=False, jobs=jobs, keep=kept,
+                               timings=own)
         except InputError as exc:
             found[name] = {"ran": False, "error": str(exc), "version": None, "kernel": {}, "passed": False,
                            "summary": {"passed": 0, "failed": len(selected), "identical_to_node": 0},
                            "cases": {c.id: {"passed": False, "status": "not run", "identical_to_node": False,
                                             "failures": [f"not run: {exc}"], "seconds": None} for c in selected}}
             continue
+        finally:
+            if timings is not None:
+                timings.waited(own.waiting)
         found[name] = _part(report, kept, node_kept)
     return found
 

@@ -323,7 +323,7 @@ def cmd_verify(args, out):
                 report["browsers"] = browsers.run(project.context(args.timeout), selected, {c.id for c in every},
                                                   engine_list[0], Path(work) / "reference", args.browser,
                                                   _policy(args), args.jobs, args.port_kernel, node_kept,
-                                                  say=lambda text: print(text, file=out, flush=True))
+                                                  say=lambda text: print(text, file=out, flush=True), timings=timings)
             report["passed"] = report["passed"] and all(b["passed"] for b in report["browsers"].values())
     main_report = project.root / (SUBSET_REPORT if args.case else DEFAULT_REPORT).format(suite=args.suite)
     json_paths = [main_report] + ([args.report] if args.report else [])
