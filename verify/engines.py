@@ -107,12 +107,17 @@ def _tail(text, lines=3):
     return " | ".join(kept) if kept else "(nothing on stderr)"
 
 
-def run(engine, case_specs, out_dir, timeout, extra=None, on_status=None):
+REQUEST_ITEMS = {"encode": "inputs", "export": "cases"}  # the request kinds besides "cases", and where their items go
+
+
+def run(engine, case_specs, out_dir, timeout, extra=None, on_status=None, kind=None):
     """Run one engine on the cases; returns its EngineRun or raises InputError. extra: further
     request fields (the "replay" of training cases, docs/training.md). on_status(status) is
-    called as each status line arrives (the progress display)."""
+    called as each status line arrives (the progress display). kind: a request kind other than
+    "cases" (docs/protocol.md, "Request kinds"), whose items case_specs then are."""
     out_dir = Path(out_dir)
-    request = json.dumps({"protocol": PROTOCOL, "out_dir": str(out_dir), "cases": case_specs, **(extra or {})})
+    items = {"kind": kind, REQUEST_ITEMS[kind]: case_specs} if kind else {"cases": case_specs}
+    request = json.dumps({"protocol": PROTOCOL, "out_dir": str(out_dir), **items, **(extra or {})})
     started = time.monotonic()
     try:
         proc = subprocess.Popen(
