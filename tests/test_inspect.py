@@ -218,6 +218,32 @@ def test_the_port_beside_the_reference_when_it_differs(repo_root, node, model_di
     assert "  within the tolerance" in faithful.stdout and "BEYOND" not in faithful.stdout
 
 
+SLOW_REFERENCE = """
+import os, sys, time
+sys.stdin.read()
+open(sys.argv[1], "w").write(str(os.getpid()))
+time.sleep(120)
+"""
+
+
+def test_an_engine_that_fails_stops_the_other_at_once(repo_root, model_directory, tmp_path):
+    """The port exits non-zero while the reference is still computing: one line, exit 2, and the
+    reference's process is stopped then, not waited for (it would sleep 120 s)."""
+    import time
+
+    slow, pid_file = tmp_path / "slow.py", tmp_path / "pid"
+    slow.write_text(SLOW_REFERENCE)
+    crash = f"{sys.executable} -c 'import sys, time; sys.stdin.read(); time.sleep(2); sys.exit(3)'"
+    started = time.monotonic()
+    proc = run_verify(repo_root, "inspect", LESSON, "--token", "it", "--reference-cmd",
+                      f"{sys.executable} {slow} {pid_file}", "--port-cmd", crash, timeout=100)
+    assert time.monotonic() - started < 60, "the other engine was waited for"
+    assert_one_line_error(proc, "the port engine exited with code 3")
+    pid = int(pid_file.read_text())
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+
+
 # --- one sentence ---------------------------------------------------------------------------------------
 
 def test_one_sentence_prints_a_layer_by_head_table(repo_root, model_directory, oracle):

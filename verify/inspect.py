@@ -24,7 +24,7 @@ from the `tokenizers` package, the project's `inspect` extra.
 
 import json
 import tempfile
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -156,11 +156,24 @@ def encode(engine, sentences, directory, work, timeout, schemas):
 
 def ask(engine_list, sentences, directory, timeout, root):
     """Every engine's Answer, the engines running at once."""
-    schemas = Schemas(Path(root) / "golden" / "schemas")
+    try:
+        schemas = Schemas(Path(root) / "golden" / "schemas")
+    except DocumentError as exc:
+        raise InputError(str(exc)) from None
     with tempfile.TemporaryDirectory(prefix="verify-inspect-") as work:
-        with ThreadPoolExecutor(max_workers=len(engine_list)) as pool:
+        pool = ThreadPoolExecutor(max_workers=len(engine_list))
+        try:
             futures = [pool.submit(encode, e, sentences, directory, work, timeout, schemas) for e in engine_list]
+            done, _ = wait(futures, return_when=FIRST_EXCEPTION)
+            failed = next((f for f in futures if f in done and f.exception() is not None), None)
+            if failed is not None:
+                raise failed.exception()
             return [f.result() for f in futures]
+        except BaseException:  # an engine failed, or the user interrupted: stop the other one now
+            engines._kill_live()
+            raise
+        finally:
+            pool.shutdown(wait=True)
 
 
 def compare(reference, port, sentences, tol):
