@@ -5,7 +5,9 @@
                                      and the request's "replay" field out_dir/<id>.replay/step_<t1>.json
                                      and, for its "evaluate" steps, out_dir/<id>.replay/evaluate_<t>.json;
                                      a pretrained case reads the request's "assets" {model: directory}
-                                     and writes out_dir/<id>.full.json beside its golden view)
+                                     and writes out_dir/<id>.full.json beside its golden view;
+                                     a request of "kind" encode or export writes out_dir/<id>.json,
+                                     the document of that kind, per item: cases/requests.py)
   python -m reference rng-hash --seed S --count N --kind uniform|normal
 """
 
@@ -22,6 +24,7 @@ from .core import golden
 from .core.case_config import CaseError
 from .cases.cases import run_case_with_states
 from .cases.cases_pretrained import split_documents
+from .cases import requests
 from .cases.cases_training import evaluate_state, replay_segment
 from .core.rng import Generator
 
@@ -110,7 +113,12 @@ def _run(stream_in, stream_out):
     try:
         request = json.load(stream_in)
         out_dir = request["out_dir"]
-        cases = request["cases"]
+        kind = request.get("kind", "cases")  # docs/protocol.md, "Request kinds"
+        if kind not in requests.KINDS:
+            raise TypeError(f"'kind' must be one of {', '.join(requests.KINDS)}, got {kind!r}")
+        cases = request[requests.ITEMS[kind]]
+        if not isinstance(cases, list):
+            raise TypeError(f"'{requests.ITEMS[kind]}' must be a list")
         replay = request.get("replay", {})
         if not isinstance(replay, dict):
             raise TypeError("'replay' must be an object {id: {from_dir, segments}}")
@@ -118,7 +126,8 @@ def _run(stream_in, stream_out):
         if not isinstance(assets, dict):
             raise TypeError("'assets' must be an object {model name: directory}")
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        print(f"reference: the request on stdin must be JSON with 'out_dir' and 'cases': {exc}", file=sys.stderr)
+        print(f"reference: the request on stdin must be JSON with 'out_dir' and 'cases' (or, of kind encode, "
+              f"'inputs'): {exc}", file=sys.stderr)
         return 2
     os.makedirs(out_dir, exist_ok=True)
     for case in cases:
@@ -126,7 +135,10 @@ def _run(stream_in, stream_out):
         status = {"id": case.get("id")}
         try:
             entry = replay.get(case.get("id"))
-            if entry is None or entry.get("free_run", True):
+            if kind != "cases":  # one document per item, nothing else
+                doc = requests.document(kind, case, assets)
+                golden.write(os.path.join(out_dir, f"{requests.item_id(case)}.json"), doc)
+            elif entry is None or entry.get("free_run", True):
                 doc, states = run_case_with_states(case, assets)
                 if case.get("kind") == "pretrained":  # docs/pretrained.md: the golden keeps a view
                     doc, full = split_documents(doc)
@@ -137,7 +149,7 @@ def _run(stream_in, stream_out):
                     os.makedirs(state_dir, exist_ok=True)
                     for t, state in states.items():
                         golden.write(os.path.join(state_dir, f"step_{t}.json"), state)
-            if entry is not None:
+            if entry is not None and kind == "cases":
                 status["replayed"], status["evaluated"] = _replay(case, entry, out_dir)
             status["ok"] = True
         except CaseError as exc:

@@ -1,9 +1,8 @@
 """The pretrained cases (docs/pretrained.md): the reference's BERT encoder against Hugging Face's
 BertModel in float64, our safetensors reader on a synthetic file of every dtype (both engines),
-the tokenized ids of the catalogue, port against reference through both command lines, the
-not-run verdict when the model is missing, and `verify inspect`'s table."""
+the tokenized ids of the catalogue, port against reference through both command lines, and the
+not-run verdict when the model is missing (`verify inspect`: tests/test_inspect.py)."""
 
-import io
 import json
 import os
 import struct
@@ -275,64 +274,3 @@ def test_a_missing_model_is_not_run_and_never_passes(monkeypatch, catalogue_case
 def test_assets_are_sent_when_installed(model_directory, catalogue_cases):
     extra, missing = assets.plan([Case(c, CATALOGUE) for c in catalogue_cases])
     assert missing == {} and extra == {"assets": {assets.MODEL: str(model_directory)}}
-
-
-# --- verify inspect --------------------------------------------------------------------------------
-
-def test_inspect_prints_a_layer_by_head_table_for_it(model_directory, tmp_path):
-    from verify import inspect
-
-    out = io.StringIO()
-    page = tmp_path / "head.html"
-    code = inspect.main([LESSON, "--token", "it", "--layer", "5", "--head", "11", "--html", str(page)], out=out)
-    text = out.getvalue()
-    assert code == 0, text
-    lines = text.splitlines()
-    header = next(i for i, line in enumerate(lines) if line.startswith("layer  head 0"))
-    rows = lines[header + 1:header + 7]
-    assert [r.split()[0] for r in rows] == [str(layer) for layer in range(6)]
-    assert all(len(r.split()) == 1 + 2 * 12 for r in rows), rows  # 12 heads: token and weight each
-    assert all(t not in ("[CLS]", "[SEP]") for r in rows for t in r.split()[1::2])
-    assert rows[5].split()[1 + 2 * 11] == "animal"  # layer 5, head 11: 'it' -> 'animal' (0.65)
-    html = page.read_text()
-    assert html.startswith("<!DOCTYPE html>") and "<svg" in html and "http" not in html.replace(
-        'xmlns="http://www.w3.org/2000/svg"', "")  # self-contained: nothing fetched
-
-
-def test_inspect_table_matches_the_weights(model_directory, model):
-    from verify import inspect
-
-    ids, tokens = inspect.tokenize(LESSON, model_directory)
-    attentions, _ = inspect.reference_attentions(ids, model_directory)
-    query = inspect.token_index(tokens, "it")
-    keys, weights = inspect.attends_to(attentions, tokens, query)
-    assert tokens[query] == "it" and keys.shape == (6, 12)
-    for layer in range(6):
-        for head in range(12):
-            row = attentions[layer, head, query]
-            allowed = [k for k, t in enumerate(tokens) if t not in ("[CLS]", "[SEP]")]
-            assert weights[layer, head] == max(row[k] for k in allowed)
-            assert keys[layer, head] in allowed
-
-
-def test_inspect_html_without_a_head_is_refused_before_anything_runs(repo_root, tmp_path):
-    from helpers import assert_one_line_error, run_verify
-
-    page = tmp_path / "head.html"
-    proc = run_verify(repo_root, "inspect", LESSON, "--token", "it", "--html", page)
-    assert_one_line_error(proc, "--html draws one head", "--layer L --head H")
-    assert not page.exists() and proc.stdout == ""
-
-
-def test_inspect_of_more_tokens_than_positions_is_one_line_with_exit_2(repo_root, model_directory):
-    from helpers import assert_one_line_error, run_verify
-
-    proc = run_verify(repo_root, "inspect", " ".join(["word"] * 600), "--token", "word")
-    assert_one_line_error(proc, "the sentence is 602 tokens long", "at most 512", "shorten it")
-    from verify import inspect
-
-    ids, _ = inspect.tokenize(" ".join(["word"] * 510), model_directory)
-    assert len(ids) == 512
-    inspect.check_length(ids, 512)  # the longest sentence taken: 510 words, [CLS] and [SEP]
-    with pytest.raises(inspect.InputError, match="513 tokens long"):
-        inspect.check_length(ids + [0], 512)

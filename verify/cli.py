@@ -168,17 +168,26 @@ def build_parser():
     r.add_argument("--force", action="store_true", help="write even where reference and port disagree")
     _engine_cmds(r)
     x = sub.add_parser("export", help="write the baked training runs in the form a site replays",
-                       description="Run the port on the training cases and write, per run, one JSON file with its "
-                                   "configuration and seed, loss and gradient norm per step, what the site shows "
-                                   "(decodes, attention maps, metrics), the trained parameters and the digests "
-                                   "that tie it to the goldens (docs/training.md, \"Export\").")
+                       description="Ask the port for its training runs (a request of kind export) and write, per "
+                                   "run, one JSON file with its configuration and seed, loss and gradient norm per "
+                                   "step, what the site shows (decodes, attention maps, metrics), the trained "
+                                   "parameters and the digests that tie it to the goldens (docs/training.md, "
+                                   "\"Export\").")
     x.add_argument("suite", choices=SUITES, help="the suite whose training runs to export")
     x.add_argument("--case", action="append", metavar="PATTERN", help="select runs (default: every training case)")
     x.add_argument("--out", type=Path, metavar="DIR", help="where to write <id>.json (default exports/<suite>)")
     x.add_argument("--timeout", type=_positive, default=engines.DEFAULT_TIMEOUT, metavar="SECONDS",
                    help=f"stop the port if it runs longer than this (default {engines.DEFAULT_TIMEOUT:g})")
-    x.add_argument("--port-cmd", metavar="CMD", help="export from CMD instead of node port_ts/src/cli.ts run")
-    inspect_cmd.add_parser(sub)
+    x.add_argument("--port-cmd", metavar="CMD", help="export from CMD instead of node port_ts/src/cli.ts run; it must "
+                                                     "answer requests of kind export (docs/protocol.md)")
+    i = inspect_cmd.add_parser(sub)
+    i.add_argument("--tol", type=_positive, default=DEFAULT_TOL, metavar="T",
+                   help=f"the port agrees when |port - reference| <= T * (1 + |reference|) (default {DEFAULT_TOL:g})")
+    i.add_argument("--timeout", type=_positive, default=engines.DEFAULT_TIMEOUT, metavar="SECONDS",
+                   help=f"stop an engine that runs longer than this (default {engines.DEFAULT_TIMEOUT:g})")
+    i.add_argument("--port-cmd", metavar="CMD", help="ask CMD (split like a shell) as the port (implies --port); it "
+                                                     "must answer requests of kind encode (docs/protocol.md)")
+    i.add_argument("--reference-cmd", metavar="CMD", help="ask CMD as the reference instead of python -m reference run")
     models.add_parser(sub)
     f = sub.add_parser("faults", help="apply each fault of faults/<suite>.json to a copy of its engine and report "
                                       "which cases catch it (docs/faults.md)",

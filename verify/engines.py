@@ -261,10 +261,14 @@ class _StderrTail:
         return text
 
 
-def run(engine, case_specs, out_dir, timeout, extra=None, on_status=None):
+REQUEST_ITEMS = {"encode": "inputs", "export": "cases"}  # the request kinds besides "cases", and where their items go
+
+
+def run(engine, case_specs, out_dir, timeout, extra=None, on_status=None, kind=None):
     """Run one engine on the cases; returns its EngineRun or raises InputError. extra: further
     request fields (the "replay" of training cases, docs/training.md). on_status(status) is
-    called as each status line arrives (the progress display).
+    called as each status line arrives (the progress display). kind: a request kind other than
+    "cases" (docs/protocol.md, "Request kinds"), whose items case_specs then are.
 
     Nothing here waits without a bound: stdout and stderr are read as they come (bounded,
     StatusReader), the run stops at `timeout` seconds, and once the engine has exited, stdout and
@@ -272,8 +276,8 @@ def run(engine, case_specs, out_dir, timeout, extra=None, on_status=None):
     in a session of its own, is killed and the run stops). On every way out the engine's process
     group, and every process carrying this engine run's tag (verify/lifecycle.py), is killed."""
     out_dir = Path(out_dir)
-    request = json.dumps({"protocol": PROTOCOL, "out_dir": str(out_dir), "cases": case_specs, **engine.fields,
-                          **(extra or {})})
+    items = {"kind": kind, REQUEST_ITEMS[kind]: case_specs} if kind else {"cases": case_specs}
+    request = json.dumps({"protocol": PROTOCOL, "out_dir": str(out_dir), **items, **engine.fields, **(extra or {})})
     request = request.encode("utf-8")
     env, tag = lifecycle.engine_env()
     started = time.monotonic()

@@ -1,69 +1,89 @@
 """`verify export attention`: the baked training runs in the form a site replays (docs/training.md,
-"Export"). For each training case the port (the engine the site runs) trains from the case's seed;
-the export holds the run's configuration and seed, its per-step records, what the site shows
-(decodes, attention maps, metrics), the trained parameters, and the digests that tie it to the
-committed goldens. One JSON file per run, in the golden text layout (keys sorted, shortest
-round-trip floats), so a re-export of an unchanged run changes no byte."""
+"Export"). The port (the engine the site runs) is asked for them through the protocol, with a
+request of kind "export" (docs/protocol.md, "Request kinds"): it trains each training case from
+its seed and writes the run's export document, in its own golden text layout (keys sorted,
+shortest round-trip floats), so a re-export of an unchanged run changes no byte. The runner
+checks each document against its case and moves it into place; it writes nothing of its own."""
 
+import re
 from pathlib import Path
 
 from . import engines as engines_mod
 from . import lifecycle
-from .documents import DocumentError, read
+from .documents import DocumentError, case_difference, decode_tensor, parse_bytes
 from .errors import InputError
+from .files import write_atomically
 
 EXPORT_VERSION = 1
+KEYS = ("export_version", "id", "op", "seed", "config", "steps", "generator", "engine", "history", "shown",
+        "parameters", "digests")
+TENSOR_GROUPS = ("history", "shown", "parameters")
+_HEX = re.compile(r"^[0-9a-f]{64}$")
 
 
-def _state_params(state_doc):
-    """{name: tensor doc} of the parameters in a state document (`param.<name>` outputs)."""
-    return {name[len("param."):]: t for name, t in state_doc["outputs"].items() if name.startswith("param.")}
-
-
-def build(case, golden_doc, final_state):
-    """The export document of one run from the engine's golden document and its last state."""
-    outputs = golden_doc["outputs"]
-    steps = case.spec["config"].get("steps")
-    return {
-        "export_version": EXPORT_VERSION,
-        "id": case.id,
-        "op": case.op,
-        "seed": case.spec["seed"],
-        "config": case.spec["config"],
-        "generator": golden_doc["generator"],
-        "engine": golden_doc["engine"],
-        "steps": steps,
-        "history": {name: outputs[name] for name in ("loss", "grad_norm") if name in outputs},
-        "shown": {name: t for name, t in outputs.items() if name not in ("loss", "grad_norm")},
-        "parameters": _state_params(final_state),
-        "digests": dict(golden_doc.get("digests") or {}, final_state=final_state.get("digests", {}).get("state")),
-    }
+def check(case, doc):
+    """Why doc is not the export of this case (None when it is): the keys, the version, the case
+    echoed, every tensor well formed, a digest of the final state."""
+    if not isinstance(doc, dict):
+        return "it is not a JSON object"
+    missing = [k for k in KEYS if k not in doc]
+    if missing:
+        return f"it lacks {', '.join(missing)}"
+    if doc["export_version"] != EXPORT_VERSION:
+        return f"export_version is {doc['export_version']!r}, this runner reads {EXPORT_VERSION}"
+    for key in ("id", "op", "seed", "config"):
+        found = case_difference(case.spec[key], doc[key], key)
+        if found:
+            return found
+    for group in TENSOR_GROUPS:
+        if not isinstance(doc[group], dict) or not doc[group]:
+            return f"{group} is not an object of tensors"
+        for name, t in doc[group].items():
+            try:
+                decode_tensor(t, f"{group}.{name}")
+            except DocumentError as exc:
+                return str(exc)
+            except (KeyError, TypeError, ValueError):
+                return f"{group}.{name} is not a tensor document {{dtype, shape, data}}"
+    final = doc["digests"].get("final_state") if isinstance(doc["digests"], dict) else None
+    if not (isinstance(final, str) and _HEX.match(final)):
+        return f"digests.final_state is {final!r}, not a SHA-256 (hex)"
+    return None
 
 
 def export(project, selected, out_dir, timeout, port_cmd=None):
-    """Run the port on the selected training cases and write <out_dir>/<id>.json for each."""
-    from reference.core.golden import dumps  # the golden text layout, shared with the reference engine
-
+    """Ask the port for the export of each selected training case; write <out_dir>/<id>.json for
+    each, once every one has been received and checked."""
     training = [c for c in selected if c.kind == "training"]
     if not training:
         raise InputError("no training case selected: `verify export` exports the baked training runs (--case 'train.*')")
     port = engines_mod.port_engine(project.root, port_cmd)
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    written = []
+    received = []
     with lifecycle.temp_dir("verify-export-") as work:
-        run = engines_mod.run(port, [c.spec for c in training], Path(work) / "port", timeout)
+        run = engines_mod.run(port, [c.spec for c in training], Path(work) / "port", timeout, kind="export")
         for case in training:
             status = run.statuses.get(case.id) or {}
             if not status.get("ok"):
                 raise InputError(f"the port failed on {case.id}: {status.get('error', 'no status line')}")
             try:
-                golden_doc = read(run.out_dir / f"{case.id}.json")
-                last = case.spec["config"]["steps"]
-                final_state = read(run.out_dir / f"{case.id}.states" / f"step_{last}.json")
-            except (DocumentError, KeyError) as exc:
-                raise InputError(f"the port's output for {case.id} cannot be exported: {exc}") from None
+                data = (run.out_dir / f"{case.id}.json").read_bytes()
+                why = check(case, parse_bytes(data))
+            except OSError as exc:
+                why = f"it cannot be read ({exc.strerror or exc})"
+            except DocumentError as exc:
+                why = str(exc)
+            if why:
+                raise InputError(f"the port's export of {case.id} is not an export document: {why}; an engine answers "
+                                 f"a request of kind \"export\" as docs/protocol.md says ({port.command})")
+            received.append((case, data))
+    out_dir = Path(out_dir)
+    written = []
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        for case, data in received:
             path = out_dir / f"{case.id}.json"
-            path.write_text(dumps(build(case, golden_doc, final_state)) + "\n", encoding="utf-8")
+            write_atomically(path, data)
             written.append(path)
+    except OSError as exc:
+        raise InputError(f"cannot write the exports to {out_dir} ({exc.strerror or exc}); choose another --out") from None
     return written

@@ -9,6 +9,8 @@
 //                                          and writes out_dir/<id>.full.json beside its golden view;
 //                                          the request's "kernel", or --kernel, picks the product kernel,
 //                                          and each status line counts the products each kernel ran)
+//                                          a request of "kind" encode or export writes out_dir/<id>.json,
+//                                          the document of that kind, per item: cases/requests.ts)
 //   node port_ts/src/cli.ts rng-hash --seed S --count N --kind uniform|normal
 
 import { createHash } from "node:crypto";
@@ -19,6 +21,7 @@ import { Worker } from "node:worker_threads";
 import { runCaseWithStates, type CaseSpec } from "./cases/cases.ts";
 import { splitDocuments, type Assets } from "./cases/casesPretrained.ts";
 import { evaluateState, replaySegment } from "./cases/casesTraining.ts";
+import { document, ITEMS, itemId, KINDS } from "./cases/requests.ts";
 import { CaseError } from "./core/caseConfig.ts";
 import { caseDocument, dumps, type Json } from "./core/golden.ts";
 import { productEngine } from "./core/ops.ts";
@@ -127,9 +130,13 @@ function run(args: string[]): number {
     process.stderr.write(`usage: cli.ts run [--kernel ${KERNELS.join("|")}]: ${(err as Error).message}\n`);
     return 2;
   }
-  let request: { out_dir: string; cases: CaseSpec[]; replay?: Record<string, ReplayEntry>; assets?: Record<string, unknown>; kernel?: unknown };
+  let request: { out_dir: string; kind?: string; cases: CaseSpec[]; replay?: Record<string, ReplayEntry>; assets?: Record<string, unknown>; kernel?: unknown };
+  let kind: string;
   try {
     request = JSON.parse(readFileSync(0, "utf8"));
+    kind = request.kind ?? "cases"; // docs/protocol.md, "Request kinds"
+    if (!KINDS.includes(kind)) throw new Error(`'kind' must be one of ${KINDS.join(", ")}, got ${typeof kind === "string" ? `'${kind}'` : JSON.stringify(kind)}`);
+    request.cases = (request as unknown as Record<string, CaseSpec[]>)[ITEMS[kind]];
     if (typeof request.out_dir !== "string" || !Array.isArray(request.cases)) throw new Error("missing fields");
     if (request.replay !== undefined && (typeof request.replay !== "object" || request.replay === null || Array.isArray(request.replay))) {
       throw new Error("'replay' must be an object {id: {from_dir, segments}}");
@@ -138,7 +145,7 @@ function run(args: string[]): number {
       throw new Error("'assets' must be an object {model name: directory}");
     }
   } catch (err) {
-    process.stderr.write(`port: the request on stdin must be JSON with 'out_dir' and 'cases': ${(err as Error).message}\n`);
+    process.stderr.write(`port: the request on stdin must be JSON with 'out_dir' and 'cases' (or, of kind encode, 'inputs'): ${(err as Error).message}\n`);
     return 2;
   }
   const kernel = kernelOf(request.kernel, flag);
@@ -157,7 +164,10 @@ function run(args: string[]): number {
     productEngine.counts.js = 0;
     try {
       const entry = Object.hasOwn(replays, spec.id) ? replays[spec.id] : undefined;
-      if (entry === undefined || entry.free_run !== false) {
+      if (kind !== "cases") { // one document per item, nothing else
+        const doc = document(kind, spec as unknown as { [key: string]: Json }, assets);
+        writeFileSync(join(request.out_dir, `${itemId(spec)}.json`), dumps(doc) + "\n");
+      } else if (entry === undefined || entry.free_run !== false) {
         const { doc, states } = runCaseWithStates(spec, assets);
         let golden = doc;
         if (spec.kind === "pretrained") { // docs/pretrained.md: the golden keeps a view
@@ -172,7 +182,7 @@ function run(args: string[]): number {
           for (const [t, state] of states) writeFileSync(join(stateDir, `step_${t}.json`), dumps(state) + "\n");
         }
       }
-      if (entry !== undefined) [status.replayed, status.evaluated] = replay(spec, entry, request.out_dir);
+      if (entry !== undefined && kind === "cases") [status.replayed, status.evaluated] = replay(spec, entry, request.out_dir);
       status.ok = true;
     } catch (err) {
       const e = err as Error;
