@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 
 from helpers import assert_one_line_error, run_verify
+from verify.anchors import locate
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -358,10 +359,11 @@ def _faulty_port(tmp_path):
     """port_ts copied (the core and the browser engine), the fault applied, node_modules linked."""
     fault = next(f for f in json.loads((ROOT / "faults" / "attention.json").read_text())["faults"] if f["id"] == FAULT)
     copy = _port_copy(tmp_path)
-    target = copy / Path(fault["file"]).relative_to("port_ts")
+    span = locate(tmp_path, "port_ts", fault["within"], fault["find"])  # the declaration verify faults would change
+    target = tmp_path / span.file
     text = target.read_text()
-    assert text.count(fault["find"]) == 1, f"fault {FAULT} no longer applies to {fault['file']}"
-    target.write_text(text.replace(fault["find"], fault["replace"]))
+    at = text.index(fault["find"], span.start, span.end)
+    target.write_text(text[:at] + fault["replace"] + text[at + len(fault["find"]):])
     return copy
 
 
@@ -395,9 +397,9 @@ def exported(tmp_path_factory):
 
 
 def _reference_view(export_doc, digits):
-    from reference.decode import greedy_decode
-    from reference.digits import BOS, EOS, encode_inputs
-    from reference.reversal import reversal_model_config
+    from reference.runs.decode import greedy_decode
+    from reference.runs.digits import BOS, EOS, encode_inputs
+    from reference.runs.reversal import reversal_model_config
 
     config = export_doc["config"]
     params = {k: np.array([float(v) for v in t["data"]], dtype=np.float64).reshape(t["shape"])
@@ -413,7 +415,7 @@ def _reference_view(export_doc, digits):
 def test_the_lab_page_shows_the_references_decode_weights_and_similarity(node, name, tmp_path, capsys, request):
     require(node, name)
     exported = request.getfixturevalue("exported")  # the export only once a browser is there
-    from reference.positional_encoding import position_similarity, sinusoidal_table
+    from reference.nn.positional_encoding import position_similarity, sinusoidal_table
 
     screenshot = tmp_path / f"lab-{name}.png"
     argv = [str(node), str(LAB), "check", "--browser", name, "--exports", str(exported), "--screenshot", str(screenshot)]
