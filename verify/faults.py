@@ -159,6 +159,8 @@ def how(case, policy):
             kinds.append("gradcheck bound")
         elif check["name"].startswith("free run "):
             kinds.append("free-run band")
+        elif check["name"].startswith("agree "):
+            kinds.append("two ways disagree")
         else:
             kinds.append("quality bar")
     if any(not r["passed"] for r in case.get("replay", [])):
