@@ -111,7 +111,7 @@ def kv_generate_case(config, rng):
     full = generate_full(params, model, padded, pads, steps, eos)
     alone = [generate_full(params, model, np.array([p]), np.zeros(1, dtype=np.int64), steps, eos) for p in prompts]
     outputs = {}
-    for name, gen in (("cached", cached), ("full", full)):
+    for name, gen in (("cached", cached), ("recomputed", full)):
         outputs.update({f"{name}.tokens": gen["tokens"], f"{name}.margin": gen["margins"], f"{name}.logits": gen["logits"]})
     outputs["alone.tokens"] = np.concatenate([a["tokens"] for a in alone])  # (N, G)
     outputs["alone.logits"] = np.concatenate([a["logits"] for a in alone])  # (N, G, V)

@@ -133,7 +133,7 @@ function kvGenerateCase(config: Config, rng: Generator) {
   const full = generateFull(params, m, padded, pads, steps, eos);
   const alone: Generated[] = prompts.map((p) => generateFull(params, m, { shape: [1, p.length], data: Int32Array.from(p) }, new Int32Array(1), steps, eos));
   const outputs: Named = {};
-  for (const [name, gen] of [["cached", cached], ["full", full]] as [string, Generated][]) {
+  for (const [name, gen] of [["cached", cached], ["recomputed", full]] as [string, Generated][]) {
     outputs[`${name}.tokens`] = gen.tokens;
     outputs[`${name}.margin`] = gen.margins;
     outputs[`${name}.logits`] = gen.logits;
