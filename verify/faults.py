@@ -7,7 +7,7 @@ lives (verify/anchors.py), so moving a function to another module keeps its faul
 the engine's tree is copied to a temporary directory, the edit applied, and the verification run
 with that engine in place of the real one; the fault is
 caught when a case that passes on the unmodified tree fails (how: tensor mismatch, gradcheck
-bound, digest, quality bar, replay, golden, engine error), or when the faulty engine fails as a
+bound, digest, quality bar, two ways disagree, replay, golden, engine error), or when the faulty engine fails as a
 whole (crashes, hangs, prints garbage).
 
 Speed:
