@@ -9,6 +9,11 @@
 - digests: `expect.equal_digests` identical across engines always (data both engines must draw
   bit for bit: initial parameters, data sets); `expect.bitwise_digests` only under --bitwise
   (digests of computed values, which a faithful port with other last bits cannot match);
+- two ways of the same maths, `expect.agree` {a: b}: in each engine, output a within the rule of
+  output b at the case's tolerance (integers equal): tiled attention and its plain form, a KV
+  cache and full recomputation. Reported bit-identical or within the tolerance with its ULP
+  figure; the two ways may round differently in a correct engine (tiled and plain do, by a few
+  ULP), so only the rule counts, with or without --bitwise;
 - training cases: the free runs compared step by step (`loss`, `grad_norm`: where they part, how
   the difference grows; reported, never failed for parting), and the free run's outcomes
   `expect.free_run` {output: {"abs": b} or {"ratio": r}}, the answer to "does the port also
@@ -22,7 +27,7 @@ Each check is a dict {engine, name, rule, passed, detail, value, required}; `req
 
 import numpy as np
 
-from .compare import close
+from .compare import close, compare_tensor
 
 # The tolerance table. Each bound is a reviewed decision; loosening one is a change of its own.
 GRADCHECK_REL_ERR = 1e-6  # |analytic - numeric| / max(|analytic|, |numeric|, floor), docs/gradcheck.md
@@ -94,6 +99,30 @@ def bound_checks(engine, outputs, expect, source=None):
             ok = values.size > 0 and not np.isnan(values).any() and (worst >= bound if op == ">=" else worst <= bound)
             checks.append(check(engine, name, f"{op} {bound:g}", ok,
                                 f"{'min' if op == '>=' else 'max'} {worst:.6g} at {where}", worst, source=source))
+    return checks
+
+
+def agree_checks(engine, outputs, expect, tol):
+    """expect.agree {a: b}: output a of one engine within the rule of its output b (b the expected
+    side), one check per pair: bit-identical, within the tolerance (max |diff|, max ULP) or not."""
+    checks = []
+    for a, b in sorted(expect.get("agree", {}).items()):
+        rule = f"within the tolerance of {b}"
+        if a not in outputs or b not in outputs:
+            missing = ", ".join(n for n in (a, b) if n not in outputs)
+            checks.append(check(engine, f"agree {a}", rule, False, f"no such output: {missing}"))
+            continue
+        r = compare_tensor(a, "output", outputs[b], outputs[a], tol, sides=(b, a))
+        if r.message:
+            detail = r.message
+        elif r.passed and (r.dtype == "int64" or r.max_ulp == 0):
+            detail = f"bit-identical ({r.total} elements)"
+        elif r.passed:
+            detail = f"within the tolerance: max |diff| {r.max_abs:.3g}, max {r.max_ulp} ULP ({r.total} elements)"
+        else:
+            detail = (f"{r.mismatched} / {r.total} elements differ beyond the tolerance; greatest |diff| "
+                      f"{r.max_abs:.3g} at {r.max_abs_index}")
+        checks.append(check(engine, f"agree {a}", rule, r.passed, detail, r.max_ulp))
     return checks
 
 
@@ -176,6 +205,7 @@ def case_checks(kind, expect, fresh, tol):
             checks += gradcheck_checks(role, outputs)
         if not (kind == "training" and role == "port"):
             checks += bound_checks(role, outputs, expect)
+            checks += agree_checks(role, outputs, expect, tol)
     if len(usable) == len(fresh):
         checks += digest_checks({role: f.doc for role, f in usable.items()}, expect)
         if kind == "training":

@@ -7,7 +7,7 @@ lives (verify/anchors.py), so moving a function to another module keeps its faul
 the engine's tree is copied to a temporary directory, the edit applied, and the verification run
 with that engine in place of the real one; the fault is
 caught when a case that passes on the unmodified tree fails (how: tensor mismatch, gradcheck
-bound, digest, quality bar, replay, golden, engine error), or when the faulty engine fails as a
+bound, digest, quality bar, two ways disagree, replay, golden, engine error), or when the faulty engine fails as a
 whole (crashes, hangs, prints garbage).
 
 Speed:
@@ -153,6 +153,8 @@ def how(case, policy):
             kinds.append("gradcheck bound")
         elif check["name"].startswith("free run "):
             kinds.append("free-run band")
+        elif check["name"].startswith("agree "):
+            kinds.append("two ways disagree")
         else:
             kinds.append("quality bar")
     if any(not r["passed"] for r in case.get("replay", [])):

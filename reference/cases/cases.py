@@ -7,13 +7,14 @@ out_dir/<id>.states/step_<t>.json, each with the case echoed into it. A pretrain
 (cases_pretrained) also takes the request's assets {model name: directory}."""
 
 from . import cases_attention, cases_faults, cases_gradcheck, cases_layers, cases_lesson, cases_models, cases_pretrained, cases_training
+from . import cases_lm, cases_tiled
 from ..core.case_config import CaseError, check_numbers
 from ..core.golden import case_document
 from ..core.rng import Generator
 
 BUILDERS = {}
 for _family in (cases_attention, cases_layers, cases_models, cases_lesson, cases_gradcheck, cases_training,
-                cases_pretrained, cases_faults):
+                cases_pretrained, cases_faults, cases_lm, cases_tiled):
     BUILDERS.update(_family.BUILDERS)
 
 

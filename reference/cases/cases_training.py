@@ -31,6 +31,7 @@ from ..core import case_config as cc
 from ..runs.alignment_run import alignment_setup
 from ..runs.garments import vit_setup
 from ..runs.reversal import reversal_setup
+from ..runs.sort_run import sort_setup
 from ..core.rng import Generator
 from ..runs.train import state_digest, state_document, state_from_document, train
 
@@ -39,6 +40,7 @@ RUNS = {
     "train_alignment": alignment_setup,  # alignment_run.py
     "train_reversal": reversal_setup,  # reversal.py
     "train_vit": vit_setup,  # garments.py
+    "train_sort": sort_setup,  # sort_run.py
 }
 
 

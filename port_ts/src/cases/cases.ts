@@ -17,9 +17,11 @@ import { BUILDERS as gradcheck } from "./casesGradcheck.ts";
 import { BUILDERS as training, type TrainingResult } from "./casesTraining.ts";
 import { BUILDERS as pretrained, type Assets } from "./casesPretrained.ts";
 import { BUILDERS as faults } from "./casesFaults.ts";
+import { BUILDERS as lm } from "./casesLm.ts";
+import { BUILDERS as tiled } from "./casesTiled.ts";
 import type { StateDocument } from "../runs/train.ts";
 
-export const BUILDERS: Record<string, Builder> = { ...attention, ...layers, ...models, ...lesson, ...gradcheck, ...training, ...pretrained, ...faults };
+export const BUILDERS: Record<string, Builder> = { ...attention, ...layers, ...models, ...lesson, ...gradcheck, ...training, ...pretrained, ...faults, ...lm, ...tiled };
 
 export interface CaseSpec {
   id: string;

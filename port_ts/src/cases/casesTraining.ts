@@ -30,6 +30,7 @@ import { type Config, CaseError } from "../core/caseConfig.ts";
 import { alignmentSetup } from "../runs/alignmentRun.ts";
 import { vitSetup } from "../runs/garments.ts";
 import { reversalSetup } from "../runs/reversal.ts";
+import { sortSetup } from "../runs/sortRun.ts";
 import type { Run, Setup } from "../runs/schedule.ts";
 import { type StateDocument, stateDigest, stateDocument, stateFromDocument, train } from "../runs/train.ts";
 
@@ -46,6 +47,7 @@ export const RUNS: Record<string, Setup> = {
   train_alignment: alignmentSetup, // alignmentRun.ts
   train_reversal: reversalSetup, // reversal.ts
   train_vit: vitSetup, // garments.ts
+  train_sort: sortSetup, // sortRun.ts
 };
 
 function setupOf(spec: TrainingCase): Run {

@@ -1,0 +1,199 @@
+// Cases of the lesson's block and the decoder-only model: forward cases of the biased attention,
+// the block, the model and KV-cache generation; gradient checks of the block and the model
+// (twin: cases_lm.py; docs/lesson_block.md, docs/decoder_lm.md, docs/kv_cache.md).
+//
+// Every builder draws the parameters first (the init function: PyTorch's defaults), then moves
+// what init leaves at a constant away from it, for each parameter name in order: a layer norm's
+// gamma becomes 1 + 0.1 z, its beta 0.1 z, an attention bias (b_in, b_o) 0.1 z, z ~ N(0, 1) of
+// the tensor's shape; then the data. Gradient checks then make gradcheck's own draws
+// (runs/gradcheck.ts) and write the same outputs as casesGradcheck.ts.
+
+import type { Builder } from "./casesAttention.ts";
+import type { Named } from "../core/golden.ts";
+import type { IntTensor, Tensor } from "../core/ops.ts";
+import type { Params } from "../core/params.ts";
+import type { Generator } from "../core/rng.ts";
+import { type Config, get, intArray, positiveInt } from "../core/caseConfig.ts";
+import { type DecoderLmConfig, decoderLmForward, decoderLmLoss, decoderLmLossBackward, initDecoderLmParams } from "../models/decoderLm.ts";
+import { causalKeep, initLessonAttentionParams, lessonAttentionForward } from "../nn/lessonAttention.ts";
+import { type LessonBlockCache, initLessonBlockParams, lessonBlockBackward, lessonBlockForward, lessonBlockParamCount } from "../nn/lessonBlock.ts";
+import { sequenceWeights } from "../nn/loss.ts";
+import { type LossFn, gradcheck } from "../runs/gradcheck.ts";
+import { type Generated, generateCached, generateFull, leftPad } from "../runs/kvCache.ts";
+
+/** Norms and attention biases away from init, in parameter order (the module doc). */
+function jitter(rng: Generator, params: Params): Params {
+  for (const name of Object.keys(params)) {
+    const gamma = name.endsWith(".gamma");
+    if (gamma || name.endsWith(".beta") || name.endsWith("b_in") || name.endsWith("b_o")) {
+      const z = rng.normal(params[name].shape).data;
+      for (let i = 0; i < z.length; i++) z[i] = gamma ? 1 + 0.1 * z[i] : 0.1 * z[i];
+      params[name] = { shape: [...params[name].shape], data: z };
+    }
+  }
+  return params;
+}
+
+function model(config: Config): DecoderLmConfig {
+  const [vocab, maxLen, d, heads, ffnHidden, blocks] = ["vocab", "max_len", "d", "heads", "ffn_hidden", "blocks"].map((n) => positiveInt(config, n));
+  return { vocab, max_len: maxLen, d, heads, ffn_hidden: ffnHidden, blocks };
+}
+
+function scalar(x: number): Tensor {
+  return { shape: [], data: Float64Array.of(x) };
+}
+
+function runCheck(config: Config, rng: Generator, params: Params, lossFn: LossFn, grads: Params): Named {
+  const result = gradcheck(lossFn, params, grads, rng, positiveInt(config, "full_max", 32), positiveInt(config, "samples", 8), positiveInt(config, "directions", 3));
+  const outputs: Named = {};
+  for (const name of Object.keys(params)) outputs[`grad.${name}`] = grads[name];
+  for (const [name, c] of Object.entries(result.checks)) {
+    const n = c.index.length;
+    outputs[`check.${name}.index`] = { shape: [n], data: c.index };
+    outputs[`check.${name}.analytic`] = { shape: [n], data: c.analytic };
+    outputs[`check.${name}.numeric`] = { shape: [n], data: c.numeric };
+    outputs[`check.${name}.rel_err`] = { shape: [n], data: c.relErr };
+  }
+  const R = result.direction.analytic.length;
+  outputs["direction.analytic"] = { shape: [R], data: result.direction.analytic };
+  outputs["direction.numeric"] = { shape: [R], data: result.direction.numeric };
+  outputs["direction.rel_err"] = { shape: [R], data: result.direction.relErr };
+  outputs["kink_retries"] = { shape: [], data: Int32Array.of(result.kinkRetries) };
+  return outputs;
+}
+
+/** Where every FFN pre-activation of the blocks is > 0, block by block. */
+function reluPattern(blocks: LessonBlockCache[]): Uint8Array {
+  let total = 0;
+  for (const b of blocks) total += b.ffn.hPre.data.length;
+  const out = new Uint8Array(total);
+  let at = 0;
+  for (const b of blocks) for (const h of b.ffn.hPre.data) out[at++] = h > 0 ? 1 : 0;
+  return out;
+}
+
+// config: B, T, d, heads, causal (default false)
+// draws: initLessonAttentionParams (W_in, W_o); b_in, b_o jittered; x ~ N(0, 1) (B, T, d)
+function lessonAttentionCase(config: Config, rng: Generator) {
+  const [B, T, d, heads] = ["B", "T", "d", "heads"].map((n) => positiveInt(config, n));
+  const params = jitter(rng, initLessonAttentionParams(rng, d));
+  const x = rng.normal([B, T, d]);
+  const keep = get(config, "causal", false) ? causalKeep(T) : null;
+  const { out, cache } = lessonAttentionForward(x, params, heads, keep);
+  return { inputs: { x, ...params }, outputs: { out, weights: cache.weights } };
+}
+
+// config: B, T, d, heads, ffn_hidden, causal (default false)
+// draws: initLessonBlockParams; norms and biases jittered; x ~ N(0, 1) (B, T, d)
+function lessonBlockCase(config: Config, rng: Generator) {
+  const [B, T, d, heads, F] = ["B", "T", "d", "heads", "ffn_hidden"].map((n) => positiveInt(config, n));
+  const params = jitter(rng, initLessonBlockParams(rng, d, F));
+  const x = rng.normal([B, T, d]);
+  const keep = get(config, "causal", false) ? causalKeep(T) : null;
+  const { out, cache } = lessonBlockForward(x, params, heads, keep);
+  const count: IntTensor = { shape: [], data: Int32Array.of(lessonBlockParamCount(d, F)) };
+  return { inputs: { x, ...params }, outputs: { out, weights: cache.weights, param_count: count } };
+}
+
+// config: the model's (vocab, max_len, d, heads, ffn_hidden, blocks), B, T, pads null | (B,)
+// draws: initDecoderLmParams; norms and biases jittered; tokens U{0..vocab-1} (B, T)
+function decoderLmCase(config: Config, rng: Generator) {
+  const m = model(config);
+  const B = positiveInt(config, "B"), T = positiveInt(config, "T");
+  const params = jitter(rng, initDecoderLmParams(rng, m));
+  const tokens = rng.integers([B, T], 0, m.vocab);
+  const padsValue = get<unknown>(config, "pads", null);
+  const pads = padsValue === null ? null : intArray(padsValue, "pads");
+  const { out: logits, cache } = decoderLmForward(tokens, params, m, pads === null ? null : pads.data);
+  const inputs: Named = { tokens, ...params };
+  if (pads !== null) inputs.pads = pads;
+  const outputs: Named = { logits };
+  cache.weights.forEach((w, i) => { outputs[`blk${i}.weights`] = w; });
+  return { inputs, outputs };
+}
+
+function stack(parts: (Tensor | IntTensor)[]): Tensor | IntTensor {
+  const size = parts[0].data.length;
+  const data = parts[0].data instanceof Int32Array ? new Int32Array(parts.length * size) : new Float64Array(parts.length * size);
+  parts.forEach((p, n) => data.set(p.data, n * size));
+  return { shape: [parts.length, ...parts[0].shape.slice(1)], data } as Tensor | IntTensor;
+}
+
+// config: the model's, prompt_lens (N lengths), steps (G), eos
+// draws: initDecoderLmParams; norms and biases jittered; each prompt's ids U{0..vocab-1}
+//   (its length), prompt by prompt
+function kvGenerateCase(config: Config, rng: Generator) {
+  const m = model(config);
+  const steps = positiveInt(config, "steps"), eos = get<number>(config, "eos");
+  const lens = [...intArray(get(config, "prompt_lens"), "prompt_lens").data];
+  const params = jitter(rng, initDecoderLmParams(rng, m));
+  const prompts = lens.map((n) => [...rng.integers([n], 0, m.vocab).data]);
+  const { prompts: padded, pads } = leftPad(prompts, eos);
+  const cached = generateCached(params, m, padded, pads, steps, eos);
+  const full = generateFull(params, m, padded, pads, steps, eos);
+  const alone: Generated[] = prompts.map((p) => generateFull(params, m, { shape: [1, p.length], data: Int32Array.from(p) }, new Int32Array(1), steps, eos));
+  const outputs: Named = {};
+  for (const [name, gen] of [["cached", cached], ["recomputed", full]] as [string, Generated][]) {
+    outputs[`${name}.tokens`] = gen.tokens;
+    outputs[`${name}.margin`] = gen.margins;
+    outputs[`${name}.logits`] = gen.logits;
+  }
+  outputs["alone.tokens"] = stack(alone.map((a) => a.tokens)); // (N, G)
+  outputs["alone.logits"] = stack(alone.map((a) => a.logits)); // (N, G, V)
+  return { inputs: { prompts: padded, pads: { shape: [pads.length], data: pads }, ...params }, outputs };
+}
+
+// config: B, T, d, heads, ffn_hidden, causal (default false), gradcheck's
+// draws: initLessonBlockParams; norms and biases jittered; x ~ N(0, 1) (B, T, d);
+//   R ~ N(0, 1) (B, T, d); gradcheck's draws. loss = sum of out * R (in order): dout = R
+function gradcheckLessonBlockCase(config: Config, rng: Generator) {
+  const [B, T, d, heads, F] = ["B", "T", "d", "heads", "ffn_hidden"].map((n) => positiveInt(config, n));
+  const params = jitter(rng, initLessonBlockParams(rng, d, F));
+  const x = rng.normal([B, T, d]);
+  const R = rng.normal([B, T, d]);
+  const keep = get(config, "causal", false) ? causalKeep(T) : null;
+  const lossOf = (p: Params) => {
+    const { out, cache } = lessonBlockForward(x, p, heads, keep);
+    let loss = 0;
+    for (let i = 0; i < out.data.length; i++) loss += out.data[i] * R.data[i];
+    return { loss, cache };
+  };
+  const lossFn: LossFn = (p) => {
+    const { loss, cache } = lossOf(p);
+    return { loss, kinks: reluPattern([cache]) };
+  };
+  const { loss, cache } = lossOf(params);
+  const { grads } = lessonBlockBackward(R, cache);
+  return { inputs: { x, R }, outputs: { loss: scalar(loss), ...runCheck(config, rng, params, lossFn, grads) } };
+}
+
+// config: the model's, B, T, target_lens (B,) (default: every position counts), gradcheck's
+// draws: initDecoderLmParams; norms and biases jittered; tokens U{0..vocab-1} (B, T);
+//   targets U{0..vocab-1} (B, T); gradcheck's draws
+function gradcheckDecoderLmCase(config: Config, rng: Generator) {
+  const m = model(config);
+  const B = positiveInt(config, "B"), T = positiveInt(config, "T");
+  const params = jitter(rng, initDecoderLmParams(rng, m));
+  const tokens = rng.integers([B, T], 0, m.vocab);
+  const targets = rng.integers([B, T], 0, m.vocab);
+  const lensValue = get<unknown>(config, "target_lens", null);
+  const weights = lensValue === null ? null : sequenceWeights(intArray(lensValue, "target_lens"), T);
+  const lossFn: LossFn = (p) => {
+    const { loss, cache } = decoderLmLoss(p, m, tokens, targets, weights);
+    return { loss, kinks: reluPattern(cache.model.blocks) };
+  };
+  const { loss, cache } = decoderLmLoss(params, m, tokens, targets, weights);
+  const grads = decoderLmLossBackward(cache);
+  const inputs: Named = { tokens, targets };
+  if (weights !== null) inputs.weights = weights;
+  return { inputs, outputs: { loss: scalar(loss), ...runCheck(config, rng, params, lossFn, grads) } };
+}
+
+export const BUILDERS: Record<string, Builder> = {
+  lesson_attention: lessonAttentionCase,
+  lesson_block: lessonBlockCase,
+  decoder_lm: decoderLmCase,
+  kv_generate: kvGenerateCase,
+  gradcheck_lesson_block: gradcheckLessonBlockCase,
+  gradcheck_decoder_lm: gradcheckDecoderLmCase,
+};

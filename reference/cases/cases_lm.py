@@ -1,0 +1,175 @@
+"""Cases of the lesson's block and the decoder-only model: forward cases of the biased attention,
+the block, the model and KV-cache generation; gradient checks of the block and the model
+(twin: casesLm.ts; docs/lesson_block.md, docs/decoder_lm.md, docs/kv_cache.md).
+
+Every builder draws the parameters first (the init function: PyTorch's defaults), then moves
+what init leaves at a constant away from it, for each parameter name in order: a layer norm's
+gamma becomes 1 + 0.1 z, its beta 0.1 z, an attention bias (b_in, b_o) 0.1 z, z ~ N(0, 1) of
+the tensor's shape (so a port that dropped a bias or a norm's affine cannot pass by init's 1 and
+0); then the data. Gradient checks then make gradcheck's own draws (reference/runs/gradcheck.py)
+and write the same outputs as cases_gradcheck.py (loss, grad.*, check.*, direction.*, kink_retries).
+"""
+
+import numpy as np
+
+from ..core import case_config as cc
+from ..models.decoder_lm import decoder_lm_forward, decoder_lm_loss, decoder_lm_loss_backward, init_decoder_lm_params
+from ..nn.lesson_attention import causal_keep, init_lesson_attention_params, lesson_attention_forward
+from ..nn.lesson_block import (init_lesson_block_params, lesson_block_backward, lesson_block_forward,
+                               lesson_block_param_count)
+from ..nn.loss import sequence_weights
+from ..core.ops import sum_last
+from ..runs.gradcheck import gradcheck
+from ..runs.kv_cache import generate_cached, generate_full, left_pad
+
+
+def _jitter(rng, params):
+    """Norms and attention biases away from init, in parameter order (the module doc)."""
+    for name in params:
+        if name.endswith(".gamma"):
+            params[name] = 1.0 + 0.1 * rng.normal(params[name].shape)
+        elif name.endswith((".beta", "b_in", "b_o")):
+            params[name] = 0.1 * rng.normal(params[name].shape)
+    return params
+
+
+def _model(config):
+    return {n: cc.positive_int(config, n) for n in ("vocab", "max_len", "d", "heads", "ffn_hidden", "blocks")}
+
+
+def _run_check(config, rng, params, loss_fn, grads):
+    result = gradcheck(loss_fn, params, grads, rng, cc.positive_int(config, "full_max", 32),
+                       cc.positive_int(config, "samples", 8), cc.positive_int(config, "directions", 3))
+    outputs = {f"grad.{name}": grads[name] for name in params}
+    for name, c in result["checks"].items():
+        for field in ("index", "analytic", "numeric", "rel_err"):
+            outputs[f"check.{name}.{field}"] = c[field]
+    for field in ("analytic", "numeric", "rel_err"):
+        outputs[f"direction.{field}"] = result["direction"][field]
+    outputs["kink_retries"] = np.array(result["kink_retries"], dtype=np.int64)
+    return outputs
+
+
+def _relu_pattern(blocks):
+    """Where every FFN pre-activation of the blocks is > 0, block by block."""
+    return np.concatenate([blk["ffn"]["h_pre"].reshape(-1) > 0.0 for blk in blocks])
+
+
+def lesson_attention_case(config, rng):
+    # config: B, T, d, heads, causal (default false)
+    # draws: init_lesson_attention_params (W_in, W_o); b_in, b_o jittered; x ~ N(0, 1) (B, T, d)
+    B, T, d, heads = (cc.positive_int(config, n) for n in ("B", "T", "d", "heads"))
+    params = _jitter(rng, init_lesson_attention_params(rng, d))
+    x = rng.normal((B, T, d))
+    keep = causal_keep(T) if cc.get(config, "causal", False) else None
+    out, cache = lesson_attention_forward(x, params, heads, keep)
+    return {"x": x, **params}, {"out": out, "weights": cache["weights"]}
+
+
+def lesson_block_case(config, rng):
+    # config: B, T, d, heads, ffn_hidden, causal (default false)
+    # draws: init_lesson_block_params; norms and biases jittered; x ~ N(0, 1) (B, T, d)
+    B, T, d, heads, F = (cc.positive_int(config, n) for n in ("B", "T", "d", "heads", "ffn_hidden"))
+    params = _jitter(rng, init_lesson_block_params(rng, d, F))
+    x = rng.normal((B, T, d))
+    keep = causal_keep(T) if cc.get(config, "causal", False) else None
+    out, cache = lesson_block_forward(x, params, heads, keep)
+    count = np.array(lesson_block_param_count(d, F), dtype=np.int64)
+    return {"x": x, **params}, {"out": out, "weights": cache["weights"], "param_count": count}
+
+
+def decoder_lm_case(config, rng):
+    # config: the model's (vocab, max_len, d, heads, ffn_hidden, blocks), B, T, pads null | (B,)
+    # draws: init_decoder_lm_params; norms and biases jittered; tokens U{0..vocab-1} (B, T)
+    model = _model(config)
+    B, T = cc.positive_int(config, "B"), cc.positive_int(config, "T")
+    params = _jitter(rng, init_decoder_lm_params(rng, model))
+    tokens = rng.integers((B, T), 0, model["vocab"])
+    pads = cc.get(config, "pads", None)
+    pads = None if pads is None else cc.int_array(pads, "pads")
+    logits, cache = decoder_lm_forward(tokens, params, model, pads)
+    inputs = {"tokens": tokens, **params}
+    if pads is not None:
+        inputs["pads"] = pads
+    outputs = {"logits": logits}
+    for i, w in enumerate(cache["weights"]):
+        outputs[f"blk{i}.weights"] = w
+    return inputs, outputs
+
+
+def kv_generate_case(config, rng):
+    # config: the model's, prompt_lens (N lengths), steps (G), eos
+    # draws: init_decoder_lm_params; norms and biases jittered; each prompt's ids U{0..vocab-1}
+    #   (its length), prompt by prompt
+    model = _model(config)
+    steps, eos = cc.positive_int(config, "steps"), cc.get(config, "eos")
+    lens = [int(n) for n in cc.int_array(cc.get(config, "prompt_lens"), "prompt_lens")]
+    params = _jitter(rng, init_decoder_lm_params(rng, model))
+    prompts = [[int(t) for t in rng.integers((n,), 0, model["vocab"])] for n in lens]
+    padded, pads = left_pad(prompts, eos)
+    cached = generate_cached(params, model, padded, pads, steps, eos)
+    full = generate_full(params, model, padded, pads, steps, eos)
+    alone = [generate_full(params, model, np.array([p]), np.zeros(1, dtype=np.int64), steps, eos) for p in prompts]
+    outputs = {}
+    for name, gen in (("cached", cached), ("recomputed", full)):
+        outputs.update({f"{name}.tokens": gen["tokens"], f"{name}.margin": gen["margins"], f"{name}.logits": gen["logits"]})
+    outputs["alone.tokens"] = np.concatenate([a["tokens"] for a in alone])  # (N, G)
+    outputs["alone.logits"] = np.concatenate([a["logits"] for a in alone])  # (N, G, V)
+    return {"prompts": padded, "pads": pads, **params}, outputs
+
+
+def gradcheck_lesson_block_case(config, rng):
+    # config: B, T, d, heads, ffn_hidden, causal (default false), gradcheck's
+    # draws: init_lesson_block_params; norms and biases jittered; x ~ N(0, 1) (B, T, d);
+    #   R ~ N(0, 1) (B, T, d); gradcheck's draws. loss = sum of out * R (in order): dout = R
+    B, T, d, heads, F = (cc.positive_int(config, n) for n in ("B", "T", "d", "heads", "ffn_hidden"))
+    params = _jitter(rng, init_lesson_block_params(rng, d, F))
+    x = rng.normal((B, T, d))
+    R = rng.normal((B, T, d))
+    keep = causal_keep(T) if cc.get(config, "causal", False) else None
+
+    def loss_of(p):
+        out, cache = lesson_block_forward(x, p, heads, keep)
+        return float(sum_last((out * R).reshape(-1))), cache
+
+    def loss_fn(p):
+        loss, cache = loss_of(p)
+        return loss, _relu_pattern([cache])
+
+    loss, cache = loss_of(params)
+    _, grads = lesson_block_backward(R, cache)
+    return {"x": x, "R": R}, {"loss": np.array(loss), **_run_check(config, rng, params, loss_fn, grads)}
+
+
+def gradcheck_decoder_lm_case(config, rng):
+    # config: the model's, B, T, target_lens (B,) (default: every position counts), gradcheck's
+    # draws: init_decoder_lm_params; norms and biases jittered; tokens U{0..vocab-1} (B, T);
+    #   targets U{0..vocab-1} (B, T); gradcheck's draws
+    model = _model(config)
+    B, T = cc.positive_int(config, "B"), cc.positive_int(config, "T")
+    params = _jitter(rng, init_decoder_lm_params(rng, model))
+    tokens = rng.integers((B, T), 0, model["vocab"])
+    targets = rng.integers((B, T), 0, model["vocab"])
+    lens = cc.get(config, "target_lens", None)
+    weights = None if lens is None else sequence_weights(cc.int_array(lens, "target_lens"), T)
+
+    def loss_fn(p):
+        loss, cache = decoder_lm_loss(p, model, tokens, targets, weights)
+        return loss, _relu_pattern(cache["model"]["blocks"])
+
+    loss, cache = decoder_lm_loss(params, model, tokens, targets, weights)
+    grads = decoder_lm_loss_backward(cache)
+    inputs = {"tokens": tokens, "targets": targets}
+    if weights is not None:
+        inputs["weights"] = weights
+    return inputs, {"loss": np.array(loss), **_run_check(config, rng, params, loss_fn, grads)}
+
+
+BUILDERS = {
+    "lesson_attention": lesson_attention_case,
+    "lesson_block": lesson_block_case,
+    "decoder_lm": decoder_lm_case,
+    "kv_generate": kv_generate_case,
+    "gradcheck_lesson_block": gradcheck_lesson_block_case,
+    "gradcheck_decoder_lm": gradcheck_decoder_lm_case,
+}
