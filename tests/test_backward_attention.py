@@ -13,7 +13,6 @@ compared too). Self-attention's input gradient is dx_q + dx_kv, added here as a 
 
 import json
 import math
-import subprocess
 
 import numpy as np
 import pytest
@@ -25,6 +24,7 @@ import reference.nn.masked_softmax as softmax_mod
 import reference.nn.multi_head_attention as mha_mod
 from reference.core.ops import sum_last
 from reference.core.rng import Generator
+from toolkit import run_port
 
 # Tolerances, each with its reason.
 TORCH = 1e-12  # max |ours - torch| / max |torch| per tensor: torch sums in other orders (BLAS), ulps only
@@ -362,10 +362,7 @@ console.log(JSON.stringify(Object.fromEntries(Object.entries(specs).map(([id, s]
 def port(node, repo_root):
     """Every spec run by the port in one Node process: outputs and gradients as JSON numbers
     (shortest round-trip form, read back exactly)."""
-    done = subprocess.run([str(node), "--input-type=module", "-e", PORT_SCRIPT], cwd=repo_root, input=json.dumps(SPECS),
-                          capture_output=True, text=True)
-    assert done.returncode == 0, f"the port's backward script failed:\n{done.stderr}"
-    return json.loads(done.stdout)
+    return run_port(node, repo_root, PORT_SCRIPT, stdin=json.dumps(SPECS))
 
 
 def engine_error(spec, ported):

@@ -27,7 +27,6 @@ Tolerances, each with its reason:
 
 import json
 import math
-import subprocess
 
 import numpy as np
 import pytest
@@ -42,6 +41,7 @@ from reference.core.params import sub_params
 from reference.nn.encoder_block import encoder_block_backward, encoder_block_forward, init_encoder_block_params
 from reference.core.rng import Generator
 from reference.models.transformer import init_transformer_params, transformer_loss, transformer_loss_backward
+from toolkit import central_difference, close, mismatch, run_port, t
 
 TORCH = 1e-10
 ENGINES = 1e-12
@@ -49,33 +49,10 @@ FD_REL = 1e-6
 FD_STEP = 1e-4
 
 
-def t(a, grad=False):
-    return torch.tensor(np.asarray(a), dtype=torch.float64, requires_grad=grad)
-
-
-def worst(actual, expected):
-    """(greatest absolute difference, its index, shapes equal?)"""
-    actual, expected = np.asarray(actual, dtype=np.float64), np.asarray(expected, dtype=np.float64)
-    if actual.shape != expected.shape:
-        return math.inf, None, False
-    diff = np.abs(actual - expected)
-    idx = np.unravel_index(np.argmax(diff), diff.shape) if diff.size else ()
-    return (float(diff.max()) if diff.size else 0.0), idx, True
-
-
 def mismatches(actual, expected, tol):
-    """Names whose tensors differ by more than tol, with a message in assert_close's shape."""
+    """The messages of the names whose tensors differ by more than tol (toolkit.mismatch's shape)."""
     assert sorted(actual) == sorted(expected), f"gradient names differ: {sorted(actual)} vs {sorted(expected)}"
-    bad = []
-    for name in expected:
-        diff, idx, same_shape = worst(actual[name], expected[name])
-        if not same_shape:
-            bad.append(f"{name}: shape {np.shape(actual[name])}, expected {np.shape(expected[name])}")
-        elif not diff <= tol:
-            n_bad = int((np.abs(np.asarray(actual[name]) - np.asarray(expected[name])) > tol).sum())
-            bad.append(f"{name}: {n_bad} / {np.size(expected[name])} elements differ; greatest absolute "
-                       f"difference {diff:.3e} at {idx} (allowed {tol})")
-    return bad
+    return [m for m in (mismatch(actual[name], expected[name], name, tol) for name in expected) if m is not None]
 
 
 def randomise_norms(rng, params):
@@ -298,7 +275,7 @@ def test_encoder_block_backward_matches_torch(lens):
     xt = t(x, grad=True)
     out_t = blk(xt, padding_mask(lens, x.shape[1]))
     (out_t * t(dout)).sum().backward()
-    assert worst(out, out_t.detach().numpy())[0] <= TORCH
+    close(out, out_t, "block out", TORCH)
     bad = mismatches({"x": dx, **grads}, {"x": xt.grad.numpy(), **blk.grads()}, TORCH)
     assert not bad, "encoder block backward vs torch:\n  " + "\n  ".join(bad)
 
@@ -315,7 +292,7 @@ def test_decoder_block_backward_matches_torch(lens):
     xt, et = t(x, grad=True), t(enc, grad=True)
     out_t = blk(xt, et, padding_mask(lens, enc.shape[1]))
     (out_t * t(dout)).sum().backward()
-    assert worst(out, out_t.detach().numpy())[0] <= TORCH
+    close(out, out_t, "block out", TORCH)
     bad = mismatches({"x": dx, "enc": denc, **grads}, {"x": xt.grad.numpy(), "enc": et.grad.numpy(), **blk.grads()}, TORCH)
     assert not bad, "decoder block backward vs torch:\n  " + "\n  ".join(bad)
 
@@ -371,13 +348,8 @@ def test_transformer_gradients_with_dropout_match_central_differences():
         if candidates.size == 0:
             continue
         i = int(candidates[int(pick.integers((1,), 0, candidates.size)[0])])
-        saved = flat[i]
-        values = []
-        for k in (2, 1, -1, -2):
-            flat[i] = saved + k * FD_STEP
-            values.append(transformer_loss(params, config, src, SRC_LENS, tgt_in, tgt_out, TGT_LENS, Generator(77))[0])
-        flat[i] = saved
-        numeric = (-values[0] + 8 * values[1] - 8 * values[2] + values[3]) / (12 * FD_STEP)
+        loss = lambda: transformer_loss(params, config, src, SRC_LENS, tgt_in, tgt_out, TGT_LENS, Generator(77))[0]  # noqa: E731
+        numeric = central_difference(loss, flat, i, FD_STEP, order=4)
         rel = abs(numeric - g[i]) / max(abs(numeric), abs(g[i]))
         assert rel <= FD_REL, f"{name}[{i}]: analytic {g[i]!r}, numeric {numeric!r}, relative error {rel:.2e}"
         checked += 1
@@ -413,10 +385,7 @@ console.log(JSON.stringify(out));
 def port_grads(node, repo_root, config, seed, dropout_seed):
     arg = json.dumps({"config": config, "seed": seed, "dropoutSeed": dropout_seed, "B": B, "S": S, "T": T,
                       "srcLens": SRC_LENS.tolist(), "tgtLens": TGT_LENS.tolist()})
-    run = subprocess.run([str(node), "--input-type=module", "-e", PORT_SCRIPT, arg], cwd=repo_root,
-                         capture_output=True, text=True, timeout=120)
-    assert run.returncode == 0, f"the port's script failed:\n{run.stderr}"
-    out = json.loads(run.stdout)
+    out = run_port(node, repo_root, PORT_SCRIPT, arg, timeout=120)
     grads = {k: np.array(v["data"], dtype=np.float64).reshape(v["shape"]) for k, v in out["grads"].items()}
     return out["loss"], out["names"], grads
 

@@ -11,7 +11,6 @@
 
 import hashlib
 import json
-import subprocess
 
 import numpy as np
 import pytest
@@ -23,6 +22,7 @@ from reference.runs.garments import (GARMENTS, batch_indices, garment_splits, ga
 from reference.core.rng import Generator
 from reference.runs.train import state_digest, train
 from reference.models.vit import init_vit_params
+from toolkit import run_port
 
 # The train_vit case (docs/garments.md); cases/attention/training.json must hold the same.
 VIT_CASE = {
@@ -41,10 +41,7 @@ def sha(a):
 
 
 def run_node(node, repo_root, script):
-    out = subprocess.run([str(node), "--input-type=module", "-e", script], cwd=repo_root,
-                         capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, f"node failed:\n{out.stderr}"
-    return json.loads(out.stdout)
+    return run_port(node, repo_root, script)
 
 
 def test_catalogue_entry_matches_the_documented_case(repo_root):

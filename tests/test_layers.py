@@ -25,23 +25,11 @@ from reference.nn.init import embedding_params, layer_norm_params, linear_params
 from reference.nn.layer_norm import layer_norm_forward
 from reference.nn.linear import linear_forward
 from reference.core.rng import Generator
+from toolkit import close, t
 
 ATOL = 1e-12
 ERF_ULPS = 2
 GELU_ATOL = 1e-15
-
-
-def t(a):
-    return torch.as_tensor(np.asarray(a), dtype=torch.float64)
-
-
-def close(actual, expected, what, atol=ATOL):
-    actual, expected = np.asarray(actual), np.asarray(expected)
-    assert actual.shape == expected.shape, f"{what}: shape {actual.shape}, expected {expected.shape}"
-    diff = np.abs(actual - expected)
-    worst = np.unravel_index(np.argmax(diff), diff.shape)
-    assert diff.max() <= atol, (f"{what}: {int((diff > atol).sum())} / {diff.size} elements differ; "
-                                f"greatest absolute difference {diff.max():.3e} at {worst} (allowed {atol})")
 
 
 # ---- PyTorch oracle ---------------------------------------------------------------------------
@@ -57,7 +45,7 @@ def test_linear_matches_nn_linear(x_shape, out_f, bias):
         if bias:
             lin.bias.copy_(t(b))
         expected = lin(t(x)).numpy()
-    close(linear_forward(x, W, b)[0], expected, f"linear {x_shape} -> {out_f}")
+    close(linear_forward(x, W, b)[0], expected, f"linear {x_shape} -> {out_f}", ATOL)
 
 
 def test_embedding_matches_nn_embedding_and_rejects_bad_ids():
@@ -87,10 +75,10 @@ def test_layer_norm_matches_nn_layer_norm(shape, offset, spread):
         ln.bias.copy_(t(beta))
         expected = ln(t(x)).numpy()
     out, cache = layer_norm_forward(x, gamma, beta)
-    close(out, expected, f"layer norm {shape}")
+    close(out, expected, f"layer norm {shape}", ATOL)
     xt = t(x)
-    close(cache["mean"], xt.mean(-1).numpy(), "layer norm mean")
-    close(cache["rstd"], (1 / torch.sqrt(xt.var(-1, correction=0) + 1e-5)).numpy(), "layer norm rstd")
+    close(cache["mean"], xt.mean(-1).numpy(), "layer norm mean", ATOL)
+    close(cache["rstd"], (1 / torch.sqrt(xt.var(-1, correction=0) + 1e-5)).numpy(), "layer norm rstd", ATOL)
 
 
 def test_layer_norm_constant_rows_give_beta():
@@ -130,7 +118,7 @@ def test_ffn_matches_two_linears_and_relu(x_shape, F):
             layer.bias.copy_(t(b))
         expected = net(t(x)).numpy()
     out, cache = ffn_forward(x, {"W1": W1, "b1": b1, "W2": W2, "b2": b2})
-    close(out, expected, f"FFN {x_shape} F={F}")
+    close(out, expected, f"FFN {x_shape} F={F}", ATOL)
     assert (cache["h"] >= 0).all() and (cache["h"] == 0).any(), "ReLU should zero some hidden units"
 
 

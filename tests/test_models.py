@@ -23,21 +23,9 @@ from reference.nn.encoder_block import encoder_block_forward, init_encoder_block
 from reference.core.rng import Generator
 from reference.models.transformer import init_transformer_params, transformer_encode, transformer_forward
 from reference.models.vit import init_vit_params, patch_embedding_forward, vit_forward
+from toolkit import close, t
 
 ATOL = 1e-12
-
-
-def t(a):
-    return torch.as_tensor(np.asarray(a), dtype=torch.float64)
-
-
-def close(actual, expected, what):
-    actual, expected = np.asarray(actual), np.asarray(expected)
-    assert actual.shape == expected.shape, f"{what}: shape {actual.shape}, expected {expected.shape}"
-    diff = np.abs(actual - expected)
-    worst = np.unravel_index(np.argmax(diff), diff.shape)
-    assert diff.max() <= ATOL, (f"{what}: {int((diff > ATOL).sum())} / {diff.size} elements differ; "
-                                f"greatest absolute difference {diff.max():.3e} at {worst} (allowed {ATOL})")
 
 
 def randomise_norms(rng, params):
@@ -117,8 +105,8 @@ def test_encoder_block_matches_torch_layer(B, T, d, h, F, lens):
         expected = layer(t(x), src_key_padding_mask=padding_mask(lens, T))
         _, weights = layer.self_attn(t(x), t(x), t(x), key_padding_mask=padding_mask(lens, T),
                                      need_weights=True, average_attn_weights=False)
-    close(out, expected.numpy(), "encoder block out (batch, step, feature)")
-    close(cache["weights"], weights.numpy(), "encoder block weights (batch, head, query, key)")
+    close(out, expected.numpy(), "encoder block out (batch, step, feature)", ATOL)
+    close(cache["weights"], weights.numpy(), "encoder block weights (batch, head, query, key)", ATOL)
 
 
 @pytest.mark.parametrize("B, T, S, lens", [(2, 5, 5, [5, 3]), (1, 4, 6, [4]), (2, 3, 4, None)])
@@ -134,8 +122,8 @@ def test_decoder_block_matches_torch_layer(B, T, S, lens):
         expected = layer(t(x), t(enc), tgt_mask=causal_mask(T), memory_key_padding_mask=padding_mask(lens, S))
         _, self_w = layer.self_attn(t(x), t(x), t(x), attn_mask=causal_mask(T), need_weights=True,
                                     average_attn_weights=False)
-    close(out, expected.numpy(), "decoder block out (batch, step, feature)")
-    close(cache["self_weights"], self_w.numpy(), "decoder self weights (batch, head, query, key)")
+    close(out, expected.numpy(), "decoder block out (batch, step, feature)", ATOL)
+    close(cache["self_weights"], self_w.numpy(), "decoder self weights (batch, head, query, key)", ATOL)
     assert np.all(np.triu(cache["self_weights"], k=1) == 0.0), "a query attends to a later step"
 
 
@@ -184,7 +172,7 @@ def test_transformer_matches_torch_composition(name):
         out = nn.Linear(d, config["vocab_tgt"], dtype=torch.float64)
         load_linear(out, params["dec.out.W"], params["dec.out.b"])
         expected = out(y)
-    close(logits, expected.numpy(), f"transformer {name} logits (batch, step, vocab)")
+    close(logits, expected.numpy(), f"transformer {name} logits (batch, step, vocab)", ATOL)
 
 
 def test_decoder_is_causal():
@@ -250,7 +238,7 @@ def test_vit_matches_torch_composition(name):
             load_linear(lin2, bp["mlp.W2"], bp["mlp.b2"])
             n1 = ln1(x)
             a, w = mha(n1, n1, n1, need_weights=True, average_attn_weights=False)
-            close(cache["weights"][i], w.numpy(), f"vit {name} block {i} weights (batch, head, query, key)")
+            close(cache["weights"][i], w.numpy(), f"vit {name} block {i} weights (batch, head, query, key)", ATOL)
             x = x + a
             x = x + lin2(nn.GELU()(lin1(ln2(x))))
         head_ln = nn.LayerNorm(d, dtype=torch.float64)
@@ -258,7 +246,7 @@ def test_vit_matches_torch_composition(name):
         head = nn.Linear(d, c["classes"], dtype=torch.float64)
         load_linear(head, params["head.W"], params["head.b"])
         expected = head(head_ln(x[:, 0]))
-    close(logits, expected.numpy(), f"vit {name} logits (batch, class)")
+    close(logits, expected.numpy(), f"vit {name} logits (batch, class)", ATOL)
 
 
 def test_patch_embedding_order():

@@ -24,7 +24,6 @@ Tolerances, each with its reason:
 
 import json
 import math
-import subprocess
 
 import numpy as np
 import pytest
@@ -43,6 +42,7 @@ from reference.runs.reversal import LAB_EXAMPLE, reversal_model_config, reversal
 from reference.core.rng import Generator
 from reference.runs.train import state_digest, train
 from reference.models.transformer import init_transformer_params, transformer_encode, transformer_forward
+from toolkit import run_port
 
 TORCH = 1e-9
 MARGIN = 1e-12
@@ -56,10 +56,7 @@ SMALL = dict(vocab_src=dg.VOCAB, vocab_tgt=dg.VOCAB, d=16, ffn_hidden=64, heads=
 
 
 def run_node(node, repo_root, script, arg):
-    run = subprocess.run([str(node), "--input-type=module", "-e", script, json.dumps(arg)], cwd=repo_root,
-                         capture_output=True, text=True, timeout=300)
-    assert run.returncode == 0, f"the port's script failed:\n{run.stderr}"
-    return json.loads(run.stdout)
+    return run_port(node, repo_root, script, json.dumps(arg))
 
 
 # ---- data ----

@@ -3,10 +3,9 @@
 // and what was found. (The runner turns a CaseError into one line and exit 2: tests/test_hostile.py.)
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { readFileSync } from "node:fs";
-import { join } from "node:path";
 import { CaseError, floatArray, get, intArray, shape } from "../../src/core/caseConfig.ts";
 import { runCase, runCaseWithStates, type CaseSpec } from "../../src/cases/cases.ts";
+import { fixture } from "../toolkit.ts";
 
 /** A validator for assert.throws: a CaseError whose message matches. */
 function caseError(pattern: RegExp): (err: unknown) => boolean {
@@ -22,7 +21,7 @@ function rejects(spec: CaseSpec, pattern: RegExp): void {
 }
 
 // One small, valid config per op, shared with the reference's twin test (tests/test_case_config.py).
-const BASE = (JSON.parse(readFileSync(join(import.meta.dirname, "..", "small-configs.json"), "utf8")) as { cases: CaseSpec[] }).cases;
+const BASE = fixture<{ cases: CaseSpec[] }>("small-configs.json").cases;
 
 const isCount = (v: unknown) => typeof v === "number" && Number.isInteger(v) && v >= 1;
 const FLOAT_KEYS = new Set(["lr", "clip"]); // numbers that may happen to be whole (clip 1.0)

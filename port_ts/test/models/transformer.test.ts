@@ -9,6 +9,7 @@ import {
   embedPositions, initTransformerParams, transformerEncode, transformerForward, transformerLoss, transformerLossBackward,
   type TransformerConfig,
 } from "../../src/models/transformer.ts";
+import { centralDifference, pickCoordinates } from "../toolkit.ts";
 
 const DIRECT = 1e-14; // sin/cos written directly here vs the table (pow, division), values ~1..4
 
@@ -134,17 +135,9 @@ for (const dropout of [0, 0.1]) {
     for (const name of Object.keys(params)) {
       const p = params[name], g = grads[name];
       assert.deepEqual(g.shape, p.shape, name);
-      const ok: number[] = [];
-      for (let i = 0; i < g.data.length; i++) if (Math.abs(g.data[i]) >= FD_MIN_GRAD) ok.push(i);
-      if (ok.length === 0) continue;
-      const i = ok[pick.integers([1], 0, ok.length).data[0]];
-      const saved = p.data[i], L: number[] = [];
-      for (const k of [2, 1, -1, -2]) {
-        p.data[i] = saved + k * FD_STEP;
-        L.push(lossAt());
-      }
-      p.data[i] = saved;
-      const numeric = (-L[0] + 8 * L[1] - 8 * L[2] + L[3]) / (12 * FD_STEP);
+      const [i] = pickCoordinates(pick, g, 1, FD_MIN_GRAD);
+      if (i === undefined) continue;
+      const numeric = centralDifference(lossAt, p.data, i, FD_STEP);
       const rel = Math.abs(numeric - g.data[i]) / Math.max(Math.abs(numeric), Math.abs(g.data[i]));
       assert.ok(rel <= FD_REL, `${name}[${i}]: analytic ${g.data[i]}, numeric ${numeric}, relative error ${rel}`);
       checked++;

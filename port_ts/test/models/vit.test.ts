@@ -9,6 +9,7 @@ import { tensor, zeros, type Tensor } from "../../src/core/ops.ts";
 import {
   initVitParams, patchEmbeddingForward, patchify, patchifyBackward, vitBackward, vitForward, vitLoss, vitLossBackward, type VitConfig,
 } from "../../src/models/vit.ts";
+import { centralDifference } from "../toolkit.ts";
 
 const DIRECT = 1e-14; // a direct loop summed in another order, values of size ~1
 const LN_ONLY = 1e-15; // one layer norm and one linear map of 4 features, written out here
@@ -106,12 +107,8 @@ test("dropout: embedding mask, then per block weights, MLP hidden, MLP output", 
 
 // --- backward -----------------------------------------------------------------------------------
 
-// Central differences written here, independent of src/runs/gradcheck.ts: fourth-order stencil, h 1e-3.
-function numericCoordinate(f: () => number, x: Float64Array, i: number, h = 1e-3): number {
-  const x0 = x[i];
-  const at = (t: number) => { x[i] = x0 + t; const v = f(); x[i] = x0; return v; };
-  return (8 * (at(h) - at(-h)) - (at(2 * h) - at(-2 * h))) / (12 * h);
-}
+// Central differences from the toolkit, independent of src/runs/gradcheck.ts: fourth-order stencil, h 1e-3.
+const numericCoordinate = (f: () => number, x: Float64Array, i: number) => centralDifference(f, x, i, 1e-3, 4);
 
 const TINY: VitConfig = { image: 4, channels: 2, patch: 2, d: 8, heads: 2, mlp_hidden: 12, blocks: 2, classes: 3, dropout: 0 };
 

@@ -5,6 +5,7 @@ import assert from "node:assert/strict";
 import { Generator } from "../../src/core/rng.ts";
 import { intTensor, type IntTensor, type Tensor } from "../../src/core/ops.ts";
 import { additiveAttentionForward, additiveAttentionBackward } from "../../src/nn/additiveAttention.ts";
+import { dot, fdError } from "../toolkit.ts";
 
 const DIRECT = 1e-14; // against a direct formula in another summation order, values of size ~1
 const ROW_SUM = 1e-15; // a row of <= 5 weights summed in order
@@ -99,28 +100,14 @@ test("backward: every input and parameter gradient matches central differences (
     const loss = () => {
       const again = new Generator(24);
       again.counter = counter; // the same dropout mask on every evaluation
-      const { out } = additiveAttentionForward(q, k, v, params, lens, p, again);
-      let s = 0;
-      for (let i = 0; i < out.data.length; i++) s += out.data[i] * dout.data[i];
-      return s;
+      return dot(additiveAttentionForward(q, k, v, params, lens, p, again).out, dout);
     };
     const checks: [string, Tensor, Tensor][] = [
       ["q", q, dq], ["k", k, dk], ["v", v, dv], ["W_q", params.W_q, grads.W_q], ["W_k", params.W_k, grads.W_k], ["w_v", params.w_v, grads.w_v],
     ];
     for (const [name, x, dx] of checks) {
       assert.deepEqual(dx.shape, x.shape, `d${name} has ${name}'s shape`);
-      let worst = 0, scale = 0;
-      for (let i = 0; i < x.data.length; i++) {
-        const saved = x.data[i];
-        x.data[i] = saved + STEP;
-        const up = loss();
-        x.data[i] = saved - STEP;
-        const down = loss();
-        x.data[i] = saved;
-        const numeric = (up - down) / (2 * STEP);
-        worst = Math.max(worst, Math.abs(dx.data[i] - numeric));
-        scale = Math.max(scale, Math.abs(numeric));
-      }
+      const { worst, scale } = fdError(x, dx, loss, STEP);
       assert.ok(scale > 0.01, `d${name}: the check needs a gradient of some size`);
       assert.ok(worst <= FD * scale, `p ${p}: d${name} error ${worst} of scale ${scale}`);
     }

@@ -6,7 +6,7 @@ import assert from "node:assert/strict";
 import { tensor } from "../../src/core/ops.ts";
 import { Generator } from "../../src/core/rng.ts";
 import { dropoutBackward, dropoutForward } from "../../src/nn/dropout.ts";
-import { checkFd, dot } from "../fd.ts";
+import { checkFd, dot } from "../toolkit.ts";
 
 test("p = 0 returns a bit-exact copy (-0 included), draws nothing, has no mask", () => {
   const x = tensor([4], [-0, 1.5, -2, 0]);

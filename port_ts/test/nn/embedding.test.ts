@@ -5,7 +5,7 @@ import assert from "node:assert/strict";
 import { intTensor, tensor } from "../../src/core/ops.ts";
 import { Generator } from "../../src/core/rng.ts";
 import { embeddingBackward, embeddingForward } from "../../src/nn/embedding.ts";
-import { checkFd, dot } from "../fd.ts";
+import { checkFd, dot } from "../toolkit.ts";
 
 const E = tensor([4, 3], [0, 1, 2, 10, 11, 12, 20, 21, 22, 30, 31, 32]); // row v = [10v, 10v + 1, 10v + 2]
 

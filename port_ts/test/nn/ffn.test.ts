@@ -5,7 +5,7 @@ import assert from "node:assert/strict";
 import { tensor } from "../../src/core/ops.ts";
 import { Generator } from "../../src/core/rng.ts";
 import { ffnBackward, ffnForward, relu, reluBackward } from "../../src/nn/ffn.ts";
-import { checkFd, dot } from "../fd.ts";
+import { checkFd, dot } from "../toolkit.ts";
 
 test("x = [1, -1] through F = 3 hidden units, computed by hand", () => {
   const params = {

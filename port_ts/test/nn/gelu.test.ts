@@ -5,7 +5,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { tensor } from "../../src/core/ops.ts";
 import { erf, geluBackward, geluForward } from "../../src/nn/gelu.ts";
-import { checkFd, dot } from "../fd.ts";
+import { checkFd, dot } from "../toolkit.ts";
 
 /** One unit in the last place of |v| (v normal, non-zero). */
 function ulp(v: number): number {

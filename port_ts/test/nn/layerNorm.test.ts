@@ -7,7 +7,7 @@ import { tensor } from "../../src/core/ops.ts";
 import { Generator } from "../../src/core/rng.ts";
 import { layerNormBackward, layerNormForward, EPS } from "../../src/nn/layerNorm.ts";
 import { layerNormParams } from "../../src/nn/init.ts";
-import { checkFd, dot } from "../fd.ts";
+import { checkFd, dot } from "../toolkit.ts";
 
 // Tolerances, each with its reason.
 const MEAN0 = 1e-15; // mean of 16 normalised values of size ~1: a few ulps of 1

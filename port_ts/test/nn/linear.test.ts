@@ -6,7 +6,7 @@ import assert from "node:assert/strict";
 import { tensor } from "../../src/core/ops.ts";
 import { Generator } from "../../src/core/rng.ts";
 import { linearBackward, linearForward } from "../../src/nn/linear.ts";
-import { checkFd, dot } from "../fd.ts";
+import { checkFd, dot } from "../toolkit.ts";
 
 test("a 2 x 3 input through a (2, 3) weight and bias, computed by hand", () => {
   const x = tensor([2, 3], [1, 2, 3, 4, 5, 6]);

@@ -6,6 +6,7 @@ import assert from "node:assert/strict";
 import { Generator } from "../../src/core/rng.ts";
 import { intTensor, tensor, type IntTensor, type Tensor } from "../../src/core/ops.ts";
 import { multiHeadAttentionForward, splitHeads, mergeHeads, multiHeadAttentionBackward } from "../../src/nn/multiHeadAttention.ts";
+import { dot, fdError } from "../toolkit.ts";
 
 const DIRECT = 1e-13; // against a direct loop in another summation order, through two projections
 const MASKED = 1e-300; // exp(-1e6 - max) underflows to 0
@@ -119,18 +120,7 @@ test("d not divisible by h is refused with a clear message", () => {
 /** Worst |analytic - numeric| / the numeric gradient's scale over x's coordinates, for
  * loss() = sum(out * dout) with x perturbed in place. */
 function centralError(x: Tensor, analytic: Tensor, loss: () => number): number {
-  let worst = 0, scale = 0;
-  for (let i = 0; i < x.data.length; i++) {
-    const saved = x.data[i];
-    x.data[i] = saved + STEP;
-    const up = loss();
-    x.data[i] = saved - STEP;
-    const down = loss();
-    x.data[i] = saved;
-    const numeric = (up - down) / (2 * STEP);
-    worst = Math.max(worst, Math.abs(analytic.data[i] - numeric));
-    scale = Math.max(scale, Math.abs(numeric));
-  }
+  const { worst, scale } = fdError(x, analytic, loss, STEP);
   assert.ok(scale > 0.01, "the check needs a gradient of some size");
   return worst / scale;
 }
@@ -140,10 +130,7 @@ function lossWith(xq: Tensor, xkv: Tensor, p: Record<string, Tensor>, h: number,
   return () => {
     const g = new Generator(seed);
     g.counter = counter; // the same dropout mask on every evaluation
-    const { out } = multiHeadAttentionForward(xq, xkv, p, h, lens, dropoutP, g);
-    let s = 0;
-    for (let i = 0; i < out.data.length; i++) s += out.data[i] * dout.data[i];
-    return s;
+    return dot(multiHeadAttentionForward(xq, xkv, p, h, lens, dropoutP, g).out, dout);
   };
 }
 

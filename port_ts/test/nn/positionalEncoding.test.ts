@@ -6,7 +6,7 @@ import assert from "node:assert/strict";
 import { Generator } from "../../src/core/rng.ts";
 import { tensor } from "../../src/core/ops.ts";
 import { sinusoidalTable, positionalEncodingForward, positionalEncodingBackward, positionSimilarity } from "../../src/nn/positionalEncoding.ts";
-import { checkFd, dot } from "../fd.ts";
+import { checkFd, dot } from "../toolkit.ts";
 
 const ULP_1 = 2.3e-16; // one rounding of a value of size <= 1
 const PAIR = 4.5e-16; // sin^2 + cos^2: two products and a sum, each rounded once
