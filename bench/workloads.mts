@@ -3,6 +3,7 @@
 // primitive, each model's step, a gradient check"). Each setup draws the op's inputs from
 // new Generator(seed) in the reference's order, so both engines compute on the same numbers.
 //
+//   node bench/workloads.mts list    prints the workloads' op names, {primitives, cases}
 //   node bench/workloads.mts serve
 // reads one request per line, {op, part, config, seed, budget_ms, min_rounds, max_rounds,
 // warmup_calls, warmup_ms}, and answers one line per request:
@@ -234,7 +235,9 @@ function run(req: Request): { outputs: Record<string, number[]>; times_ms: numbe
   return { outputs, times_ms: times, warmup_calls: warm.length };
 }
 
-if (process.argv[2] === "serve") {
+if (process.argv[2] === "list") { // the workloads' op names (tests/test_ops_declared.py ties them to ops/attention.json)
+  process.stdout.write(`${JSON.stringify({ primitives: Object.keys(PRIMITIVES), cases: Object.keys(CASES) })}\n`);
+} else if (process.argv[2] === "serve") {
   for await (const line of createInterface({ input: process.stdin })) {
     if (line.trim() === "") continue;
     let answer: object;
@@ -246,6 +249,6 @@ if (process.argv[2] === "serve") {
     process.stdout.write(`${JSON.stringify(answer)}\n`);
   }
 } else {
-  console.error("usage: node bench/workloads.mts serve   (driven by bench/test_workloads.py)");
+  console.error("usage: node bench/workloads.mts serve   (driven by bench/test_workloads.py), or list (the workloads' names)");
   process.exit(2);
 }

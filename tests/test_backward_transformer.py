@@ -12,13 +12,14 @@
    gradient transposed) fails the torch comparison; and a few central differences with dropout
    on (where torch is not used) agree with the analytic gradient.
 
-Tolerances, each with its reason:
-- TORCH = 1e-10 absolute: float64 on both sides, but torch sums in BLAS order and masks with
+Tolerances, declared in ops/attention.json (transformer; the blocks declare their own torch_backward),
+each with its reason:
+- TORCH, torch_backward = 1e-10 absolute: float64 on both sides, but torch sums in BLAS order and masks with
   -inf where we use -1e6 (equal weights once exp underflows); differences stay near 1e-15 for
   these sizes, so 1e-10 leaves room without hiding any wrong term (those are ~1e-2 and up).
-- ENGINES = 1e-12 absolute: both engines sum in the same order; only exp, tanh, sqrt, log may
+- ENGINES, engines_backward = 1e-12 absolute: both engines sum in the same order; only exp, tanh, sqrt, log may
   differ in the last bit between libm and V8.
-- FD_REL = 1e-6 relative: fourth-order central differences,
+- FD, fd = 1e-6 relative: fourth-order central differences,
   (-L(x+2h) + 8 L(x+h) - 8 L(x-h) + L(x-2h)) / 12h with h = 1e-4, have truncation error ~h^4
   (1e-16 times a fifth derivative of modest size) and rounding error ~1.5 eps |L| / h ~ 1e-11
   for losses near 2.5; against gradients of at least 1e-4 (only such coordinates are picked)
@@ -41,12 +42,11 @@ from reference.core.params import sub_params
 from reference.nn.encoder_block import encoder_block_backward, encoder_block_forward, init_encoder_block_params
 from reference.core.rng import Generator
 from reference.models.transformer import init_transformer_params, transformer_loss, transformer_loss_backward
-from toolkit import central_difference, close, mismatch, run_port, t
+from toolkit import central_difference, close, mismatch, run_port, t, tolerance
 
-TORCH = 1e-10
-ENGINES = 1e-12
-FD_REL = 1e-6
-FD_STEP = 1e-4
+TORCH = tolerance("transformer", "torch_backward")
+ENGINES = tolerance("transformer", "engines_backward")
+FD = tolerance("transformer", "fd")  # with its step and min_grad
 
 
 def mismatches(actual, expected, tol):
@@ -275,8 +275,9 @@ def test_encoder_block_backward_matches_torch(lens):
     xt = t(x, grad=True)
     out_t = blk(xt, padding_mask(lens, x.shape[1]))
     (out_t * t(dout)).sum().backward()
-    close(out, out_t, "block out", TORCH)
-    bad = mismatches({"x": dx, **grads}, {"x": xt.grad.numpy(), **blk.grads()}, TORCH)
+    tol = tolerance("encoder_block", "torch_backward")
+    close(out, out_t, "block out", tol)
+    bad = mismatches({"x": dx, **grads}, {"x": xt.grad.numpy(), **blk.grads()}, tol)
     assert not bad, "encoder block backward vs torch:\n  " + "\n  ".join(bad)
 
 
@@ -292,8 +293,9 @@ def test_decoder_block_backward_matches_torch(lens):
     xt, et = t(x, grad=True), t(enc, grad=True)
     out_t = blk(xt, et, padding_mask(lens, enc.shape[1]))
     (out_t * t(dout)).sum().backward()
-    close(out, out_t, "block out", TORCH)
-    bad = mismatches({"x": dx, "enc": denc, **grads}, {"x": xt.grad.numpy(), "enc": et.grad.numpy(), **blk.grads()}, TORCH)
+    tol = tolerance("decoder_block", "torch_backward")
+    close(out, out_t, "block out", tol)
+    bad = mismatches({"x": dx, "enc": denc, **grads}, {"x": xt.grad.numpy(), "enc": et.grad.numpy(), **blk.grads()}, tol)
     assert not bad, "decoder block backward vs torch:\n  " + "\n  ".join(bad)
 
 
@@ -344,14 +346,14 @@ def test_transformer_gradients_with_dropout_match_central_differences():
     for name in params:
         flat = params[name].reshape(-1)
         g = grads[name].reshape(-1)
-        candidates = np.flatnonzero(np.abs(g) >= 1e-4)
+        candidates = np.flatnonzero(np.abs(g) >= FD.min_grad)
         if candidates.size == 0:
             continue
         i = int(candidates[int(pick.integers((1,), 0, candidates.size)[0])])
         loss = lambda: transformer_loss(params, config, src, SRC_LENS, tgt_in, tgt_out, TGT_LENS, Generator(77))[0]  # noqa: E731
-        numeric = central_difference(loss, flat, i, FD_STEP, order=4)
+        numeric = central_difference(loss, flat, i, FD.step, order=4)
         rel = abs(numeric - g[i]) / max(abs(numeric), abs(g[i]))
-        assert rel <= FD_REL, f"{name}[{i}]: analytic {g[i]!r}, numeric {numeric!r}, relative error {rel:.2e}"
+        assert rel <= FD, f"{name}[{i}]: analytic {g[i]!r}, numeric {numeric!r}, relative error {rel:.2e}"
         checked += 1
     assert checked >= len(params) - 4, f"only {checked} of {len(params)} tensors had a usable coordinate"
 

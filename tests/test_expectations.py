@@ -3,29 +3,37 @@ and the step-by-step comparison of free training runs."""
 
 import numpy as np
 
-from verify.expectations import (
-    GRADCHECK_REL_ERR, bound_checks, digest_checks, free_run, gradcheck_checks,
-)
-from toolkit import tensor
+from verify.expectations import bound_checks, digest_checks, free_run, gradcheck_checks
+from toolkit import tensor, tolerance
+
+OP = "gradcheck_transformer"
+BOUND = tolerance(OP, "gradcheck")  # the op's declared bound (ops/attention.json)
 
 
 def test_gradcheck_passes_at_the_bound_and_fails_beyond():
-    ok = gradcheck_checks("port", {"grad.W": tensor([1.0]), "check.W.rel_err": tensor([GRADCHECK_REL_ERR, 1e-12])})
+    ok = gradcheck_checks("port", {"grad.W": tensor([1.0]), "check.W.rel_err": tensor([BOUND, 1e-12])}, OP)
     assert all(c["passed"] for c in ok)
-    bad = gradcheck_checks("port", {"grad.W": tensor([1.0]), "check.W.rel_err": tensor([1e-12, 1.01e-6])})
+    bad = gradcheck_checks("port", {"grad.W": tensor([1.0]), "check.W.rel_err": tensor([1e-12, BOUND * 1.01])}, OP)
     failed = [c for c in bad if not c["passed"]]
     assert [c["name"] for c in failed] == ["check.W.rel_err"] and "(1,)" in failed[0]["detail"]
 
 
+def test_gradcheck_of_an_op_without_a_declared_bound_fails_saying_so():
+    checks = gradcheck_checks("port", {"grad.W": tensor([1.0]), "check.W.rel_err": tensor([0.0])}, "new_op")
+    failed = [c for c in checks if not c["passed"]]
+    assert [c["name"] for c in failed] == ["rel_err"], checks
+    assert "'new_op' is not declared" in failed[0]["detail"] and "docs/adding-an-op.md" in failed[0]["detail"]
+
+
 def test_gradcheck_nan_and_missing_records_fail():
-    nan = gradcheck_checks("reference", {"grad.W": tensor([1.0]), "check.W.rel_err": tensor([np.nan])})
+    nan = gradcheck_checks("reference", {"grad.W": tensor([1.0]), "check.W.rel_err": tensor([np.nan])}, OP)
     assert not all(c["passed"] for c in nan)
-    none = gradcheck_checks("reference", {"grad.W": tensor([1.0])})
+    none = gradcheck_checks("reference", {"grad.W": tensor([1.0])}, OP)
     assert not all(c["passed"] for c in none)
 
 
 def test_gradcheck_requires_every_parameter_covered():
-    checks = gradcheck_checks("port", {"grad.W": tensor([1.0]), "grad.b": tensor([1.0]), "check.W.rel_err": tensor([0.0])})
+    checks = gradcheck_checks("port", {"grad.W": tensor([1.0]), "grad.b": tensor([1.0]), "check.W.rel_err": tensor([0.0])}, OP)
     coverage = next(c for c in checks if c["name"] == "coverage")
     assert not coverage["passed"] and "unchecked: b" in coverage["detail"]
 

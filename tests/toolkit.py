@@ -1,4 +1,5 @@
-"""The tests' toolkit for the reference (and the benchmarks' torch side): closeness with one message
+"""The tests' toolkit for the reference (and the benchmarks' torch side): the tolerances each op
+declares (ops/attention.json, with their rules and reasons; docs/adding-an-op.md), closeness with one message
 shape (verify/compare's figures: how many elements are beyond the tolerance, the greatest absolute
 difference at its index, what was allowed there, both values), torch tensors of our arrays, golden
 tensors for the runner's tests, central finite differences, and a port script run in Node. Its twin for the port is
@@ -34,10 +35,43 @@ def tensor(values, dtype="float64"):
     return Tensor(dtype, np.asarray(values, dtype=np.float64))
 
 
+class Tolerance(float):
+    """A declared tolerance: its value (it is that float), `rule`, `why`, and for a finite-difference
+    check its `step` (and `min_grad`, `floor`; None where not declared)."""
+
+    def __new__(cls, op, name, entry):
+        self = super().__new__(cls, entry["value"])
+        self.op, self.name, self.rule, self.why = op, name, entry["rule"], entry["why"]
+        self.step, self.min_grad, self.floor = entry.get("step"), entry.get("min_grad"), entry.get("floor")
+        return self
+
+
+def tolerance(op, name):
+    """The op's declared tolerance `name` (ops/attention.json); a missing one fails the test, naming
+    what to declare."""
+    from verify.ops import Undeclared, declarations
+
+    try:
+        return Tolerance(op, name, declarations().tolerance(op, name))
+    except Undeclared as exc:
+        raise AssertionError(str(exc)) from None
+
+
+def _relative(tol, relative):
+    """Whether tol applies to the tensor's scale: a declared tolerance says so by its rule."""
+    if not isinstance(tol, Tolerance):
+        return bool(relative)
+    assert tol.rule in ("absolute", "scale"), (f"{tol.op}.{tol.name}: close() applies the rules absolute and scale, "
+                                               f"not {tol.rule!r}; apply that rule in the test")
+    return tol.rule == "scale"
+
+
 def mismatch(actual, expected, what, tol, relative=False):
     """None when |actual - expected| <= tol everywhere (relative: tol times the expected tensor's
     scale, its greatest |value|, or 1 when that is 0); otherwise the message. NaN is never close
-    and an infinity only to itself, as in verify/compare.py."""
+    and an infinity only to itself, as in verify/compare.py. A declared tolerance (tolerance())
+    brings its rule."""
+    relative = _relative(tol, relative)
     a, e = array(actual), array(expected)
     if a.shape != e.shape:
         return f"{what}: shape {a.shape}, expected {e.shape}"
@@ -54,7 +88,7 @@ def mismatch(actual, expected, what, tol, relative=False):
     if not bad.any():
         return None
     worst = np.unravel_index(int(np.argmax(np.where(np.isnan(diff), np.inf, diff))), diff.shape)
-    rule = f"{tol:g} x scale {scale:.3g}" if relative else f"{tol:g}"
+    rule = f"{float(tol):g} x scale {scale:.3g}" if relative else f"{float(tol):g}"
     return (f"{what}: {int(bad.sum())} / {a.size} elements beyond the tolerance; greatest absolute difference "
             f"{diff[worst]:.6g} at index {tuple(int(i) for i in worst)} (up to {allowed:.3g} allowed: {rule}); "
             f"expected {float(e[worst])!r}, actual {float(a[worst])!r}")
@@ -63,6 +97,7 @@ def mismatch(actual, expected, what, tol, relative=False):
 def close(actual, expected, what, tol, relative=False):
     """Asserts mismatch(...) is None; returns the greatest |actual - expected| (relative: over the
     scale), for tests that also bound how small it is."""
+    relative = _relative(tol, relative)
     message = mismatch(actual, expected, what, tol, relative)
     assert message is None, message
     a, e = array(actual), array(expected)

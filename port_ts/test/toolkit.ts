@@ -1,16 +1,53 @@
-// The port's test toolkit (twin of tests/toolkit.py): closeness with one message shape (how many
-// elements are beyond the tolerance, the greatest absolute difference at its index, what was
-// allowed there, both values), central finite differences of a scalar loss, and the test data
-// files beside this one.
+// The port's test toolkit (twin of tests/toolkit.py): the tolerances each op declares
+// (ops/attention.json, with their rules and reasons; docs/adding-an-op.md), closeness with one
+// message shape (how many elements are beyond the tolerance, the greatest absolute difference at
+// its index, what was allowed there, both values), central finite differences of a scalar loss,
+// and the test data files beside this one.
 import assert from "node:assert/strict";
-import { readFileSync } from "node:fs";
-import { join } from "node:path";
+import { existsSync, readFileSync } from "node:fs";
+import { dirname, join } from "node:path";
 import type { Generator } from "../src/core/rng.ts";
 import type { Tensor } from "../src/core/ops.ts";
 
 /** A JSON file of test data in port_ts/test/ (small-configs.json, safetensors-hostile.json). */
 export function fixture<T>(name: string): T {
   return JSON.parse(readFileSync(join(import.meta.dirname, name), "utf8")) as T;
+}
+
+/** A declared tolerance: its value, its rule, its reason, and for a finite-difference check its step
+ *  (and minGrad, floor). */
+export interface Tolerance { value: number; rule: string; why: string; step?: number; minGrad?: number; floor?: number }
+
+type Entry = { value: number; rule: string; why: string; step?: number; min_grad?: number; floor?: number };
+let declared: Record<string, { tolerances?: Record<string, Entry | string> }> | null = null;
+
+/** ops/attention.json, found from this file upwards (the checkout, or the one above Stryker's sandbox). */
+function declarations(): Record<string, { tolerances?: Record<string, Entry | string> }> {
+  if (declared === null) {
+    let dir = import.meta.dirname;
+    while (!existsSync(join(dir, "ops", "attention.json"))) {
+      const up = dirname(dir);
+      if (up === dir) throw new Error("toolkit.ts: no ops/attention.json above port_ts/test (the checkout's op declarations)");
+      dir = up;
+    }
+    declared = (JSON.parse(readFileSync(join(dir, "ops", "attention.json"), "utf8")) as { ops: typeof declared }).ops;
+  }
+  return declared!;
+}
+
+/** The op's declared tolerance `name` (ops/attention.json); throws, naming what to declare, when it
+ *  is missing. */
+export function tolerance(op: string, name: string): Tolerance {
+  const ops = declarations();
+  if (!Object.hasOwn(ops, op)) throw new Error(`op '${op}' is not declared in ops/attention.json; declare it (docs/adding-an-op.md)`);
+  const own = ops[op].tolerances ?? {};
+  const e = name !== "none" && Object.hasOwn(own, name) ? own[name] : undefined;
+  if (e === undefined || typeof e === "string") {
+    const have = Object.keys(own).filter((k) => k !== "none");
+    throw new Error(`op '${op}' declares no tolerance '${name}' in ops/attention.json (it declares ${have.length ? have.join(", ") : "none"}); ` +
+      "add it with its rule and its reason (docs/adding-an-op.md)");
+  }
+  return { value: e.value, rule: e.rule, why: e.why, step: e.step, minGrad: e.min_grad, floor: e.floor };
 }
 
 /** null when |actual - expected| <= tol everywhere (relative: tol times the expected values'
@@ -79,21 +116,14 @@ export function fdError(x: Tensor, analytic: Tensor, loss: () => number, h: numb
   return { worst, scale };
 }
 
-// The layer tests' check: L = sum(out * dout) and the fourth-order stencil with h = 1e-3:
-// truncation ~1e-13 for these smooth O(1) functions, rounding ~eps |L| / h (L summed in order
-// here, not exactly). FD_RTOL 1e-9 of the gradient's scale leaves a wide margin; a wrong gradient
-// is off by O(1).
-export const FD_STEP = 1e-3;
-export const FD_RTOL = 1e-9;
-
-/** Checks grad against fourth-order central differences of f() in every coordinate of a:
- *  |numeric - analytic| <= rtol x the gradient's scale (its greatest |value|). */
-export function checkFd(label: string, f: () => number, a: Tensor, grad: Tensor, h = FD_STEP, rtol = FD_RTOL): void {
+/** Checks grad against fourth-order central differences of f() in every coordinate of a, at the
+ *  declared step: |numeric - analytic| <= tol.value x the gradient's scale (its greatest |value|). */
+export function checkFd(label: string, f: () => number, a: Tensor, grad: Tensor, tol: Tolerance): void {
   let scale = 0;
   for (const g of grad.data) scale = Math.max(scale, Math.abs(g));
   for (let i = 0; i < a.data.length; i++) {
-    const numeric = centralDifference(f, a.data, i, h, 4);
-    assert.ok(Math.abs(numeric - grad.data[i]) <= rtol * Math.max(scale, 1e-300),
+    const numeric = centralDifference(f, a.data, i, tol.step!, 4);
+    assert.ok(Math.abs(numeric - grad.data[i]) <= tol.value * Math.max(scale, 1e-300),
       `${label}[${i}]: analytic ${grad.data[i]}, numeric ${numeric} (scale ${scale})`);
   }
 }

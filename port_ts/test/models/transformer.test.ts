@@ -9,9 +9,9 @@ import {
   embedPositions, initTransformerParams, transformerEncode, transformerForward, transformerLoss, transformerLossBackward,
   type TransformerConfig,
 } from "../../src/models/transformer.ts";
-import { centralDifference, pickCoordinates } from "../toolkit.ts";
+import { centralDifference, pickCoordinates, tolerance } from "../toolkit.ts";
 
-const DIRECT = 1e-14; // sin/cos written directly here vs the table (pow, division), values ~1..4
+const DIRECT = tolerance("transformer", "direct").value;
 
 const SMALL: TransformerConfig = {
   vocab_src: 12, vocab_tgt: 10, d: 8, ffn_hidden: 16, heads: 4, enc_blocks: 2, dec_blocks: 2, dropout: 0,
@@ -113,10 +113,9 @@ test("dropout draws masks in forward order and changes the logits; p = 0 draws n
   assert.notDeepEqual(Array.from(dropped.data), Array.from(plain.data));
 });
 
-// Fourth-order central differences of the loss (near 2.5) with step 1e-4: truncation ~h^4,
-// rounding ~1.5 eps |L| / h ~ 1e-11; coordinates with |gradient| >= 1e-4 only, so a right
-// gradient stays within 1e-7 relative and a wrong one is off by order 1.
-const FD_STEP = 1e-4, FD_REL = 1e-6, FD_MIN_GRAD = 1e-4;
+// Fourth-order central differences of the loss at the declared step, at coordinates with
+// |gradient| >= min_grad (the same check as tests/test_backward_transformer.py's).
+const FD = tolerance("transformer", "fd"), FD_STEP = FD.step!, FD_REL = FD.value, FD_MIN_GRAD = FD.minGrad!;
 
 for (const dropout of [0, 0.1]) {
   test(`transformerLossBackward matches central differences of transformerLoss (dropout ${dropout}, padding)`, () => {

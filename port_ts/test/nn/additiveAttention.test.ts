@@ -5,13 +5,12 @@ import assert from "node:assert/strict";
 import { Generator } from "../../src/core/rng.ts";
 import { intTensor, type IntTensor, type Tensor } from "../../src/core/ops.ts";
 import { additiveAttentionForward, additiveAttentionBackward } from "../../src/nn/additiveAttention.ts";
-import { dot, fdError } from "../toolkit.ts";
+import { dot, fdError, tolerance } from "../toolkit.ts";
 
-const DIRECT = 1e-14; // against a direct formula in another summation order, values of size ~1
-const ROW_SUM = 1e-15; // a row of <= 5 weights summed in order
-const MASKED = 1e-300; // exp(-1e6 - max) underflows to 0
-const STEP = 1e-5; // central-difference step, near eps**(1/3): truncation ~ h^2, rounding ~ eps/h
-const FD = 1e-7; // the measured central-difference error here is ~1e-9 of the gradient's scale
+const DIRECT = tolerance("additive_attention", "direct").value;
+const ROW_SUM = tolerance("additive_attention", "row_sum").value;
+const MASKED = tolerance("additive_attention", "masked").value;
+const FD = tolerance("additive_attention", "fd").value, STEP = tolerance("additive_attention", "fd").step!; // second-order central differences
 
 function draw(seed: number, B: number, Q: number, K: number, Dq: number, Dk: number, H: number, V: number, std = 1) {
   const g = new Generator(seed);

@@ -5,14 +5,12 @@ import assert from "node:assert/strict";
 import { Generator } from "../../src/core/rng.ts";
 import { intTensor, type Tensor } from "../../src/core/ops.ts";
 import { causalValidLens, decoderBlockBackward, decoderBlockForward, initDecoderBlockParams } from "../../src/nn/decoderBlock.ts";
-import { centralDifference, dot, pickCoordinates } from "../toolkit.ts";
+import { centralDifference, dot, pickCoordinates, tolerance } from "../toolkit.ts";
 
-const ROW_SUM = 1e-15; // a row of <= 6 softmax weights summed in order
+const ROW_SUM = tolerance("decoder_block", "row_sum").value;
 
-// Fourth-order central differences with step 1e-4: truncation ~h^4, rounding ~eps * |L| / h with
-// |L| <~ 10 here, i.e. ~1e-11 absolute; coordinates with |gradient| >= 1e-3 only, so the
-// relative error of a right gradient stays <= 1e-7 and a wrong one is off by order 1.
-const FD_STEP = 1e-4, FD_REL = 1e-6, FD_MIN_GRAD = 1e-3;
+// Fourth-order central differences at the declared step, at coordinates with |gradient| >= min_grad.
+const FD = tolerance("decoder_block", "fd"), FD_STEP = FD.step!, FD_REL = FD.value, FD_MIN_GRAD = FD.minGrad!;
 
 function setup(seed: number, B: number, T: number, S: number, d: number) {
   const rng = new Generator(seed);

@@ -5,13 +5,12 @@ import assert from "node:assert/strict";
 import { Generator } from "../../src/core/rng.ts";
 import { intTensor, tensor, type IntTensor, type Tensor } from "../../src/core/ops.ts";
 import { dotProductAttentionForward, dotProductAttentionBackward, transposeLast } from "../../src/nn/dotProductAttention.ts";
-import { dot, fdError } from "../toolkit.ts";
+import { dot, fdError, tolerance } from "../toolkit.ts";
 
-const DIRECT = 1e-14; // against a direct formula in another summation order, values of size ~1
-const ROW_SUM = 1e-15; // a row of <= 6 weights summed in order
-const STEP = 1e-5; // central-difference step, near eps**(1/3): truncation ~ h^2, rounding ~ eps/h
-const FD = 1e-7; // the measured central-difference error here is ~1e-10 of the gradient's scale
-const SHIFT = 1e-14; // sum over keys of dk: terms of size ~1 that cancel exactly in exact arithmetic
+const DIRECT = tolerance("dot_product_attention", "direct").value;
+const ROW_SUM = tolerance("dot_product_attention", "row_sum").value;
+const FD = tolerance("dot_product_attention", "fd").value, STEP = tolerance("dot_product_attention", "fd").step!; // second-order central differences
+const SHIFT = tolerance("dot_product_attention", "shift").value;
 
 test("the lesson's three-key example: weights 0.434, 0.214, 0.351 and output (6.1, 3.9)", () => {
   const q = tensor([1, 1, 2], [1, 0]);

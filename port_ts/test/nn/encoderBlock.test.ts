@@ -7,14 +7,12 @@ import { intTensor, type Tensor } from "../../src/core/ops.ts";
 import {
   addNormBackward, addNormForward, encoderBlockBackward, encoderBlockForward, initEncoderBlockParams,
 } from "../../src/nn/encoderBlock.ts";
-import { centralDifference, dot, pickCoordinates } from "../toolkit.ts";
+import { centralDifference, dot, pickCoordinates, tolerance } from "../toolkit.ts";
 
-const DIRECT = 1e-14; // against a direct formula summed in another order, values of size ~1
-const ROW_MEAN = 1e-15; // the mean of a layer-normed row of 8 values near 1 in size
-// Fourth-order central differences with step 1e-4: truncation ~h^4, rounding ~eps * |L| / h with
-// |L| <~ 10 here, i.e. ~1e-11 absolute; coordinates with |gradient| >= 1e-3 only, so the
-// relative error of a right gradient stays <= 1e-7 and a wrong one is off by order 1.
-const FD_STEP = 1e-4, FD_REL = 1e-6, FD_MIN_GRAD = 1e-3;
+const DIRECT = tolerance("encoder_block", "direct").value;
+const ROW_MEAN = tolerance("encoder_block", "row_mean").value;
+// Fourth-order central differences at the declared step, at coordinates with |gradient| >= min_grad.
+const FD = tolerance("encoder_block", "fd"), FD_STEP = FD.step!, FD_REL = FD.value, FD_MIN_GRAD = FD.minGrad!;
 
 function setup(seed: number, B: number, T: number, d: number, F: number) {
   const rng = new Generator(seed);

@@ -6,12 +6,11 @@ import assert from "node:assert/strict";
 import { Generator } from "../../src/core/rng.ts";
 import { intTensor, tensor, type IntTensor, type Tensor } from "../../src/core/ops.ts";
 import { multiHeadAttentionForward, splitHeads, mergeHeads, multiHeadAttentionBackward } from "../../src/nn/multiHeadAttention.ts";
-import { dot, fdError } from "../toolkit.ts";
+import { dot, fdError, tolerance } from "../toolkit.ts";
 
-const DIRECT = 1e-13; // against a direct loop in another summation order, through two projections
-const MASKED = 1e-300; // exp(-1e6 - max) underflows to 0
-const STEP = 1e-5; // central-difference step, near eps**(1/3): truncation ~ h^2, rounding ~ eps/h
-const FD = 1e-7; // the measured central-difference error here is ~1e-10 of the gradient's scale
+const DIRECT = tolerance("multi_head_attention", "direct").value;
+const MASKED = tolerance("multi_head_attention", "masked").value;
+const FD = tolerance("multi_head_attention", "fd").value, STEP = tolerance("multi_head_attention", "fd").step!; // second-order central differences
 
 function params(g: Generator, d: number, dq: number, dkv: number): Record<string, Tensor> {
   const w = (o: number, i: number) => g.uniform([o, i], -1 / Math.sqrt(i), 1 / Math.sqrt(i));

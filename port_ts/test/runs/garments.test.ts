@@ -11,11 +11,10 @@ import {
   GARMENTS, SIDE, TEMPLATES, accuracy, batchIndices, firstOfEachClass, garmentSplits, garmentTemplates,
   makeGarments, shiftImage, vitSetup,
 } from "../../src/runs/garments.ts";
-import { centralDifference } from "../toolkit.ts";
+import { centralDifference, tolerance } from "../toolkit.ts";
 
-const FD_STEP = 1e-5; // central differences: truncation ~h^2, rounding ~eps/h
-const FD = 1e-7; // relative to max(1, |g|): the measured error here is ~1e-11 (gradients 1e-3..0.2)
-const ROW_SUM = 1e-12; // five softmax weights summed
+const FD = tolerance("train_vit", "fd").value, FD_STEP = tolerance("train_vit", "fd").step!; // rule unit: max(1, |g|)
+const ROW_SUM = tolerance("train_vit", "row_sum").value;
 
 const SMALL = {
   patch: 4, d: 8, heads: 2, mlp_hidden: 8, blocks: 1, classes: 5, n_train: 20, n_test: 10, batch: 4,
