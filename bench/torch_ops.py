@@ -200,6 +200,13 @@ def adam(s, a, cache):
     return TorchCase(forward)
 
 
+def rope(s, a, cache):
+    torch_rope = _tests_module("test_rope").torch_rope  # the oracle of tests/test_rope.py
+    L = _leaves(a, ["x"])
+    positions = np.arange(s["T"])
+    return TorchCase(lambda: {"out": torch_rope(L["x"], positions)}, L)
+
+
 # ---- the models' steps and the gradient check ------------------------------------------------
 
 def _stepper(P, loss_of_batch):

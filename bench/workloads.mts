@@ -22,6 +22,7 @@ import { dotProductAttentionForward, dotProductAttentionBackward } from "../port
 import { additiveAttentionForward, additiveAttentionBackward } from "../port_ts/src/nn/additiveAttention.ts";
 import { multiHeadAttentionForward, multiHeadAttentionBackward } from "../port_ts/src/nn/multiHeadAttention.ts";
 import { positionalEncodingForward, positionalEncodingBackward } from "../port_ts/src/nn/positionalEncoding.ts";
+import { ropeBackward, ropeForward } from "../port_ts/src/nn/rope.ts";
 import { layerNormForward, layerNormBackward } from "../port_ts/src/nn/layerNorm.ts";
 import { ffnForward, ffnBackward } from "../port_ts/src/nn/ffn.ts";
 import { geluForward, geluBackward } from "../port_ts/src/nn/gelu.ts";
@@ -160,6 +161,10 @@ const PRIMITIVES: Record<string, (s: Shape, g: Generator) => Case> = {
     const grads = Object.fromEntries(names.map((n) => [n, g.normal(params[n].shape)])); // in parameter order
     const state = adamInit(params, names);
     return { forward: () => { adamStep(params, grads, names, state, ADAM_LR); return { outputs: { ...params }, cache: null }; } };
+  },
+  rope(s, g) {
+    const x = g.normal([s.B, s.heads, s.T, s.d / s.heads]); // one head's queries (or keys), as attention rotates them
+    return { forward: () => out(ropeForward(x)), backward: (dout, c) => ({ dx: ropeBackward(dout!, c) }) };
   },
 };
 
