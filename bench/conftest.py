@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/ modules: workloads, torch_ops, reversal_step
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # the tests' toolkit (tests/toolkit.py)
 
 RESULTS = {}  # workload name -> {engine: median ms}, filled by test_workloads.py
 LOAD = {}  # the load average (1, 5, 15 min) at the start and at the end of the session

@@ -25,6 +25,7 @@ import torch.nn.functional as F
 from reference.nn.masked_softmax import MASK_VALUE
 from reference.nn.positional_encoding import sinusoidal_table
 
+from toolkit import t
 from workloads import ADAM_LR, CASES, DROPOUT_P, PRIMITIVES, STEP_CYCLE, dout_for
 
 EPS = 1e-5  # layer norm's, as reference/nn/layer_norm.py
@@ -34,13 +35,6 @@ EPS = 1e-5  # layer norm's, as reference/nn/layer_norm.py
 class TorchCase:
     forward: object
     leaves: dict = field(default_factory=dict)
-
-
-def t(a, grad=False):
-    a = np.asarray(a)
-    if a.dtype.kind in "iub":
-        return torch.as_tensor(a.astype(np.int64))
-    return torch.tensor(a, dtype=torch.float64, requires_grad=grad)
 
 
 def _leaves(inputs, names):
@@ -204,6 +198,13 @@ def adam(s, a, cache):
         opt.step()
         return {n: p.detach() for n, p in P.items()}
     return TorchCase(forward)
+
+
+def rope(s, a, cache):
+    torch_rope = _tests_module("test_rope").torch_rope  # the oracle of tests/test_rope.py
+    L = _leaves(a, ["x"])
+    positions = np.arange(s["T"])
+    return TorchCase(lambda: {"out": torch_rope(L["x"], positions)}, L)
 
 
 # ---- the models' steps and the gradient check ------------------------------------------------

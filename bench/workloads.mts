@@ -3,6 +3,7 @@
 // primitive, each model's step, a gradient check"). Each setup draws the op's inputs from
 // new Generator(seed) in the reference's order, so both engines compute on the same numbers.
 //
+//   node bench/workloads.mts list    prints the workloads' op names, {primitives, cases}
 //   node bench/workloads.mts serve
 // reads one request per line, {op, part, config, seed, budget_ms, min_rounds, max_rounds,
 // warmup_calls, warmup_ms}, and answers one line per request:
@@ -21,6 +22,7 @@ import { dotProductAttentionForward, dotProductAttentionBackward } from "../port
 import { additiveAttentionForward, additiveAttentionBackward } from "../port_ts/src/nn/additiveAttention.ts";
 import { multiHeadAttentionForward, multiHeadAttentionBackward } from "../port_ts/src/nn/multiHeadAttention.ts";
 import { positionalEncodingForward, positionalEncodingBackward } from "../port_ts/src/nn/positionalEncoding.ts";
+import { ropeBackward, ropeForward } from "../port_ts/src/nn/rope.ts";
 import { layerNormForward, layerNormBackward } from "../port_ts/src/nn/layerNorm.ts";
 import { ffnForward, ffnBackward } from "../port_ts/src/nn/ffn.ts";
 import { geluForward, geluBackward } from "../port_ts/src/nn/gelu.ts";
@@ -160,6 +162,10 @@ const PRIMITIVES: Record<string, (s: Shape, g: Generator) => Case> = {
     const state = adamInit(params, names);
     return { forward: () => { adamStep(params, grads, names, state, ADAM_LR); return { outputs: { ...params }, cache: null }; } };
   },
+  rope(s, g) {
+    const x = g.normal([s.B, s.heads, s.T, s.d / s.heads]); // one head's queries (or keys), as attention rotates them
+    return { forward: () => out(ropeForward(x)), backward: (dout, c) => ({ dx: ropeBackward(dout!, c) }) };
+  },
 };
 
 // ---- the models' steps and the gradient check: the catalogue's own setups --------------------
@@ -234,7 +240,9 @@ function run(req: Request): { outputs: Record<string, number[]>; times_ms: numbe
   return { outputs, times_ms: times, warmup_calls: warm.length };
 }
 
-if (process.argv[2] === "serve") {
+if (process.argv[2] === "list") { // the workloads' op names (tests/test_ops_declared.py ties them to ops/attention.json)
+  process.stdout.write(`${JSON.stringify({ primitives: Object.keys(PRIMITIVES), cases: Object.keys(CASES) })}\n`);
+} else if (process.argv[2] === "serve") {
   for await (const line of createInterface({ input: process.stdin })) {
     if (line.trim() === "") continue;
     let answer: object;
@@ -246,6 +254,6 @@ if (process.argv[2] === "serve") {
     process.stdout.write(`${JSON.stringify(answer)}\n`);
   }
 } else {
-  console.error("usage: node bench/workloads.mts serve   (driven by bench/test_workloads.py)");
+  console.error("usage: node bench/workloads.mts serve   (driven by bench/test_workloads.py), or list (the workloads' names)");
   process.exit(2);
 }

@@ -54,6 +54,7 @@ from reference.nn.masked_softmax import masked_softmax_backward, masked_softmax_
 from reference.nn.multi_head_attention import multi_head_attention_backward, multi_head_attention_forward
 from reference.runs.optim import adam_init, adam_step
 from reference.nn.positional_encoding import positional_encoding_backward, positional_encoding_forward
+from reference.nn.rope import rope_backward, rope_forward
 from reference.runs.reversal import LAB_EXAMPLE, reversal_model_config, reversal_setup
 from reference.core.rng import Generator
 from reference.models.transformer import init_transformer_params
@@ -75,7 +76,7 @@ SHAPES = {
 # Adam an update.
 PRIMITIVES = ["masked_softmax", "dot_product_attention", "additive_attention", "multi_head_attention",
               "positional_encoding", "layer_norm", "ffn", "gelu", "dropout", "linear", "embedding",
-              "cross_entropy", "encoder_block", "decoder_block", "adam"]
+              "cross_entropy", "encoder_block", "decoder_block", "adam", "rope"]
 PARTS = {"adam": ("update",)}  # the others: ("forward", "backward")
 
 # The models' steps and the gradient check: (op, catalogue file, case id). Seed and config are the case's.
@@ -286,6 +287,11 @@ def adam(s, g):
         adam_step(params, grads, names, state, ADAM_LR)
         return {n: params[n] for n in names}, None
     return Case({"params": dict(params), "grads": grads}, forward)
+
+
+def rope(s, g):
+    x = g.normal((s["B"], s["heads"], s["T"], s["d"] // s["heads"]))  # one head's queries (or keys), as attention rotates them
+    return Case({"x": x}, lambda: _out(rope_forward(x)), lambda dout, c: {"dx": rope_backward(dout, c)})
 
 
 # ---- the models' steps and the gradient check: the catalogue's own setups --------------------

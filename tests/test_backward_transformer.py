@@ -12,13 +12,14 @@
    gradient transposed) fails the torch comparison; and a few central differences with dropout
    on (where torch is not used) agree with the analytic gradient.
 
-Tolerances, each with its reason:
-- TORCH = 1e-10 absolute: float64 on both sides, but torch sums in BLAS order and masks with
+Tolerances, declared in ops/attention.json (transformer; the blocks declare their own torch_backward),
+each with its reason:
+- TORCH, torch_backward = 1e-10 absolute: float64 on both sides, but torch sums in BLAS order and masks with
   -inf where we use -1e6 (equal weights once exp underflows); differences stay near 1e-15 for
   these sizes, so 1e-10 leaves room without hiding any wrong term (those are ~1e-2 and up).
-- ENGINES = 1e-12 absolute: both engines sum in the same order; only exp, tanh, sqrt, log may
+- ENGINES, engines_backward = 1e-12 absolute: both engines sum in the same order; only exp, tanh, sqrt, log may
   differ in the last bit between libm and V8.
-- FD_REL = 1e-6 relative: fourth-order central differences,
+- FD, fd = 1e-6 relative: fourth-order central differences,
   (-L(x+2h) + 8 L(x+h) - 8 L(x-h) + L(x-2h)) / 12h with h = 1e-4, have truncation error ~h^4
   (1e-16 times a fifth derivative of modest size) and rounding error ~1.5 eps |L| / h ~ 1e-11
   for losses near 2.5; against gradients of at least 1e-4 (only such coordinates are picked)
@@ -27,7 +28,6 @@ Tolerances, each with its reason:
 
 import json
 import math
-import subprocess
 
 import numpy as np
 import pytest
@@ -42,40 +42,17 @@ from reference.core.params import sub_params
 from reference.nn.encoder_block import encoder_block_backward, encoder_block_forward, init_encoder_block_params
 from reference.core.rng import Generator
 from reference.models.transformer import init_transformer_params, transformer_loss, transformer_loss_backward
+from toolkit import central_difference, close, mismatch, run_port, t, tolerance
 
-TORCH = 1e-10
-ENGINES = 1e-12
-FD_REL = 1e-6
-FD_STEP = 1e-4
-
-
-def t(a, grad=False):
-    return torch.tensor(np.asarray(a), dtype=torch.float64, requires_grad=grad)
-
-
-def worst(actual, expected):
-    """(greatest absolute difference, its index, shapes equal?)"""
-    actual, expected = np.asarray(actual, dtype=np.float64), np.asarray(expected, dtype=np.float64)
-    if actual.shape != expected.shape:
-        return math.inf, None, False
-    diff = np.abs(actual - expected)
-    idx = np.unravel_index(np.argmax(diff), diff.shape) if diff.size else ()
-    return (float(diff.max()) if diff.size else 0.0), idx, True
+TORCH = tolerance("transformer", "torch_backward")
+ENGINES = tolerance("transformer", "engines_backward")
+FD = tolerance("transformer", "fd")  # with its step and min_grad
 
 
 def mismatches(actual, expected, tol):
-    """Names whose tensors differ by more than tol, with a message in assert_close's shape."""
+    """The messages of the names whose tensors differ by more than tol (toolkit.mismatch's shape)."""
     assert sorted(actual) == sorted(expected), f"gradient names differ: {sorted(actual)} vs {sorted(expected)}"
-    bad = []
-    for name in expected:
-        diff, idx, same_shape = worst(actual[name], expected[name])
-        if not same_shape:
-            bad.append(f"{name}: shape {np.shape(actual[name])}, expected {np.shape(expected[name])}")
-        elif not diff <= tol:
-            n_bad = int((np.abs(np.asarray(actual[name]) - np.asarray(expected[name])) > tol).sum())
-            bad.append(f"{name}: {n_bad} / {np.size(expected[name])} elements differ; greatest absolute "
-                       f"difference {diff:.3e} at {idx} (allowed {tol})")
-    return bad
+    return [m for m in (mismatch(actual[name], expected[name], name, tol) for name in expected) if m is not None]
 
 
 def randomise_norms(rng, params):
@@ -298,8 +275,9 @@ def test_encoder_block_backward_matches_torch(lens):
     xt = t(x, grad=True)
     out_t = blk(xt, padding_mask(lens, x.shape[1]))
     (out_t * t(dout)).sum().backward()
-    assert worst(out, out_t.detach().numpy())[0] <= TORCH
-    bad = mismatches({"x": dx, **grads}, {"x": xt.grad.numpy(), **blk.grads()}, TORCH)
+    tol = tolerance("encoder_block", "torch_backward")
+    close(out, out_t, "block out", tol)
+    bad = mismatches({"x": dx, **grads}, {"x": xt.grad.numpy(), **blk.grads()}, tol)
     assert not bad, "encoder block backward vs torch:\n  " + "\n  ".join(bad)
 
 
@@ -315,8 +293,9 @@ def test_decoder_block_backward_matches_torch(lens):
     xt, et = t(x, grad=True), t(enc, grad=True)
     out_t = blk(xt, et, padding_mask(lens, enc.shape[1]))
     (out_t * t(dout)).sum().backward()
-    assert worst(out, out_t.detach().numpy())[0] <= TORCH
-    bad = mismatches({"x": dx, "enc": denc, **grads}, {"x": xt.grad.numpy(), "enc": et.grad.numpy(), **blk.grads()}, TORCH)
+    tol = tolerance("decoder_block", "torch_backward")
+    close(out, out_t, "block out", tol)
+    bad = mismatches({"x": dx, "enc": denc, **grads}, {"x": xt.grad.numpy(), "enc": et.grad.numpy(), **blk.grads()}, tol)
     assert not bad, "decoder block backward vs torch:\n  " + "\n  ".join(bad)
 
 
@@ -367,19 +346,14 @@ def test_transformer_gradients_with_dropout_match_central_differences():
     for name in params:
         flat = params[name].reshape(-1)
         g = grads[name].reshape(-1)
-        candidates = np.flatnonzero(np.abs(g) >= 1e-4)
+        candidates = np.flatnonzero(np.abs(g) >= FD.min_grad)
         if candidates.size == 0:
             continue
         i = int(candidates[int(pick.integers((1,), 0, candidates.size)[0])])
-        saved = flat[i]
-        values = []
-        for k in (2, 1, -1, -2):
-            flat[i] = saved + k * FD_STEP
-            values.append(transformer_loss(params, config, src, SRC_LENS, tgt_in, tgt_out, TGT_LENS, Generator(77))[0])
-        flat[i] = saved
-        numeric = (-values[0] + 8 * values[1] - 8 * values[2] + values[3]) / (12 * FD_STEP)
+        loss = lambda: transformer_loss(params, config, src, SRC_LENS, tgt_in, tgt_out, TGT_LENS, Generator(77))[0]  # noqa: E731
+        numeric = central_difference(loss, flat, i, FD.step, order=4)
         rel = abs(numeric - g[i]) / max(abs(numeric), abs(g[i]))
-        assert rel <= FD_REL, f"{name}[{i}]: analytic {g[i]!r}, numeric {numeric!r}, relative error {rel:.2e}"
+        assert rel <= FD, f"{name}[{i}]: analytic {g[i]!r}, numeric {numeric!r}, relative error {rel:.2e}"
         checked += 1
     assert checked >= len(params) - 4, f"only {checked} of {len(params)} tensors had a usable coordinate"
 
@@ -413,10 +387,7 @@ console.log(JSON.stringify(out));
 def port_grads(node, repo_root, config, seed, dropout_seed):
     arg = json.dumps({"config": config, "seed": seed, "dropoutSeed": dropout_seed, "B": B, "S": S, "T": T,
                       "srcLens": SRC_LENS.tolist(), "tgtLens": TGT_LENS.tolist()})
-    run = subprocess.run([str(node), "--input-type=module", "-e", PORT_SCRIPT, arg], cwd=repo_root,
-                         capture_output=True, text=True, timeout=120)
-    assert run.returncode == 0, f"the port's script failed:\n{run.stderr}"
-    out = json.loads(run.stdout)
+    out = run_port(node, repo_root, PORT_SCRIPT, arg, timeout=120)
     grads = {k: np.array(v["data"], dtype=np.float64).reshape(v["shape"]) for k, v in out["grads"].items()}
     return out["loss"], out["names"], grads
 

@@ -5,17 +5,14 @@ import math
 import numpy as np
 import pytest
 
-from verify.compare import Tensor, close, compare_named, compare_tensor, ulp_distance
+from verify.compare import close, compare_named, compare_tensor, ulp_distance
+from toolkit import tensor
 
 TOL = 1e-6
 
 
-def t(values, dtype="float64"):
-    return Tensor(dtype, np.asarray(values, dtype=np.float64))
-
-
 def compare(expected, actual, tol=TOL):
-    return compare_tensor("x", "output", t(expected), t(actual), tol)
+    return compare_tensor("x", "output", tensor(expected), tensor(actual), tol)
 
 
 @pytest.mark.parametrize("expected", [0.0, 1.0, -3.0, 1000.0])
@@ -118,12 +115,12 @@ def test_shape_mismatch_fails_with_both_shapes():
 
 
 def test_dtype_mismatch_fails():
-    result = compare_tensor("lens", "input", t([1, 2], "int64"), t([1, 2]), TOL)
+    result = compare_tensor("lens", "input", tensor([1, 2], "int64"), tensor([1, 2]), TOL)
     assert not result.passed and "dtype differs" in result.message
 
 
 def test_tensor_in_one_engine_only_names_the_side():
-    results = compare_named("output", {"out": t([1.0]), "weights": t([1.0])}, {"out": t([1.0])}, TOL)
+    results = compare_named("output", {"out": tensor([1.0]), "weights": tensor([1.0])}, {"out": tensor([1.0])}, TOL)
     by_name = {r.name: r for r in results}
     assert by_name["out"].passed
     assert not by_name["weights"].passed

@@ -11,7 +11,6 @@
 
 import hashlib
 import json
-import subprocess
 
 import numpy as np
 import pytest
@@ -23,6 +22,7 @@ from reference.runs.garments import (GARMENTS, batch_indices, garment_splits, ga
 from reference.core.rng import Generator
 from reference.runs.train import state_digest, train
 from reference.models.vit import init_vit_params
+from toolkit import run_port, tolerance
 
 # The train_vit case (docs/garments.md); cases/attention/training.json must hold the same.
 VIT_CASE = {
@@ -32,8 +32,8 @@ VIT_CASE = {
                "steps": 300, "lr": 0.005, "clip": 5.0, "checkpoint_every": 50},
 }
 ACCURACY_BAR = 0.75  # chance is 1/8; docs/garments.md says why 0.75
-TORCH_TOL = 1e-9  # the bound for the PyTorch oracle over 20 steps (measured ~1e-14)
-RUNNER_TOL = 1e-6  # verify's rule |a - e| <= tol * (1 + |e|), docs/runner.md
+TORCH_TOL = tolerance("train_vit", "torch")  # declared in ops/attention.json, with its reason
+RUNNER_TOL = tolerance("train_vit", "runner")
 
 
 def sha(a):
@@ -41,10 +41,7 @@ def sha(a):
 
 
 def run_node(node, repo_root, script):
-    out = subprocess.run([str(node), "--input-type=module", "-e", script], cwd=repo_root,
-                         capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, f"node failed:\n{out.stderr}"
-    return json.loads(out.stdout)
+    return run_port(node, repo_root, script)
 
 
 def test_catalogue_entry_matches_the_documented_case(repo_root):

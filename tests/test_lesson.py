@@ -16,15 +16,12 @@ from reference.nn.nadaraya_watson import mean_abs_error, nadaraya_watson, regres
 from reference.nn.positional_encoding import position_similarity, positional_encoding_forward, sinusoidal_table
 from reference.core.rng import Generator
 from reference.nn.score_scaling import score_scaling
+from toolkit import close, tolerance
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CATALOGUE = os.path.join(ROOT, "cases", "attention", "forward_lesson.json")
 
-# Tolerances, each with its reason.
-ANGLE = 1e-12  # identities at angles up to ~600 rad: one rounding of the angle is ~1e-13 there
-TORCH = 1e-12  # the same formula in torch float64: differences are libm's last bits
-DIRECT = 1e-13  # NW against softmax written another way: 40 terms of size <= 7
-MEAN = 1e-13  # constant kernel against np.mean: 40 terms of size <= 10, another summation order
+# Tolerances: each op's declared ones (ops/attention.json), each with its reason there.
 
 
 def _omega(d):
@@ -42,8 +39,9 @@ def test_offset_is_a_fixed_rotation_of_each_frequency_pair(d, pos, k):
     sin_p, cos_p = P[pos, 0::2], P[pos, 1::2]
     rotated_sin = c * sin_p + s * cos_p  # sin((pos + k) w) = sin(pos w) cos(k w) + cos(pos w) sin(k w)
     rotated_cos = -s * sin_p + c * cos_p  # cos((pos + k) w) = cos(pos w) cos(k w) - sin(pos w) sin(k w)
-    np.testing.assert_allclose(P[pos + k, 0::2], rotated_sin, rtol=0, atol=ANGLE)
-    np.testing.assert_allclose(P[pos + k, 1::2], rotated_cos, rtol=0, atol=ANGLE)
+    angle = tolerance("sinusoidal_table", "angle")
+    close(P[pos + k, 0::2], rotated_sin, f"sin at position {pos} + {k}, d {d}", angle)
+    close(P[pos + k, 1::2], rotated_cos, f"cos at position {pos} + {k}, d {d}", angle)
 
 
 @pytest.mark.parametrize("L, d", [(32, 32), (16, 64), (50, 8)])
@@ -52,10 +50,11 @@ def test_similarity_depends_only_on_the_gap(L, d):
     w = _omega(d)
     gaps = np.arange(L)[:, None] - np.arange(L)[None, :]
     closed = (2.0 / d) * np.array([[math.fsum(np.cos(g * w)) for g in row] for row in gaps])
-    np.testing.assert_allclose(S, closed, rtol=0, atol=ANGLE)
+    angle = tolerance("position_similarity", "angle")
+    close(S, closed, f"similarity (L {L}, d {d}) against the closed form", angle)
     for g in range(-(L - 1), L):
         band = np.diagonal(S, offset=-g)  # all pairs with i - j = g
-        assert np.ptp(band) <= ANGLE, f"gap {g}: similarities spread by {np.ptp(band)}"
+        assert np.ptp(band) <= angle, f"gap {g}: similarities spread by {np.ptp(band)}"
     assert np.all(np.abs(np.diagonal(S) - 1.0) <= 4e-16)
 
 
@@ -67,8 +66,7 @@ def test_sinusoidal_table_matches_a_torch_float64_build():
     expected[:, 0::2] = torch.sin(angle)
     expected[:, 1::2] = torch.cos(angle)
     P = sinusoidal_table(L, d)
-    diff = np.abs(P - expected.numpy())
-    assert diff.max() <= TORCH, f"greatest difference {diff.max()} at (position, feature) {np.unravel_index(diff.argmax(), diff.shape)}"
+    close(P, expected, "the table (position, feature) against torch's", tolerance("sinusoidal_table", "torch"))
 
 
 def test_the_books_float32_table_differs_visibly_at_late_positions():
@@ -99,7 +97,7 @@ def data():
 
 def test_constant_kernel_predicts_the_mean(data):
     y_hat, _ = nadaraya_watson(data["x_train"], data["y_train"], data["x_val"], "constant")
-    np.testing.assert_allclose(y_hat, np.full(50, np.mean(data["y_train"])), rtol=0, atol=MEAN)
+    close(y_hat, np.full(50, np.mean(data["y_train"])), "constant kernel against the mean", tolerance("nadaraya_watson", "mean"))
 
 
 @pytest.mark.parametrize("sigma", [0.1, 0.5, 1.0])
@@ -111,8 +109,8 @@ def test_gaussian_pooling_is_a_softmax_of_minus_half_u_squared(data, sigma):
     W_torch = torch.softmax(-(u ** 2) / 2, dim=0)  # over the training keys
     y_torch = y_t @ W_torch
     y_hat, W = nadaraya_watson(data["x_train"], data["y_train"], data["x_val"], "gaussian", sigma)
-    np.testing.assert_allclose(W, W_torch.numpy(), rtol=0, atol=DIRECT)
-    np.testing.assert_allclose(y_hat, y_torch.numpy(), rtol=0, atol=DIRECT)
+    close(W, W_torch, f"weights (train, query), sigma {sigma}", tolerance("nadaraya_watson", "direct"))
+    close(y_hat, y_torch, f"estimates (query), sigma {sigma}", tolerance("nadaraya_watson", "direct"))
 
 
 def test_narrow_gaussian_fits_training_points_more_tightly(data):

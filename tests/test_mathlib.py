@@ -12,13 +12,13 @@ most 1 ulp (tanh: 2), in integer steps of the result's encoding.
 import hashlib
 import json
 import math
-import subprocess
 
 import numpy as np
 import pytest
 
 from reference.core import mathlib as M
 from reference.core.rng import Generator
+from toolkit import run_port
 
 LD = np.longdouble
 LN10000 = (9.210340371976184, -8.683024893528997e-16)  # ln 10000 as a double pair (positional encoding)
@@ -303,10 +303,7 @@ console.log(JSON.stringify(result));
 @pytest.fixture(scope="module")
 def port_hashes(node, repo_root):
     spec = json.dumps({"sets": HASH_SETS, "special": SPECIAL_INPUTS, "ln10000": LN10000})
-    done = subprocess.run([str(node), "--input-type=module", "-e", PORT_SCRIPT, str(repo_root), spec],
-                          capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)
+    return run_port(node, repo_root, PORT_SCRIPT, repo_root, spec)
 
 
 @pytest.mark.parametrize("name,seed,draws", HASH_SETS, ids=[s[0] for s in HASH_SETS])
@@ -338,10 +335,7 @@ console.log(JSON.stringify(JSON.parse(process.argv[2]).map(([x, k]) => {
 
 
 def test_ldexp_edges_match_across_engines(node, repo_root):
-    done = subprocess.run([str(node), "--input-type=module", "-e", LDEXP_SCRIPT, str(repo_root), json.dumps(LDEXP_EDGES)],
-                          capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr
-    port = json.loads(done.stdout)
+    port = run_port(node, repo_root, LDEXP_SCRIPT, repo_root, json.dumps(LDEXP_EDGES), timeout=60)
     ref = [format(int(np.float64(M.ldexp(x, k)).view(np.uint64)), "x") for x, k in LDEXP_EDGES]
     differ = [(x, k, r, p) for (x, k), r, p in zip(LDEXP_EDGES, ref, port) if r != p]
     assert not differ, f"ldexp(x, k): reference and port bits differ at (x, k, reference, port) {differ}"

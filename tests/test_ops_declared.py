@@ -1,20 +1,32 @@
-"""Each op declared once (ops/attention.json, verify/ops.py): every catalogue op has its declaration
-and every declaration its cases; what an op builds on names declared ops, without a cycle; every
-tensor of every committed golden has its axis names."""
+"""Each op declared once (ops/attention.json, verify/ops.py; adding one: docs/adding-an-op.md): every
+catalogue op has its declaration and every declaration its cases; every declaration holds every
+field (summary, uses, axes, cost, tolerances, workloads, faults), or says why it has none; what an
+op builds on names declared ops, without a cycle; its workloads are the benchmarks' (both
+engines' lists) and its faults the catalogue's, each tied both ways; the scheduler's costs and
+the runner's gradcheck bounds are the declared ones; every tensor of every committed golden has
+its axis names."""
 
+import copy
+import importlib.util
 import json
+import subprocess
 
 import pytest
 from jsonschema import Draft202012Validator
 
+from verify import expectations, schedule
 from verify.catalogue import load
 from verify.documents import Schemas
-from verify.ops import Declarations
+from verify.ops import FIELDS, GUIDE, Declarations
 
 
 @pytest.fixture(scope="module")
-def declared(repo_root):
-    doc = json.loads((repo_root / "ops" / "attention.json").read_text())
+def doc(repo_root):
+    return json.loads((repo_root / "ops" / "attention.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def declared(repo_root, doc):
     schema = json.loads((repo_root / "golden" / "schemas" / "ops.schema.json").read_text())
     errors = sorted(Draft202012Validator(schema).iter_errors(doc), key=lambda e: list(e.absolute_path))
     assert not errors, f"ops/attention.json breaks ops.schema.json at {list(errors[0].absolute_path)}: {errors[0].message}"
@@ -26,11 +38,97 @@ def catalogue_ops(repo_root):
     return {c.op for c in load(repo_root / "cases" / "attention", Schemas(repo_root / "golden" / "schemas"))}
 
 
+@pytest.fixture(scope="module")
+def fault_ids(repo_root):
+    return [f["id"] for f in json.loads((repo_root / "faults" / "attention.json").read_text())["faults"]]
+
+
+@pytest.fixture(scope="module")
+def bench_workloads(repo_root, node):
+    """{engine: the benchmark workloads' op names}: bench/workloads.py's and bench/workloads.mts's."""
+    spec = importlib.util.spec_from_file_location("bench_workloads", repo_root / "bench" / "workloads.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    done = subprocess.run([str(node), "bench/workloads.mts", "list"], cwd=repo_root, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    port = json.loads(done.stdout)
+    return {"bench/workloads.py": list(module.PRIMITIVES) + [op for op, _, _ in module.CASES],
+            "bench/workloads.mts": port["primitives"] + port["cases"]}
+
+
+# ---- the checks, on any declarations document (the tests below also feed them broken ones) ----
+
+def missing_fields(doc):
+    """One line per op that lacks a field, naming them."""
+    d = Declarations(doc)
+    return [f"{op}: no {', '.join(d.missing(op))}" for op in doc["ops"] if d.missing(op)]
+
+
+def fault_problems(doc, fault_ids):
+    """Each catalogue fault listed by exactly one op or shared_faults, and each listed id a fault."""
+    d = Declarations(doc)
+    owners = {}
+    for op in doc["ops"]:
+        for fid in d.listed(op, "faults"):
+            owners.setdefault(fid, []).append(op)
+    for fid in d.shared_faults:
+        owners.setdefault(fid, []).append("shared_faults")
+    problems = [f"fault {fid!r} is listed by no op (add its id to the faults of the op it targets, or to "
+                f"shared_faults)" for fid in fault_ids if fid not in owners]
+    problems += [f"{', '.join(by)} list(s) fault {fid!r}, which faults/attention.json does not hold"
+                 for fid, by in owners.items() if fid not in fault_ids]
+    problems += [f"fault {fid!r} is listed by {len(by)} places ({', '.join(by)}); one op owns it"
+                 for fid, by in owners.items() if len(by) > 1]
+    return problems
+
+
+def workload_problems(doc, bench):
+    """Each declared workload in both engines' benchmark lists, and each benchmark workload
+    declared by exactly one op."""
+    d = Declarations(doc)
+    owners = {}
+    for op in doc["ops"]:
+        for name in d.listed(op, "workloads"):
+            owners.setdefault(name, []).append(op)
+    problems = []
+    for where, names in bench.items():
+        problems += [f"{', '.join(by)} declare(s) workload {name!r}, which {where} does not have"
+                     for name, by in owners.items() if name not in names]
+        problems += [f"{where}'s workload {name!r} is declared by no op (list it in the workloads of its op)"
+                     for name in names if name not in owners]
+    problems += [f"workload {name!r} is declared by {', '.join(by)}; one op owns it" for name, by in owners.items()
+                 if len(by) > 1]
+    return problems
+
+
+def report(problems, what):
+    return f"{len(problems)} problem(s) with {what} in ops/attention.json ({GUIDE}):\n  " + "\n  ".join(problems)
+
+
+# ---- the declarations as they are ---------------------------------------------------------
+
 def test_every_op_of_the_catalogue_is_declared_and_every_declaration_has_cases(declared, catalogue_ops):
     undeclared = sorted(catalogue_ops - set(declared.ops))
-    assert not undeclared, f"ops without a declaration in ops/attention.json: {undeclared}"
+    assert not undeclared, f"ops without a declaration in ops/attention.json: {undeclared} ({GUIDE})"
     unused = sorted(set(declared.ops) - catalogue_ops)
     assert not unused, f"declarations of ops that no case of the catalogue runs: {unused}"
+
+
+def test_every_op_declares_every_field(doc, declared):
+    problems = missing_fields(doc)
+    assert not problems, report(problems, f"the fields every op declares ({', '.join(FIELDS)}; "
+                                          '{"none": why} where it has no tolerances, workloads or faults)')
+
+
+def test_every_fault_of_the_catalogue_is_owned_by_one_op_and_every_listed_fault_exists(doc, declared, fault_ids):
+    problems = fault_problems(doc, fault_ids)
+    assert not problems, report(problems, "the faults")
+
+
+def test_every_benchmark_workload_is_owned_by_one_op_in_both_engines(doc, declared, bench_workloads):
+    problems = workload_problems(doc, bench_workloads)
+    assert not problems, report(problems, "the workloads")
 
 
 def test_what_an_op_builds_on_is_declared_and_acyclic(declared):
@@ -47,6 +145,16 @@ def test_primitives_come_before_what_builds_on_them(declared):
     assert "layer_norm" in declared.uses("train_reversal") and "train_reversal" not in declared.uses("layer_norm")
 
 
+def test_the_scheduler_and_the_runner_read_the_declarations(declared):
+    for op, entry in declared.ops.items():
+        assert schedule.COSTS[op] == (entry["cost"]["reference"], entry["cost"]["port"]), op
+    costs = schedule.estimate_costs([{"id": "a", "op": "train_reversal"}, {"id": "b", "op": "an_op_without_a_cost"}])
+    assert costs[("port", "a")] == declared.ops["train_reversal"]["cost"]["port"]
+    assert costs[("reference", "b")] == schedule.DEFAULT_COST, "an op that declares no cost is a small case, not a crash"
+    for op in ("gradcheck_transformer", "gradcheck_vit", "gradcheck_alignment"):
+        assert expectations.gradcheck_bound(op) == (declared.ops[op]["tolerances"]["gradcheck"]["value"], None)
+
+
 @pytest.mark.parametrize("engine", ["reference", "port"])
 def test_every_tensor_of_every_golden_has_axis_names(declared, repo_root, engine):
     missing = []
@@ -59,3 +167,56 @@ def test_every_tensor_of_every_golden_has_axis_names(declared, repo_root, engine
                     missing.append(f"{doc['case']['op']}: {part}.{name} ({ndim} axes)")
     assert not missing, (f"{len(missing)} tensors have no axis names; declare them in ops/attention.json "
                          f"(the op's axes or a rule), first: {sorted(set(missing))[:10]}")
+
+
+# ---- the checks fail on what they are for --------------------------------------------------
+
+def test_an_op_declared_with_summary_uses_and_axes_only_is_named_with_what_it_lacks(doc):
+    broken = copy.deepcopy(doc)
+    broken["ops"]["new_op"] = {"summary": "a new op", "uses": [], "axes": {}}
+    assert missing_fields(broken) == ["new_op: no cost, tolerances, workloads, faults"]
+    message = report(missing_fields(broken), "the fields")
+    assert GUIDE in message and "new_op" in message
+
+
+def test_an_unowned_fault_an_unknown_fault_and_a_fault_owned_twice_are_named(doc, fault_ids):
+    broken = copy.deepcopy(doc)
+    taken = broken["ops"]["layer_norm"]["faults"].pop()  # now owned by no op
+    broken["ops"]["gelu"]["faults"].append("port.gelu.no_such_fault")
+    broken["ops"]["ffn"]["faults"] = ["port.layer_norm.unbiased_variance"]  # layer norm's too
+    problems = fault_problems(broken, fault_ids)
+    assert any(repr(taken) in p and "listed by no op" in p for p in problems), problems
+    assert any("'port.gelu.no_such_fault'" in p and "does not hold" in p for p in problems), problems
+    assert any("'port.layer_norm.unbiased_variance'" in p and "2 places" in p for p in problems), problems
+    assert len(problems) == 3, problems
+
+
+def test_a_workload_missing_from_one_engine_or_owned_by_no_op_is_named(doc, bench_workloads):
+    broken = copy.deepcopy(doc)
+    broken["ops"]["gelu"]["workloads"] = ["gelu", "rope_only_here"]
+    broken["ops"]["ffn"]["workloads"] = {"none": "taken away to show the check"}
+    problems = workload_problems(broken, bench_workloads)
+    for where in bench_workloads:
+        assert any(f"which {where} does not have" in p and "'rope_only_here'" in p for p in problems), problems
+        assert any(f"{where}'s workload 'ffn' is declared by no op" in p for p in problems), problems
+    assert len(problems) == 4, problems
+
+
+def test_a_tolerance_a_test_reads_but_no_op_declares_fails_naming_what_to_declare(node, repo_root):
+    from toolkit import run_port, tolerance
+
+    assert tolerance("gelu", "erf_ulps") == 2 and tolerance("gelu", "erf_ulps").rule == "ulp"
+    with pytest.raises(AssertionError, match=r"op 'gelu' declares no tolerance 'nope' .*it declares \['engines_backward', "
+                                             r".*docs/adding-an-op\.md"):
+        tolerance("gelu", "nope")
+    with pytest.raises(AssertionError, match=r"op 'new_op' is not declared"):
+        tolerance("new_op", "torch")
+    script = """
+import { tolerance } from "./port_ts/test/toolkit.ts";
+const out = { ulps: tolerance("gelu", "erf_ulps").value };
+try { tolerance("gelu", "nope"); } catch (e) { out.message = e.message; }
+console.log(JSON.stringify(out));
+"""
+    port = run_port(node, repo_root, script)
+    assert port["ulps"] == 2
+    assert "op 'gelu' declares no tolerance 'nope'" in port["message"] and GUIDE in port["message"], port

@@ -7,7 +7,6 @@ import hashlib
 import json
 import math
 import struct
-import subprocess
 
 import numpy as np
 import pytest
@@ -17,6 +16,7 @@ from reference.core.golden import dumps
 from reference.runs.optim import BETA1, BETA2, EPS, adam_init, adam_step, clip_gradients, global_norm
 from reference.core.rng import Generator
 from reference.runs.train import copy_state, state_digest, state_document, state_from_document
+from toolkit import run_port
 
 SHAPES = {"W": (3, 4), "b": (5,), "T": (2, 2, 3)}
 NAMES = ["W", "b", "T"]
@@ -236,9 +236,7 @@ def test_port_optim_is_bit_identical_to_the_reference(node, repo_root):
     assert any(n > theta for n in norms) and any(n <= theta for n in norms), "both clipping branches"
     script = PORT_SCRIPT % {"shapes": json.dumps({k: list(v) for k, v in SHAPES.items()}), "names": json.dumps(NAMES),
                             "seed": seed, "steps": steps, "theta": theta, "lr": lr}
-    out = subprocess.run([str(node), "--input-type=module", "-e", script], cwd=repo_root,
-                         capture_output=True, text=True, check=True)
-    port = json.loads(out.stdout)
+    port = run_port(node, repo_root, script)
     assert port["init"] == init
     assert port["norms"] == norms  # JSON numbers read back exactly
     for name in NAMES:

@@ -17,9 +17,10 @@ from reference.cases.cases_pretrained import GOLDEN_OUTPUTS, load_model
 from reference.core.safetensors import SafetensorsError, load_tensor, parse_safetensors, tensor_names
 from verify import assets, verdict
 from verify.catalogue import Case
+from toolkit import run_port, tolerance
 
-ORACLE_TOL = 1e-9  # the bar; measured ~4e-14 (hidden states), ~4e-15 (attentions)
-PORT_TOL = 1e-6  # the runner's default rule; measured 0 to 8e-14
+ORACLE_TOL = tolerance("bert_encoder", "torch")  # declared in ops/attention.json, with its reason
+PORT_TOL = tolerance("bert_encoder", "runner")
 LESSON = "The animal didn't cross the street because it was too tired"
 ROOT = Path(__file__).resolve().parent.parent
 CATALOGUE = ROOT / "cases" / "attention" / "pretrained.json"
@@ -163,9 +164,7 @@ def test_the_port_reads_the_same_buffer(node, tmp_path):
         "  out[n] = { shape: t.shape, float: t.data instanceof Float64Array, bits }; }"
         "console.log(JSON.stringify(out));"
     )
-    proc = subprocess.run([str(node), "--input-type=module", "-e", script], cwd=ROOT, capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr
-    got = json.loads(proc.stdout)
+    got = run_port(node, ROOT, script)
     for name, want in expected.items():
         assert tuple(got[name]["shape"]) == want.shape, name
         assert got[name]["float"] == (want.dtype.kind == "f"), name

@@ -13,7 +13,7 @@
   of the held-out inputs are reversed exactly, and the port decodes the reference's final
   parameters token for token as the reference does.
 
-Tolerances, each with its reason:
+Tolerances, declared in ops/attention.json (train_reversal), each with its reason:
 - TORCH = 1e-9 absolute (the issue's bar): float64 on both sides; torch sums in BLAS order, so
   20 Adam steps leave differences near 1e-13 (Adam divides by sqrt(v), which can magnify a
   last-bit difference of a small gradient entry to a few ulps of lr).
@@ -24,7 +24,6 @@ Tolerances, each with its reason:
 
 import json
 import math
-import subprocess
 
 import numpy as np
 import pytest
@@ -43,9 +42,10 @@ from reference.runs.reversal import LAB_EXAMPLE, reversal_model_config, reversal
 from reference.core.rng import Generator
 from reference.runs.train import state_digest, train
 from reference.models.transformer import init_transformer_params, transformer_encode, transformer_forward
+from toolkit import run_port, tolerance
 
-TORCH = 1e-9
-MARGIN = 1e-12
+TORCH = tolerance("train_reversal", "torch")  # declared in ops/attention.json
+MARGIN = tolerance("train_reversal", "margin")
 
 # The baked run (cases/attention/training.json, train.reversal); docs/reversal.md says why.
 RUN_SEED = 601
@@ -56,10 +56,7 @@ SMALL = dict(vocab_src=dg.VOCAB, vocab_tgt=dg.VOCAB, d=16, ffn_hidden=64, heads=
 
 
 def run_node(node, repo_root, script, arg):
-    run = subprocess.run([str(node), "--input-type=module", "-e", script, json.dumps(arg)], cwd=repo_root,
-                         capture_output=True, text=True, timeout=300)
-    assert run.returncode == 0, f"the port's script failed:\n{run.stderr}"
-    return json.loads(run.stdout)
+    return run_port(node, repo_root, script, json.dumps(arg))
 
 
 # ---- data ----

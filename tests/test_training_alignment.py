@@ -17,8 +17,9 @@ from reference.cases.cases import run_case_with_states
 from reference.cases.cases_training import replay_segment
 from reference.core.rng import Generator
 from reference.runs.train import state_from_document
+from toolkit import tolerance
 
-TOL = 1e-6  # the runner's rule: |port - reference| <= TOL * (1 + |reference|)
+TOL = tolerance("train_alignment", "runner")  # the runner's rule: |port - reference| <= TOL * (1 + |reference|)
 NAMES = ["W_q", "W_k", "w_v"]
 
 

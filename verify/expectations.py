@@ -1,7 +1,7 @@
 """What a case must satisfy beyond the two engines' agreement (docs/runner.md, "The verdict"):
 
 - gradcheck cases: in each engine, every finite-difference relative error (outputs named
-  `*.rel_err`) is at most GRADCHECK_REL_ERR, and every parameter gradient `grad.<name>` has its
+  `*.rel_err`) is at most the op's declared bound (tolerance `gradcheck`, ops/<suite>.json), and every parameter gradient `grad.<name>` has its
   coordinate checks `check.<name>.rel_err` (every parameter tensor covered);
 - quality bars `expect.at_least` / `expect.at_most` on output tensors: in each engine, except that
   a training run's port is held to them on its evaluation of the reference's final parameters
@@ -28,9 +28,11 @@ Each check is a dict {engine, name, rule, passed, detail, value, required}; `req
 import numpy as np
 
 from .compare import close, compare_tensor
+from .ops import Undeclared, declarations
 
-# The tolerance table. Each bound is a reviewed decision; loosening one is a change of its own.
-GRADCHECK_REL_ERR = 1e-6  # |analytic - numeric| / max(|analytic|, |numeric|, floor), docs/gradcheck.md
+# A gradcheck case's bound on every relative error, |analytic - numeric| / max(|analytic|, |numeric|,
+# floor) (docs/gradcheck.md), is its op's declared tolerance `gradcheck` (ops/<suite>.json): each
+# bound is a reviewed decision there; loosening one is a change of its own.
 STEP_TENSORS = ("loss", "grad_norm")  # a training golden's per-step records, compared step by step
 GROWTH_POINTS = 8  # how many steps the growth of a free run's difference is sampled at
 # Outputs of a training case that follow from its config alone, not from the trained parameters:
@@ -66,17 +68,29 @@ def free_run_names(kind, *fresh):
     return frozenset(names - SCHEDULE_OUTPUTS)
 
 
-def gradcheck_checks(engine, outputs):
-    """Every rel_err at most GRADCHECK_REL_ERR, and every gradient covered by coordinate checks."""
+def gradcheck_bound(op):
+    """(the op's declared gradcheck bound, None) or (None, why there is none)."""
+    try:
+        return declarations().tolerance(op, "gradcheck")["value"], None
+    except Undeclared as exc:
+        return None, str(exc)
+
+
+def gradcheck_checks(engine, outputs, op):
+    """Every rel_err at most the op's declared bound, and every gradient covered by coordinate checks.
+    An op that declares no bound fails its check, saying so."""
     checks = []
+    bound, undeclared = gradcheck_bound(op)
+    if undeclared:
+        checks.append(check(engine, "rel_err", "a declared gradcheck bound", False, undeclared))
     rel = sorted(n for n in outputs if n.endswith(".rel_err"))
     if not rel:
         checks.append(check(engine, "rel_err", "gradcheck records", False, "no *.rel_err outputs: the case checks nothing"))
-    for name in rel:
+    for name in rel if bound is not None else ():
         values = outputs[name].values
         worst, where = _worst(values)
-        ok = values.size > 0 and not np.isnan(values).any() and worst <= GRADCHECK_REL_ERR
-        checks.append(check(engine, name, f"<= {GRADCHECK_REL_ERR:g}", ok,
+        ok = values.size > 0 and not np.isnan(values).any() and worst <= bound
+        checks.append(check(engine, name, f"<= {bound:g}", ok,
                             f"max {worst:.3g} at {where}" if worst is not None else "empty", worst))
     grads = sorted(n[len("grad."):] for n in outputs if n.startswith("grad."))
     uncovered = [g for g in grads if f"check.{g}.rel_err" not in outputs]
@@ -193,7 +207,7 @@ def free_run(name, expected, actual, tol):
     }
 
 
-def case_checks(kind, expect, fresh, tol):
+def case_checks(kind, expect, fresh, tol, op=None):
     """All checks of one case that need only the engines' own documents; fresh: {role: Fresh}
     (documents already validated). Returns (checks, free runs). A training run's port is held to
     the quality bars on its evaluation (verify/replay.py), not here."""
@@ -202,7 +216,7 @@ def case_checks(kind, expect, fresh, tol):
     for role, f in usable.items():
         outputs = f.tensors["outputs"]
         if kind == "gradcheck":
-            checks += gradcheck_checks(role, outputs)
+            checks += gradcheck_checks(role, outputs, op)
         if not (kind == "training" and role == "port"):
             checks += bound_checks(role, outputs, expect)
             checks += agree_checks(role, outputs, expect, tol)

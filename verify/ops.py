@@ -1,7 +1,11 @@
-"""Each op declared once: ops/<suite>.json (schema golden/schemas/ops.schema.json), read here for the
-runner: the axis names of an op's tensors (verify/axes.py), and the ops it builds on, which order
-failing cases leaf to root (verify/report.py) so that the primitive that explains the others is
-named first. tests/test_ops_declared.py fails when a catalogue op lacks its declaration or a
+"""Each op declared once: ops/<suite>.json (schema golden/schemas/ops.schema.json; adding an op:
+docs/adding-an-op.md), read here for the runner and the tests: the axis names of an op's tensors
+(verify/axes.py); the ops it builds on, which order failing cases leaf to root (verify/report.py)
+so that the primitive that explains the others is named first; its cost estimate (the scheduler's
+static table, verify/schedule.py); its tolerances with their reasons (the gradcheck bound of
+verify/expectations.py, and every bound of the tests, through tests/toolkit.py and
+port_ts/test/toolkit.ts); its benchmark workloads and the faults that target it.
+tests/test_ops_declared.py fails when a catalogue op lacks its declaration or any of FIELDS, or a
 tensor of a committed golden lacks its axis names."""
 
 import fnmatch
@@ -10,12 +14,45 @@ import json
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+FIELDS = ("summary", "uses", "axes", "cost", "tolerances", "workloads", "faults")  # every op declares each
+GUIDE = "docs/adding-an-op.md"
+
+
+class Undeclared(LookupError):
+    """A tolerance an op does not declare: the message says which, what it has, and what to do."""
 
 
 class Declarations:
     def __init__(self, doc):
         self.rules = doc.get("rules", [])
         self.ops = doc.get("ops", {})
+        self.shared_faults = list(doc.get("shared_faults", {}).get("faults", []))
+
+    def missing(self, op):
+        """The FIELDS the op's declaration lacks (all of them for an undeclared op)."""
+        entry = self.ops.get(op, {})
+        return [f for f in FIELDS if f not in entry]
+
+    def costs(self):
+        """{op: (reference seconds, port seconds)} for every op that declares its cost."""
+        return {op: (e["cost"]["reference"], e["cost"]["port"]) for op, e in self.ops.items() if "cost" in e}
+
+    def tolerance(self, op, name):
+        """The op's tolerance `name`: {value, rule, why[, step, min_grad, floor]}; Undeclared when
+        the op or the tolerance is not declared."""
+        if op not in self.ops:
+            raise Undeclared(f"op {op!r} is not declared in ops/attention.json; declare it ({GUIDE})")
+        own = self.ops[op].get("tolerances")
+        if not isinstance(own, dict) or name not in own or name == "none":
+            have = sorted(k for k in own if k != "none") if isinstance(own, dict) else []
+            raise Undeclared(f"op {op!r} declares no tolerance {name!r} in ops/attention.json (it declares "
+                             f"{have or 'none'}); add it with its rule and its reason ({GUIDE})")
+        return dict(own[name])
+
+    def listed(self, op, field):
+        """The op's workloads or faults as a list: empty for {"none": why} or an absent field."""
+        value = self.ops.get(op, {}).get(field)
+        return list(value) if isinstance(value, list) else []
 
     def axes(self, op, name, ndim):
         """The names of the axes of tensor `name` written by `op`, or None when not declared: the op's

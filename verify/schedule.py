@@ -11,7 +11,7 @@ engines at once, and the small cases fill the gaps in a few processes (an engine
 about 0.2 s to start, so there is never a process per small case).
 
 Costs are estimates (`estimate_costs`): each engine's seconds for the case in the previous JSON
-report, when it has them; otherwise the static table COSTS. A wrong estimate only changes the
+report, when it has them; otherwise the op's declared cost (COSTS, from ops/<suite>.json). A wrong estimate only changes the
 order, never a result: every case is run by exactly one process per engine, each into the
 engine's one directory, and the runner reads the same files whatever the order.
 
@@ -32,20 +32,14 @@ from pathlib import Path
 
 from . import engines as engines_mod
 from .errors import InputError
+from .ops import declarations
 
 REPLAY = "replay"  # the label of the port's replay processes (the engine itself is the port)
 
-# Seconds per case on the 2-core development machine (2026-11-29, quiet), used when the previous
-# report does not have a case: only the order matters, so only the expensive ops are listed.
-COSTS = {  # op -> (reference, port)
-    "train_reversal": (10.3, 7.8),
-    "gradcheck_transformer": (1.35, 0.13),
-    "train_vit": (0.9, 0.6),
-    "gradcheck_vit": (0.4, 0.05),
-    "bert_encoder": (0.35, 0.18),
-    "train_alignment": (0.1, 0.02),
-}
-DEFAULT_COST = 0.01  # any other case
+# Seconds per case, used when the previous report does not have a case: each op's declared cost
+# (ops/<suite>.json, `cost`; verify/ops.py). Only the order depends on them.
+COSTS = declarations().costs()  # op -> (reference, port)
+DEFAULT_COST = 0.01  # a case of an op that declares no cost
 REPLAY_SHARE = 0.85  # a replay of every segment costs about this share of the port's free run
 MIN_BUNDLE = 1.0  # seconds of estimated work below which a process takes more cases
 

@@ -177,7 +177,7 @@ def judge(ctx, case, runs, policy, reader, fresh=None):
         full, full_errors = assets.compare_full(case, {role: r.out_dir for role, r in runs.items()}, tol, ctx.schemas)
         tensors += full
         errors += full_errors
-    checks, free_runs = case_checks(case.kind, case.spec.get("expect", {}), fresh, tol)
+    checks, free_runs = case_checks(case.kind, case.spec.get("expect", {}), fresh, tol, case.op)
     golden_checks = {}
     for role, f in fresh.items():
         path = golden_path(ctx, role, f, case.id)

@@ -11,6 +11,7 @@ from ..nn.additive_attention import additive_attention_forward
 from ..nn.dot_product_attention import dot_product_attention_forward
 from ..nn.masked_softmax import masked_softmax_forward
 from ..nn.multi_head_attention import multi_head_attention_forward
+from ..nn.rope import rope_attention_forward, rope_forward
 
 
 def _valid_lens(config):
@@ -101,9 +102,60 @@ def multi_head_attention_case(config, rng):
     return inputs, {"out": out, "weights": cache["weights"]}
 
 
+def _positions(config, key, T):
+    """None (positions 0..T-1) or the config's T integer positions."""
+    value = cc.get(config, key, None)
+    if value is None:
+        return None
+    positions = cc.int_array(value, key)
+    if positions.shape != (T,) or (positions < 0).any():
+        raise cc.CaseError(f"config {key!r} must list {T} non-negative integer positions (one per step), got {value!r}")
+    return positions
+
+
+def _even(config, key):
+    n = cc.positive_int(config, key)
+    if n % 2:
+        raise cc.CaseError(f"config {key!r} must be even (RoPE rotates pairs of features), got {n}")
+    return n
+
+
+def _with_positions(inputs, **positions):
+    inputs.update({name: p for name, p in positions.items() if p is not None})
+    return inputs
+
+
+def rope_case(config, rng):
+    # config: lead (e.g. [B] or [B, H]), T, d (even), std (default 1); positions null | (T,)
+    # draws: x ~ N(0, std^2) (lead, T, d)
+    lead, T, d = cc.shape(config, "lead"), cc.positive_int(config, "T"), _even(config, "d")
+    positions = _positions(config, "positions", T)
+    x = rng.normal(lead + (T, d), 0.0, cc.get(config, "std", 1.0))
+    out, cache = rope_forward(x, positions)
+    return _with_positions({"x": x}, positions=positions), {"out": out, "cos": cache["cos"], "sin": cache["sin"]}
+
+
+def rope_attention_case(config, rng):
+    # config: lead (e.g. [B] or [B, H]), Q, K, D (even), V, std (default 1); valid_lens null | (B,) | (B, Q);
+    #   q_positions null | (Q,), k_positions null | (K,)
+    # draws: q ~ N(0, std^2) (lead, Q, D); k (lead, K, D); v (lead, K, V)
+    lead = cc.shape(config, "lead")
+    Q, K, V = (cc.positive_int(config, n) for n in ("Q", "K", "V"))
+    D = _even(config, "D")
+    std = cc.get(config, "std", 1.0)
+    q, k, v = rng.normal(lead + (Q, D), 0.0, std), rng.normal(lead + (K, D), 0.0, std), rng.normal(lead + (K, V), 0.0, std)
+    lens = _valid_lens(config)
+    q_pos, k_pos = _positions(config, "q_positions", Q), _positions(config, "k_positions", K)
+    out, cache = rope_attention_forward(q, k, v, lens, q_pos, k_pos)
+    inputs = _with_positions(_with_lens({"q": q, "k": k, "v": v}, lens), q_positions=q_pos, k_positions=k_pos)
+    return inputs, {"out": out, "weights": cache["weights"]}
+
+
 BUILDERS = {
     "masked_softmax": masked_softmax_case,
     "dot_product_attention": dot_product_attention_case,
     "additive_attention": additive_attention_case,
     "multi_head_attention": multi_head_attention_case,
+    "rope": rope_case,
+    "rope_attention": rope_attention_case,
 }

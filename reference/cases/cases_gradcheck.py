@@ -1,5 +1,6 @@
 """Gradient-check cases (kind "gradcheck") of the three models that train: the encoder-decoder
-Transformer, the ViT and act 4's alignment scorer (twin: casesGradcheck.ts).
+Transformer, the ViT and act 4's alignment scorer; and of RoPE attention's backward through the
+rotations of its queries and keys (twin: casesGradcheck.ts).
 
 Each builder draws, in this order: the model's parameters (its init function), then the layer
 norms jittered (for each parameter name in order: a gamma becomes 1 + 0.1 * N(0, 1), a beta
@@ -19,6 +20,8 @@ Outputs, with <name> every parameter name:
     kink_retries          int64 () how many checks were repeated with a halved step because a
                           ReLU pre-activation changed sign inside the stencil (Transformer only)
 Config, besides the model's: full_max (default 32), samples (default 8), directions (default 3).
+RoPE attention has no parameters: its "parameters" are q, k and v, its loss sum(out * dout) for a
+drawn dout (an input), summed in index order.
 """
 
 import numpy as np
@@ -29,6 +32,9 @@ from ..runs.gradcheck import gradcheck
 from ..core.rng import Generator
 from ..models.transformer import init_transformer_params, transformer_loss, transformer_loss_backward
 from ..models.vit import init_vit_params, vit_loss, vit_loss_backward
+from ..core.ops import sum_last
+from ..nn.rope import rope_attention_backward, rope_attention_forward
+from .cases_attention import _even, _positions, _valid_lens
 
 
 def _lens(config, key, B, limit, low=1):
@@ -154,8 +160,33 @@ def gradcheck_alignment_case(config, rng):
                     **_run_check(config, rng, params, loss_fn, grads)}
 
 
+def gradcheck_rope_case(config, rng):
+    # config: lead (e.g. [B]), Q, K, D (even), V; valid_lens null | (B,) | (B, Q); q_positions null | (Q,),
+    #   k_positions null | (K,); gradcheck's
+    # draws: q ~ N(0, 1) (lead, Q, D); k (lead, K, D); v (lead, K, V); dout (lead, Q, V); gradcheck's draws
+    lead = cc.shape(config, "lead")
+    Q, K, V = (cc.positive_int(config, n) for n in ("Q", "K", "V"))
+    D = _even(config, "D")
+    params = {"q": rng.normal(lead + (Q, D)), "k": rng.normal(lead + (K, D)), "v": rng.normal(lead + (K, V))}
+    dout = rng.normal(lead + (Q, V))
+    lens = _valid_lens(config)
+    q_pos, k_pos = _positions(config, "q_positions", Q), _positions(config, "k_positions", K)
+
+    def loss_fn(p):
+        out, _ = rope_attention_forward(p["q"], p["k"], p["v"], lens, q_pos, k_pos)
+        return float(sum_last((out * dout).reshape(1, -1))[0]), None  # L = sum(out * dout), in index order
+
+    loss, _ = loss_fn(params)
+    _, cache = rope_attention_forward(params["q"], params["k"], params["v"], lens, q_pos, k_pos)
+    grads = dict(zip(("q", "k", "v"), rope_attention_backward(dout, cache)))
+    inputs = {"dout": dout, **({} if lens is None else {"valid_lens": lens})}
+    inputs.update({n: p for n, p in (("q_positions", q_pos), ("k_positions", k_pos)) if p is not None})
+    return inputs, {"loss": np.array(loss), **_run_check(config, rng, params, loss_fn, grads)}
+
+
 BUILDERS = {
     "gradcheck_transformer": gradcheck_transformer_case,
     "gradcheck_vit": gradcheck_vit_case,
     "gradcheck_alignment": gradcheck_alignment_case,
+    "gradcheck_rope": gradcheck_rope_case,
 }

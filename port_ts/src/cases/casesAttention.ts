@@ -12,10 +12,11 @@ import { maskedSoftmaxForward } from "../nn/maskedSoftmax.ts";
 import { dotProductAttentionForward } from "../nn/dotProductAttention.ts";
 import { additiveAttentionForward } from "../nn/additiveAttention.ts";
 import { multiHeadAttentionForward } from "../nn/multiHeadAttention.ts";
+import { ropeAttentionForward, ropeForward } from "../nn/rope.ts";
 
 export type Builder = (config: Config, rng: Generator) => { inputs: Named; outputs: Named };
 
-function validLens(config: Config): IntTensor | null {
+export function validLens(config: Config): IntTensor | null {
   const value = get<unknown>(config, "valid_lens", null);
   return value === null ? null : intArray(value, "valid_lens");
 }
@@ -106,9 +107,59 @@ function multiHeadAttentionCase(config: Config, rng: Generator) {
   return { inputs: withLens({ ...inputs, ...params }, lens), outputs: { out, weights: cache.weights } };
 }
 
+/** null (positions 0..T-1) or the config's T integer positions. */
+export function positions(config: Config, key: string, T: number): IntTensor | null {
+  const value = get<unknown>(config, key, null);
+  if (value === null) return null;
+  const p = intArray(value, key);
+  if (p.shape.length !== 1 || p.shape[0] !== T || p.data.some((n) => n < 0)) {
+    throw new CaseError(`config '${key}' must list ${T} non-negative integer positions (one per step), got ${JSON.stringify(value)}`);
+  }
+  return p;
+}
+
+export function even(config: Config, key: string): number {
+  const n = positiveInt(config, key);
+  if (n % 2 !== 0) throw new CaseError(`config '${key}' must be even (RoPE rotates pairs of features), got ${n}`);
+  return n;
+}
+
+function withPositions(inputs: Named, given: Record<string, IntTensor | null>): Named {
+  for (const [name, p] of Object.entries(given)) if (p !== null) inputs[name] = p;
+  return inputs;
+}
+
+function ropeCase(config: Config, rng: Generator) {
+  // config: lead (e.g. [B] or [B, H]), T, d (even), std (default 1); positions null | (T,)
+  // draws: x ~ N(0, std^2) (lead, T, d)
+  const lead = shape(config, "lead"), T = positiveInt(config, "T"), d = even(config, "d");
+  const pos = positions(config, "positions", T);
+  const x = rng.normal([...lead, T, d], 0, get(config, "std", 1));
+  const { out, cache } = ropeForward(x, pos);
+  return { inputs: withPositions({ x }, { positions: pos }), outputs: { out, cos: cache.cos, sin: cache.sin } };
+}
+
+function ropeAttentionCase(config: Config, rng: Generator) {
+  // config: lead (e.g. [B] or [B, H]), Q, K, D (even), V, std (default 1); valid_lens null | (B,) | (B, Q);
+  //   q_positions null | (Q,), k_positions null | (K,)
+  // draws: q ~ N(0, std^2) (lead, Q, D); k (lead, K, D); v (lead, K, V)
+  const lead = shape(config, "lead");
+  const [Q, K, V] = ["Q", "K", "V"].map((n) => positiveInt(config, n));
+  const D = even(config, "D");
+  const std = get(config, "std", 1);
+  const q = rng.normal([...lead, Q, D], 0, std), k = rng.normal([...lead, K, D], 0, std), v = rng.normal([...lead, K, V], 0, std);
+  const lens = validLens(config);
+  const qPos = positions(config, "q_positions", Q), kPos = positions(config, "k_positions", K);
+  const { out, cache } = ropeAttentionForward(q, k, v, lens, qPos, kPos);
+  const inputs = withPositions(withLens({ q, k, v }, lens), { q_positions: qPos, k_positions: kPos });
+  return { inputs, outputs: { out, weights: cache.weights } };
+}
+
 export const BUILDERS: Record<string, Builder> = {
   masked_softmax: maskedSoftmaxCase,
   dot_product_attention: dotProductAttentionCase,
   additive_attention: additiveAttentionCase,
   multi_head_attention: multiHeadAttentionCase,
+  rope: ropeCase,
+  rope_attention: ropeAttentionCase,
 };

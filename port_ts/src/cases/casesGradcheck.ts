@@ -1,5 +1,6 @@
 // Gradient-check cases (kind "gradcheck") of the three models that train: the encoder-decoder
-// Transformer, the ViT and act 4's alignment scorer (twin: cases_gradcheck.py).
+// Transformer, the ViT and act 4's alignment scorer; and of RoPE attention's backward through the
+// rotations of its queries and keys (twin: cases_gradcheck.py).
 //
 // Each builder draws, in this order: the model's parameters (its init function), then the layer
 // norms jittered (for each parameter name in order: a gamma becomes 1 + 0.1 * N(0, 1), a beta
@@ -19,17 +20,20 @@
 //   kink_retries          int64 () how many checks were repeated with a halved step because a
 //                         ReLU pre-activation changed sign inside the stencil (Transformer only)
 // Config, besides the model's: full_max (default 32), samples (default 8), directions (default 3).
+// RoPE attention has no parameters: its "parameters" are q, k and v, its loss sum(out * dout) for a
+// drawn dout (an input), summed in index order.
 
-import type { Builder } from "./casesAttention.ts";
+import { type Builder, even, positions, validLens } from "./casesAttention.ts";
 import type { Named } from "../core/golden.ts";
 import type { IntTensor, Tensor } from "../core/ops.ts";
 import { Generator } from "../core/rng.ts";
-import { type Config, CaseError, get, intArray, positiveInt } from "../core/caseConfig.ts";
+import { type Config, CaseError, get, intArray, positiveInt, shape } from "../core/caseConfig.ts";
 import { alignmentData, alignmentLoss, alignmentLossBackward, initAlignmentParams } from "../models/alignment.ts";
 import type { Params } from "../core/params.ts";
 import { type LossFn, gradcheck } from "../runs/gradcheck.ts";
 import { type TransformerConfig, type TransformerLossCache, initTransformerParams, transformerLoss, transformerLossBackward } from "../models/transformer.ts";
 import { type VitConfig, initVitParams, vitLoss, vitLossBackward } from "../models/vit.ts";
+import { ropeAttentionBackward, ropeAttentionForward } from "../nn/rope.ts";
 
 // low 0 for the source: an empty source masks every key (uniform weights 1/K)
 function lens(config: Config, key: string, B: number, limit: number, low = 1): IntTensor | null {
@@ -164,8 +168,36 @@ function gradcheckAlignmentCase(config: Config, rng: Generator): { inputs: Named
   return { inputs, outputs: { loss: scalar(loss), weights: cache.weights, ...runCheck(config, rng, params, lossFn, grads) } };
 }
 
+// config: lead (e.g. [B]), Q, K, D (even), V; valid_lens null | (B,) | (B, Q); q_positions null | (Q,),
+//   k_positions null | (K,); gradcheck's
+// draws: q ~ N(0, 1) (lead, Q, D); k (lead, K, D); v (lead, K, V); dout (lead, Q, V); gradcheck's draws
+function gradcheckRopeCase(config: Config, rng: Generator): { inputs: Named; outputs: Named } {
+  const lead = shape(config, "lead");
+  const [Q, K, V] = ["Q", "K", "V"].map((n) => positiveInt(config, n));
+  const D = even(config, "D");
+  const params: Params = { q: rng.normal([...lead, Q, D]), k: rng.normal([...lead, K, D]), v: rng.normal([...lead, K, V]) };
+  const dout = rng.normal([...lead, Q, V]);
+  const lens = validLens(config);
+  const qPos = positions(config, "q_positions", Q), kPos = positions(config, "k_positions", K);
+  const lossFn: LossFn = (p) => {
+    const { out } = ropeAttentionForward(p.q, p.k, p.v, lens, qPos, kPos);
+    let loss = 0; // L = sum(out * dout), in index order
+    for (let i = 0; i < out.data.length; i++) loss += out.data[i] * dout.data[i];
+    return { loss, kinks: null };
+  };
+  const { loss } = lossFn(params);
+  const { cache } = ropeAttentionForward(params.q, params.k, params.v, lens, qPos, kPos);
+  const { dq, dk, dv } = ropeAttentionBackward(dout, cache);
+  const inputs: Named = { dout };
+  if (lens !== null) inputs.valid_lens = lens;
+  if (qPos !== null) inputs.q_positions = qPos;
+  if (kPos !== null) inputs.k_positions = kPos;
+  return { inputs, outputs: { loss: scalar(loss), ...runCheck(config, rng, params, lossFn, { q: dq, k: dk, v: dv }) } };
+}
+
 export const BUILDERS: Record<string, Builder> = {
   gradcheck_transformer: gradcheckTransformerCase,
   gradcheck_vit: gradcheckVitCase,
   gradcheck_alignment: gradcheckAlignmentCase,
+  gradcheck_rope: gradcheckRopeCase,
 };

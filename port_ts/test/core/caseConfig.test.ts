@@ -3,10 +3,9 @@
 // and what was found. (The runner turns a CaseError into one line and exit 2: tests/test_hostile.py.)
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { readFileSync } from "node:fs";
-import { join } from "node:path";
 import { CaseError, floatArray, get, intArray, shape } from "../../src/core/caseConfig.ts";
 import { runCase, runCaseWithStates, type CaseSpec } from "../../src/cases/cases.ts";
+import { fixture } from "../toolkit.ts";
 
 /** A validator for assert.throws: a CaseError whose message matches. */
 function caseError(pattern: RegExp): (err: unknown) => boolean {
@@ -23,7 +22,7 @@ function rejects(spec: CaseSpec, pattern: RegExp): void {
 
 // One small, valid config per op, shared with the reference's twin test (tests/test_case_config.py).
 interface BadNumber { op: string; set: { [key: string]: unknown }; error: string }
-const SHARED = JSON.parse(readFileSync(join(import.meta.dirname, "..", "small-configs.json"), "utf8")) as { cases: CaseSpec[]; bad_numbers: BadNumber[] };
+const SHARED = fixture<{ cases: CaseSpec[]; bad_numbers: BadNumber[] }>("small-configs.json");
 const BASE = SHARED.cases;
 
 const isCount = (v: unknown) => typeof v === "number" && Number.isInteger(v) && v >= 1;

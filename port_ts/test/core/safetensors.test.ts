@@ -6,9 +6,8 @@
 // reference on the same table).
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { readFileSync } from "node:fs";
-import { join } from "node:path";
 import { parseSafetensors, loadTensor, tensorNames, SafetensorsError } from "../../src/core/safetensors.ts";
+import { fixture } from "../toolkit.ts";
 
 interface Part { name: string; dtype: string; shape: number[]; bytes: Uint8Array }
 
@@ -121,7 +120,7 @@ function hostileBytes(f: Hostile): Uint8Array {
 }
 
 const special: Record<string, number> = { NaN: NaN, Infinity: Infinity, "-Infinity": -Infinity, "-0": -0 };
-const table = JSON.parse(readFileSync(join(import.meta.dirname, "..", "safetensors-hostile.json"), "utf8")) as { files: Hostile[] };
+const table = fixture<{ files: Hostile[] }>("safetensors-hostile.json");
 
 test("the hostile table is the table: over a hundred files, each expecting something", () => {
   assert.ok(table.files.length >= 100, `${table.files.length} files`);

@@ -10,8 +10,9 @@ import { intTensor, type Tensor } from "../../src/core/ops.ts";
 import { parseSafetensors } from "../../src/core/safetensors.ts";
 import { bertConfig, bertEmbeddingsForward, bertForward, bertParams, paramShapes, validLengths, type BertConfig } from "../../src/models/bert.ts";
 import { layerNormForward } from "../../src/nn/layerNorm.ts";
+import { tolerance } from "../toolkit.ts";
 
-const ROW_SUM = 1e-15; // a softmax row of <= 5 in-order terms sums to 1 within a few ulps
+const ROW_SUM = tolerance("bert_encoder", "row_sum").value;
 
 const CONFIG = { vocab_size: 10, hidden_size: 8, num_hidden_layers: 2, num_attention_heads: 2, intermediate_size: 12,
   max_position_embeddings: 6, type_vocab_size: 2, layer_norm_eps: 1e-12, hidden_act: "gelu", position_embedding_type: "absolute" };

@@ -9,8 +9,9 @@ import {
   embedPositions, initTransformerParams, transformerEncode, transformerForward, transformerLoss, transformerLossBackward,
   type TransformerConfig,
 } from "../../src/models/transformer.ts";
+import { centralDifference, pickCoordinates, tolerance } from "../toolkit.ts";
 
-const DIRECT = 1e-14; // sin/cos written directly here vs the table (pow, division), values ~1..4
+const DIRECT = tolerance("transformer", "direct").value;
 
 const SMALL: TransformerConfig = {
   vocab_src: 12, vocab_tgt: 10, d: 8, ffn_hidden: 16, heads: 4, enc_blocks: 2, dec_blocks: 2, dropout: 0,
@@ -112,10 +113,9 @@ test("dropout draws masks in forward order and changes the logits; p = 0 draws n
   assert.notDeepEqual(Array.from(dropped.data), Array.from(plain.data));
 });
 
-// Fourth-order central differences of the loss (near 2.5) with step 1e-4: truncation ~h^4,
-// rounding ~1.5 eps |L| / h ~ 1e-11; coordinates with |gradient| >= 1e-4 only, so a right
-// gradient stays within 1e-7 relative and a wrong one is off by order 1.
-const FD_STEP = 1e-4, FD_REL = 1e-6, FD_MIN_GRAD = 1e-4;
+// Fourth-order central differences of the loss at the declared step, at coordinates with
+// |gradient| >= min_grad (the same check as tests/test_backward_transformer.py's).
+const FD = tolerance("transformer", "fd"), FD_STEP = FD.step!, FD_REL = FD.value, FD_MIN_GRAD = FD.minGrad!;
 
 for (const dropout of [0, 0.1]) {
   test(`transformerLossBackward matches central differences of transformerLoss (dropout ${dropout}, padding)`, () => {
@@ -134,17 +134,9 @@ for (const dropout of [0, 0.1]) {
     for (const name of Object.keys(params)) {
       const p = params[name], g = grads[name];
       assert.deepEqual(g.shape, p.shape, name);
-      const ok: number[] = [];
-      for (let i = 0; i < g.data.length; i++) if (Math.abs(g.data[i]) >= FD_MIN_GRAD) ok.push(i);
-      if (ok.length === 0) continue;
-      const i = ok[pick.integers([1], 0, ok.length).data[0]];
-      const saved = p.data[i], L: number[] = [];
-      for (const k of [2, 1, -1, -2]) {
-        p.data[i] = saved + k * FD_STEP;
-        L.push(lossAt());
-      }
-      p.data[i] = saved;
-      const numeric = (-L[0] + 8 * L[1] - 8 * L[2] + L[3]) / (12 * FD_STEP);
+      const [i] = pickCoordinates(pick, g, 1, FD_MIN_GRAD);
+      if (i === undefined) continue;
+      const numeric = centralDifference(lossAt, p.data, i, FD_STEP);
       const rel = Math.abs(numeric - g.data[i]) / Math.max(Math.abs(numeric), Math.abs(g.data[i]));
       assert.ok(rel <= FD_REL, `${name}[${i}]: analytic ${g.data[i]}, numeric ${numeric}, relative error ${rel}`);
       checked++;

@@ -9,9 +9,10 @@ import { tensor, zeros, type Tensor } from "../../src/core/ops.ts";
 import {
   initVitParams, patchEmbeddingForward, patchify, patchifyBackward, vitBackward, vitForward, vitLoss, vitLossBackward, type VitConfig,
 } from "../../src/models/vit.ts";
+import { centralDifference, tolerance } from "../toolkit.ts";
 
-const DIRECT = 1e-14; // a direct loop summed in another order, values of size ~1
-const LN_ONLY = 1e-15; // one layer norm and one linear map of 4 features, written out here
+const DIRECT = tolerance("vit_patch_embedding", "direct").value;
+const LN_ONLY = tolerance("vit", "ln_only").value;
 
 const SMALL: VitConfig = { image: 8, channels: 3, patch: 4, d: 8, heads: 2, mlp_hidden: 16, blocks: 2, classes: 5, dropout: 0 };
 
@@ -106,12 +107,10 @@ test("dropout: embedding mask, then per block weights, MLP hidden, MLP output", 
 
 // --- backward -----------------------------------------------------------------------------------
 
-// Central differences written here, independent of src/runs/gradcheck.ts: fourth-order stencil, h 1e-3.
-function numericCoordinate(f: () => number, x: Float64Array, i: number, h = 1e-3): number {
-  const x0 = x[i];
-  const at = (t: number) => { x[i] = x0 + t; const v = f(); x[i] = x0; return v; };
-  return (8 * (at(h) - at(-h)) - (at(2 * h) - at(-2 * h))) / (12 * h);
-}
+// Central differences from the toolkit, independent of src/runs/gradcheck.ts: fourth-order stencil at
+// the declared step, relative to max(|analytic|, |numeric|, floor).
+const FD = tolerance("vit", "fd");
+const numericCoordinate = (f: () => number, x: Float64Array, i: number) => centralDifference(f, x, i, FD.step!, 4);
 
 const TINY: VitConfig = { image: 4, channels: 2, patch: 2, d: 8, heads: 2, mlp_hidden: 12, blocks: 2, classes: 3, dropout: 0 };
 
@@ -148,7 +147,7 @@ test("vitLossBackward: every parameter, in init order, each against central diff
       const i = Math.floor(rng.nextDouble() * size);
       const n = numericCoordinate(() => vitLoss(params, TINY, images, labels).loss, params[name].data, i);
       const a = grads[name].data[i];
-      assert.ok(Math.abs(a - n) <= 1e-8 * Math.max(Math.abs(a), Math.abs(n), 1e-3), `${name}[${i}]: analytic ${a}, numeric ${n}`);
+      assert.ok(Math.abs(a - n) <= FD.value * Math.max(Math.abs(a), Math.abs(n), FD.floor!), `${name}[${i}]: analytic ${a}, numeric ${n}`);
     }
   }
 });
@@ -174,5 +173,5 @@ test("dropout: the backward reuses the forward's masks", () => {
   // and it is the gradient of the masked loss: a coordinate of the first MLP weight
   const f = () => vitLoss(params, config, images, labels, new Generator(9)).loss;
   const n = numericCoordinate(f, params["blk0.mlp.W1"].data, 5);
-  assert.ok(Math.abs(g1["blk0.mlp.W1"].data[5] - n) <= 1e-8 * Math.max(Math.abs(n), 1e-3));
+  assert.ok(Math.abs(g1["blk0.mlp.W1"].data[5] - n) <= FD.value * Math.max(Math.abs(n), FD.floor!));
 });

@@ -5,12 +5,12 @@ import assert from "node:assert/strict";
 import { Generator } from "../../src/core/rng.ts";
 import { intTensor, type IntTensor, type Tensor } from "../../src/core/ops.ts";
 import { additiveAttentionForward, additiveAttentionBackward } from "../../src/nn/additiveAttention.ts";
+import { dot, fdError, tolerance } from "../toolkit.ts";
 
-const DIRECT = 1e-14; // against a direct formula in another summation order, values of size ~1
-const ROW_SUM = 1e-15; // a row of <= 5 weights summed in order
-const MASKED = 1e-300; // exp(-1e6 - max) underflows to 0
-const STEP = 1e-5; // central-difference step, near eps**(1/3): truncation ~ h^2, rounding ~ eps/h
-const FD = 1e-7; // the measured central-difference error here is ~1e-9 of the gradient's scale
+const DIRECT = tolerance("additive_attention", "direct").value;
+const ROW_SUM = tolerance("additive_attention", "row_sum").value;
+const MASKED = tolerance("additive_attention", "masked").value;
+const FD = tolerance("additive_attention", "fd").value, STEP = tolerance("additive_attention", "fd").step!; // second-order central differences
 
 function draw(seed: number, B: number, Q: number, K: number, Dq: number, Dk: number, H: number, V: number, std = 1) {
   const g = new Generator(seed);
@@ -99,28 +99,14 @@ test("backward: every input and parameter gradient matches central differences (
     const loss = () => {
       const again = new Generator(24);
       again.counter = counter; // the same dropout mask on every evaluation
-      const { out } = additiveAttentionForward(q, k, v, params, lens, p, again);
-      let s = 0;
-      for (let i = 0; i < out.data.length; i++) s += out.data[i] * dout.data[i];
-      return s;
+      return dot(additiveAttentionForward(q, k, v, params, lens, p, again).out, dout);
     };
     const checks: [string, Tensor, Tensor][] = [
       ["q", q, dq], ["k", k, dk], ["v", v, dv], ["W_q", params.W_q, grads.W_q], ["W_k", params.W_k, grads.W_k], ["w_v", params.w_v, grads.w_v],
     ];
     for (const [name, x, dx] of checks) {
       assert.deepEqual(dx.shape, x.shape, `d${name} has ${name}'s shape`);
-      let worst = 0, scale = 0;
-      for (let i = 0; i < x.data.length; i++) {
-        const saved = x.data[i];
-        x.data[i] = saved + STEP;
-        const up = loss();
-        x.data[i] = saved - STEP;
-        const down = loss();
-        x.data[i] = saved;
-        const numeric = (up - down) / (2 * STEP);
-        worst = Math.max(worst, Math.abs(dx.data[i] - numeric));
-        scale = Math.max(scale, Math.abs(numeric));
-      }
+      const { worst, scale } = fdError(x, dx, loss, STEP);
       assert.ok(scale > 0.01, `d${name}: the check needs a gradient of some size`);
       assert.ok(worst <= FD * scale, `p ${p}: d${name} error ${worst} of scale ${scale}`);
     }

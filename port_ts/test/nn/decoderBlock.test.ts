@@ -5,40 +5,12 @@ import assert from "node:assert/strict";
 import { Generator } from "../../src/core/rng.ts";
 import { intTensor, type Tensor } from "../../src/core/ops.ts";
 import { causalValidLens, decoderBlockBackward, decoderBlockForward, initDecoderBlockParams } from "../../src/nn/decoderBlock.ts";
+import { centralDifference, dot, pickCoordinates, tolerance } from "../toolkit.ts";
 
-const ROW_SUM = 1e-15; // a row of <= 6 softmax weights summed in order
+const ROW_SUM = tolerance("decoder_block", "row_sum").value;
 
-// Fourth-order central differences with step 1e-4: truncation ~h^4, rounding ~eps * |L| / h with
-// |L| <~ 10 here, i.e. ~1e-11 absolute; coordinates with |gradient| >= 1e-3 only, so the
-// relative error of a right gradient stays <= 1e-7 and a wrong one is off by order 1.
-const FD_STEP = 1e-4, FD_REL = 1e-6, FD_MIN_GRAD = 1e-3;
-
-/** sum(out * dout), in index order. */
-function dot(a: Tensor, b: Tensor): number {
-  let acc = 0;
-  for (let i = 0; i < a.data.length; i++) acc += a.data[i] * b.data[i];
-  return acc;
-}
-
-/** The fourth-order central difference of f along coordinate i of x (x restored afterwards). */
-function centralDifference(f: () => number, x: Tensor, i: number): number {
-  const saved = x.data[i], L: number[] = [];
-  for (const k of [2, 1, -1, -2]) {
-    x.data[i] = saved + k * FD_STEP;
-    L.push(f());
-  }
-  x.data[i] = saved;
-  return (-L[0] + 8 * L[1] - 8 * L[2] + L[3]) / (12 * FD_STEP);
-}
-
-/** Up to n coordinates of g with |g| >= FD_MIN_GRAD, drawn from rng. */
-function pickCoordinates(rng: Generator, g: Tensor, n: number): number[] {
-  const ok: number[] = [];
-  for (let i = 0; i < g.data.length; i++) if (Math.abs(g.data[i]) >= FD_MIN_GRAD) ok.push(i);
-  const out: number[] = [];
-  for (let k = 0; k < n && ok.length > 0; k++) out.push(ok[rng.integers([1], 0, ok.length).data[0]]);
-  return out;
-}
+// Fourth-order central differences at the declared step, at coordinates with |gradient| >= min_grad.
+const FD = tolerance("decoder_block", "fd"), FD_STEP = FD.step!, FD_REL = FD.value, FD_MIN_GRAD = FD.minGrad!;
 
 function setup(seed: number, B: number, T: number, S: number, d: number) {
   const rng = new Generator(seed);
@@ -144,8 +116,8 @@ test("decoderBlockBackward matches central differences of sum(out * dout): input
   const all = [["x", x, dx] as const, ["enc", enc, denc] as const, ...Object.keys(params).map((n) => [n, params[n], grads[n]] as const)];
   for (const [name, t, g] of all) {
     assert.deepEqual(g.shape, t.shape, name);
-    for (const i of pickCoordinates(pick, g, 2)) {
-      const numeric = centralDifference(loss, t, i);
+    for (const i of pickCoordinates(pick, g, 2, FD_MIN_GRAD)) {
+      const numeric = centralDifference(loss, t.data, i, FD_STEP);
       const rel = Math.abs(numeric - g.data[i]) / Math.max(Math.abs(numeric), Math.abs(g.data[i]));
       assert.ok(rel <= FD_REL, `${name}[${i}]: analytic ${g.data[i]}, numeric ${numeric}, relative error ${rel}`);
       checked++;

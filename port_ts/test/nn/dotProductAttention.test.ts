@@ -5,12 +5,12 @@ import assert from "node:assert/strict";
 import { Generator } from "../../src/core/rng.ts";
 import { intTensor, tensor, type IntTensor, type Tensor } from "../../src/core/ops.ts";
 import { dotProductAttentionForward, dotProductAttentionBackward, transposeLast } from "../../src/nn/dotProductAttention.ts";
+import { dot, fdError, tolerance } from "../toolkit.ts";
 
-const DIRECT = 1e-14; // against a direct formula in another summation order, values of size ~1
-const ROW_SUM = 1e-15; // a row of <= 6 weights summed in order
-const STEP = 1e-5; // central-difference step, near eps**(1/3): truncation ~ h^2, rounding ~ eps/h
-const FD = 1e-7; // the measured central-difference error here is ~1e-10 of the gradient's scale
-const SHIFT = 1e-14; // sum over keys of dk: terms of size ~1 that cancel exactly in exact arithmetic
+const DIRECT = tolerance("dot_product_attention", "direct").value;
+const ROW_SUM = tolerance("dot_product_attention", "row_sum").value;
+const FD = tolerance("dot_product_attention", "fd").value, STEP = tolerance("dot_product_attention", "fd").step!; // second-order central differences
+const SHIFT = tolerance("dot_product_attention", "shift").value;
 
 test("the lesson's three-key example: weights 0.434, 0.214, 0.351 and output (6.1, 3.9)", () => {
   const q = tensor([1, 1, 2], [1, 0]);
@@ -107,30 +107,6 @@ test("transposeLast swaps the last two axes of every leading slice", () => {
   assert.deepEqual(Array.from(t.data), [1, 4, 2, 5, 3, 6, 7, 10, 8, 11, 9, 12]);
 });
 
-/** Worst |analytic - numeric| over x's coordinates, and the numeric gradient's scale, for
- * L = sum(out * dout); run(): the forward's output, x perturbed in place. */
-function centralCheck(x: Tensor, analytic: Tensor, run: () => Tensor, dout: Tensor): { worst: number; scale: number } {
-  const loss = () => {
-    const out = run();
-    let s = 0;
-    for (let i = 0; i < out.data.length; i++) s += out.data[i] * dout.data[i];
-    return s;
-  };
-  let worst = 0, scale = 0;
-  for (let i = 0; i < x.data.length; i++) {
-    const saved = x.data[i];
-    x.data[i] = saved + STEP;
-    const up = loss();
-    x.data[i] = saved - STEP;
-    const down = loss();
-    x.data[i] = saved;
-    const numeric = (up - down) / (2 * STEP);
-    worst = Math.max(worst, Math.abs(analytic.data[i] - numeric));
-    scale = Math.max(scale, Math.abs(numeric));
-  }
-  return { worst, scale };
-}
-
 test("backward: dq, dk, dv match central differences (cross-attention, causal-style 2-D lengths, dropout)", () => {
   const cases: [number[], number[], number[], IntTensor | null, number][] = [
     [[2, 3, 4], [2, 5, 4], [2, 5, 2], intTensor([2, 3], [1, 0, 5, 2, 3, 4]), 0],
@@ -149,7 +125,7 @@ test("backward: dq, dk, dv match central differences (cross-attention, causal-st
       return dotProductAttentionForward(q, k, v, lens, p, again).out;
     };
     for (const [name, x, dx] of [["q", q, grads.dq], ["k", k, grads.dk], ["v", v, grads.dv]] as const) {
-      const { worst, scale } = centralCheck(x, dx, run, dout);
+      const { worst, scale } = fdError(x, dx, () => dot(run(), dout), STEP);
       assert.ok(scale > 0.01, `d${name}: the check needs a gradient of some size`);
       assert.ok(worst <= FD * scale, `q ${qs}, p ${p}: d${name} error ${worst} of scale ${scale}`);
     }

@@ -7,40 +7,12 @@ import { intTensor, type Tensor } from "../../src/core/ops.ts";
 import {
   addNormBackward, addNormForward, encoderBlockBackward, encoderBlockForward, initEncoderBlockParams,
 } from "../../src/nn/encoderBlock.ts";
+import { centralDifference, dot, pickCoordinates, tolerance } from "../toolkit.ts";
 
-const DIRECT = 1e-14; // against a direct formula summed in another order, values of size ~1
-const ROW_MEAN = 1e-15; // the mean of a layer-normed row of 8 values near 1 in size
-// Fourth-order central differences with step 1e-4: truncation ~h^4, rounding ~eps * |L| / h with
-// |L| <~ 10 here, i.e. ~1e-11 absolute; coordinates with |gradient| >= 1e-3 only, so the
-// relative error of a right gradient stays <= 1e-7 and a wrong one is off by order 1.
-const FD_STEP = 1e-4, FD_REL = 1e-6, FD_MIN_GRAD = 1e-3;
-
-/** sum(out * dout), in index order. */
-function dot(a: Tensor, b: Tensor): number {
-  let acc = 0;
-  for (let i = 0; i < a.data.length; i++) acc += a.data[i] * b.data[i];
-  return acc;
-}
-
-/** The fourth-order central difference of f along coordinate i of x (x restored afterwards). */
-function centralDifference(f: () => number, x: Tensor, i: number): number {
-  const saved = x.data[i], L: number[] = [];
-  for (const k of [2, 1, -1, -2]) {
-    x.data[i] = saved + k * FD_STEP;
-    L.push(f());
-  }
-  x.data[i] = saved;
-  return (-L[0] + 8 * L[1] - 8 * L[2] + L[3]) / (12 * FD_STEP);
-}
-
-/** Up to n coordinates of g with |g| >= FD_MIN_GRAD, drawn from rng. */
-function pickCoordinates(rng: Generator, g: Tensor, n: number): number[] {
-  const ok: number[] = [];
-  for (let i = 0; i < g.data.length; i++) if (Math.abs(g.data[i]) >= FD_MIN_GRAD) ok.push(i);
-  const out: number[] = [];
-  for (let k = 0; k < n && ok.length > 0; k++) out.push(ok[rng.integers([1], 0, ok.length).data[0]]);
-  return out;
-}
+const DIRECT = tolerance("encoder_block", "direct").value;
+const ROW_MEAN = tolerance("encoder_block", "row_mean").value;
+// Fourth-order central differences at the declared step, at coordinates with |gradient| >= min_grad.
+const FD = tolerance("encoder_block", "fd"), FD_STEP = FD.step!, FD_REL = FD.value, FD_MIN_GRAD = FD.minGrad!;
 
 function setup(seed: number, B: number, T: number, d: number, F: number) {
   const rng = new Generator(seed);
@@ -153,8 +125,8 @@ test("encoderBlockBackward matches central differences of sum(out * dout), padde
   let checked = 0;
   for (const [name, t, g] of [["x", x, dx] as const, ...Object.keys(params).map((n) => [n, params[n], grads[n]] as const)]) {
     assert.deepEqual(g.shape, t.shape, name);
-    for (const i of pickCoordinates(pick, g, 2)) {
-      const numeric = centralDifference(loss, t, i);
+    for (const i of pickCoordinates(pick, g, 2, FD_MIN_GRAD)) {
+      const numeric = centralDifference(loss, t.data, i, FD_STEP);
       const rel = Math.abs(numeric - g.data[i]) / Math.max(Math.abs(numeric), Math.abs(g.data[i]));
       assert.ok(rel <= FD_REL, `${name}[${i}]: analytic ${g.data[i]}, numeric ${numeric}, relative error ${rel}`);
       checked++;

@@ -5,14 +5,14 @@ import assert from "node:assert/strict";
 import { Generator } from "../../src/core/rng.ts";
 import { intTensor, tensor, type IntTensor, type Tensor } from "../../src/core/ops.ts";
 import { maskedSoftmaxForward, keepMask, maskedSoftmaxBackward } from "../../src/nn/maskedSoftmax.ts";
+import { dot, fdError, tolerance } from "../toolkit.ts";
 
 // Tolerances, each with its reason.
-const ROW_SUM = 1e-15; // a row of <= 6 terms summed in order: a few ulps of 1
-const NAIVE = 1e-15; // against exp(x) / sum exp(x) without the max shift, on small scores
-const MASKED = 1e-300; // exp(-1e6 - max) underflows to exactly 0 for these scores
-const STEP = 1e-5; // central-difference step, near eps**(1/3): truncation ~ h^2, rounding ~ eps/h
-const FD = 1e-7; // the measured central-difference error here is ~1e-10 of the gradient's scale
-const SHIFT = 1e-15; // a row of dx sums to 0 (softmax ignores a shift): a few ulps of 5 terms
+const ROW_SUM = tolerance("masked_softmax", "row_sum").value;
+const NAIVE = tolerance("masked_softmax", "naive").value;
+const MASKED = tolerance("masked_softmax", "masked").value;
+const FD = tolerance("masked_softmax", "fd").value, STEP = tolerance("masked_softmax", "fd").step!; // second-order central differences
+const SHIFT = tolerance("masked_softmax", "shift").value;
 
 function rows(data: Float64Array, K: number): number[][] {
   const out: number[][] = [];
@@ -107,10 +107,7 @@ test("lengths of the wrong shape are refused with the expected shapes", () => {
 
 /** L = sum(out * dout) in index order. */
 function lossOf(x: Tensor, dout: Tensor, lens: IntTensor | null): number {
-  const { out } = maskedSoftmaxForward(x, lens);
-  let s = 0;
-  for (let i = 0; i < out.data.length; i++) s += out.data[i] * dout.data[i];
-  return s;
+  return dot(maskedSoftmaxForward(x, lens).out, dout);
 }
 
 test("backward: dx matches central differences, with 1-D and 2-D lengths and a length-0 row", () => {
@@ -118,18 +115,7 @@ test("backward: dx matches central differences, with 1-D and 2-D lengths and a l
     const g = new Generator(8);
     const x = g.normal([3, 2, 5], 0, 2), dout = g.normal([3, 2, 5]);
     const dx = maskedSoftmaxBackward(dout, maskedSoftmaxForward(x, lens).cache);
-    let worst = 0, scale = 0;
-    for (let i = 0; i < x.data.length; i++) {
-      const saved = x.data[i];
-      x.data[i] = saved + STEP;
-      const up = lossOf(x, dout, lens);
-      x.data[i] = saved - STEP;
-      const down = lossOf(x, dout, lens);
-      x.data[i] = saved;
-      const numeric = (up - down) / (2 * STEP);
-      worst = Math.max(worst, Math.abs(dx.data[i] - numeric));
-      scale = Math.max(scale, Math.abs(numeric));
-    }
+    const { worst, scale } = fdError(x, dx, () => lossOf(x, dout, lens), STEP);
     assert.ok(scale > 0.1, "the check needs a gradient of some size");
     assert.ok(worst <= FD * scale, `lens ${lens && Array.from(lens.data)}: error ${worst} of scale ${scale}`);
   }

@@ -6,11 +6,11 @@ import assert from "node:assert/strict";
 import { Generator } from "../../src/core/rng.ts";
 import { intTensor, tensor, type IntTensor, type Tensor } from "../../src/core/ops.ts";
 import { multiHeadAttentionForward, splitHeads, mergeHeads, multiHeadAttentionBackward } from "../../src/nn/multiHeadAttention.ts";
+import { dot, fdError, tolerance } from "../toolkit.ts";
 
-const DIRECT = 1e-13; // against a direct loop in another summation order, through two projections
-const MASKED = 1e-300; // exp(-1e6 - max) underflows to 0
-const STEP = 1e-5; // central-difference step, near eps**(1/3): truncation ~ h^2, rounding ~ eps/h
-const FD = 1e-7; // the measured central-difference error here is ~1e-10 of the gradient's scale
+const DIRECT = tolerance("multi_head_attention", "direct").value;
+const MASKED = tolerance("multi_head_attention", "masked").value;
+const FD = tolerance("multi_head_attention", "fd").value, STEP = tolerance("multi_head_attention", "fd").step!; // second-order central differences
 
 function params(g: Generator, d: number, dq: number, dkv: number): Record<string, Tensor> {
   const w = (o: number, i: number) => g.uniform([o, i], -1 / Math.sqrt(i), 1 / Math.sqrt(i));
@@ -119,18 +119,7 @@ test("d not divisible by h is refused with a clear message", () => {
 /** Worst |analytic - numeric| / the numeric gradient's scale over x's coordinates, for
  * loss() = sum(out * dout) with x perturbed in place. */
 function centralError(x: Tensor, analytic: Tensor, loss: () => number): number {
-  let worst = 0, scale = 0;
-  for (let i = 0; i < x.data.length; i++) {
-    const saved = x.data[i];
-    x.data[i] = saved + STEP;
-    const up = loss();
-    x.data[i] = saved - STEP;
-    const down = loss();
-    x.data[i] = saved;
-    const numeric = (up - down) / (2 * STEP);
-    worst = Math.max(worst, Math.abs(analytic.data[i] - numeric));
-    scale = Math.max(scale, Math.abs(numeric));
-  }
+  const { worst, scale } = fdError(x, analytic, loss, STEP);
   assert.ok(scale > 0.01, "the check needs a gradient of some size");
   return worst / scale;
 }
@@ -140,10 +129,7 @@ function lossWith(xq: Tensor, xkv: Tensor, p: Record<string, Tensor>, h: number,
   return () => {
     const g = new Generator(seed);
     g.counter = counter; // the same dropout mask on every evaluation
-    const { out } = multiHeadAttentionForward(xq, xkv, p, h, lens, dropoutP, g);
-    let s = 0;
-    for (let i = 0; i < out.data.length; i++) s += out.data[i] * dout.data[i];
-    return s;
+    return dot(multiHeadAttentionForward(xq, xkv, p, h, lens, dropoutP, g).out, dout);
   };
 }
 

@@ -6,9 +6,10 @@ import assert from "node:assert/strict";
 import { Generator } from "../../src/core/rng.ts";
 import { tensor } from "../../src/core/ops.ts";
 import { gaussian, boxcar, constant, epanechikov, regressionData, nadarayaWatson, meanAbsError } from "../../src/nn/nadarayaWatson.ts";
+import { tolerance } from "../toolkit.ts";
 
-const COLUMN = 1e-14; // 40 weights summed in order, each rounded once
-const DIRECT = 1e-13; // against a softmax written with another shift and summation, values ~1..7
+const COLUMN = tolerance("nadaraya_watson", "column").value;
+const DIRECT = tolerance("nadaraya_watson", "direct").value;
 
 test("kernels as the book codes them", () => {
   assert.equal(gaussian(0), 1);

@@ -6,11 +6,11 @@ import assert from "node:assert/strict";
 import { Generator } from "../../src/core/rng.ts";
 import { tensor } from "../../src/core/ops.ts";
 import { sinusoidalTable, positionalEncodingForward, positionalEncodingBackward, positionSimilarity } from "../../src/nn/positionalEncoding.ts";
-import { checkFd, dot } from "../fd.ts";
+import { checkFd, dot, tolerance } from "../toolkit.ts";
 
-const ULP_1 = 2.3e-16; // one rounding of a value of size <= 1
-const PAIR = 4.5e-16; // sin^2 + cos^2: two products and a sum, each rounded once
-const GAP = 1e-12; // similarity of (i, j) against (i + s, j + s): angles up to ~60 rad carry ~1e-14
+const ULP_1 = tolerance("sinusoidal_table", "ulp_1").value;
+const PAIR = tolerance("sinusoidal_table", "pair").value;
+const GAP = tolerance("position_similarity", "gap").value;
 
 test("position 0 is (0, 1, 0, 1, ...); position i uses frequencies 10000^(-2j/d)", () => {
   const d = 4;
@@ -97,5 +97,5 @@ test("backward: the table is a constant, so dx = dout through the forward's drop
   const { cache } = positionalEncodingForward(x, p, new Generator(41));
   const dx = positionalEncodingBackward(dout, cache);
   for (let i = 0; i < dx.data.length; i++) assert.equal(dx.data[i], dout.data[i] * (cache.mask!.data[i] / (1 - p)));
-  checkFd("dx", () => dot(positionalEncodingForward(x, p, new Generator(41)).out, dout), x, dx);
+  checkFd("dx", () => dot(positionalEncodingForward(x, p, new Generator(41)).out, dout), x, dx, tolerance("positional_encoding", "fd_in_order"));
 });

@@ -11,10 +11,10 @@ import {
   GARMENTS, SIDE, TEMPLATES, accuracy, batchIndices, firstOfEachClass, garmentSplits, garmentTemplates,
   makeGarments, shiftImage, vitSetup,
 } from "../../src/runs/garments.ts";
+import { centralDifference, tolerance } from "../toolkit.ts";
 
-const FD_STEP = 1e-5; // central differences: truncation ~h^2, rounding ~eps/h
-const FD = 1e-7; // relative to max(1, |g|): the measured error here is ~1e-11 (gradients 1e-3..0.2)
-const ROW_SUM = 1e-12; // five softmax weights summed
+const FD = tolerance("train_vit", "fd").value, FD_STEP = tolerance("train_vit", "fd").step!; // rule unit: max(1, |g|)
+const ROW_SUM = tolerance("train_vit", "row_sum").value;
 
 const SMALL = {
   patch: 4, d: 8, heads: 2, mlp_hidden: 8, blocks: 1, classes: 5, n_train: 20, n_test: 10, batch: 4,
@@ -108,13 +108,8 @@ test("the step's gradient matches central differences of the step's loss", () =>
   const t = 2; // the second batch
   const { grads } = run.stepFn(run.params, t);
   for (const [name, index] of [["cls", 3], ["patch.W", 17], ["blk0.attn.W_q", 5], ["head.b", 1], ["pos", 9]] as [string, number][]) {
-    const p = run.params[name].data, keep = p[index];
-    p[index] = keep + FD_STEP;
-    const up = run.stepFn(run.params, t).loss;
-    p[index] = keep - FD_STEP;
-    const down = run.stepFn(run.params, t).loss;
-    p[index] = keep;
-    const fd = (up - down) / (2 * FD_STEP), g = grads[name].data[index];
+    const fd = centralDifference(() => run.stepFn(run.params, t).loss, run.params[name].data, index, FD_STEP, 2);
+    const g = grads[name].data[index];
     assert.ok(Math.abs(fd - g) <= FD * Math.max(1, Math.abs(g)), `${name}[${index}]: analytic ${g}, central difference ${fd}`);
   }
   assert.deepEqual(Object.keys(grads), run.names);

@@ -8,8 +8,9 @@ import { CaseError } from "../../src/core/caseConfig.ts";
 import { encodeInputs } from "../../src/runs/digits.ts";
 import { exactRows, reversalModelConfig, reversalSetup } from "../../src/runs/reversal.ts";
 import { train } from "../../src/runs/train.ts";
+import { tolerance } from "../toolkit.ts";
 
-const SUM = 1e-12; // seven softmax weights summed in order
+const SUM = tolerance("train_reversal", "row_sum").value;
 
 const CONFIG = {
   d: 16, heads: 2, ffn_hidden: 32, enc_blocks: 1, dec_blocks: 1, min_digits: 1, max_digits: 6,
