@@ -6,7 +6,9 @@ import assert from "node:assert/strict";
 import { Generator } from "../../src/core/rng.ts";
 import { causalKeep } from "../../src/nn/lessonAttention.ts";
 import { NAMES, initLessonBlockParams, lessonBlockBackward, lessonBlockForward, lessonBlockParamCount } from "../../src/nn/lessonBlock.ts";
-import { checkFd, dot } from "../fd.ts";
+import { checkFd, dot, tolerance } from "../toolkit.ts";
+
+const FD = tolerance("lesson_block", "fd_in_order");
 
 test("parameter counts: 49,984 at d 64, F 256 and 7,087,872 at d 768, F 3072, as init draws them", () => {
   assert.equal(lessonBlockParamCount(64, 256), 49_984);
@@ -43,6 +45,6 @@ test("backward against finite differences, every input and parameter", () => {
   const keep = causalKeep(3);
   const loss = () => dot(lessonBlockForward(x, p, 2, keep).out, dout);
   const { dx, grads } = lessonBlockBackward(dout, lessonBlockForward(x, p, 2, keep).cache);
-  checkFd("dx", loss, x, dx);
-  for (const name of NAMES) checkFd(name, loss, p[name], grads[name]);
+  checkFd("dx", loss, x, dx, FD);
+  for (const name of NAMES) checkFd(name, loss, p[name], grads[name], FD);
 });
