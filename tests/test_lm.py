@@ -5,7 +5,7 @@ docs/decoder_lm.md, docs/kv_cache.md).
 The oracle is the lesson's class as the lesson writes it: nn.MultiheadAttention(batch_first=True)
 (biases on the four projections), a ReLU FFN, two layer norms, pre-norm residuals; the weights are
 copied from ours. Tolerances, each with its reason:
-- ATOL 1e-12: both sides are float64, but torch sums in BLAS order, scales q before the product
+- ATOL, the ops' declared `torch` tolerance (1e-12, ops/attention.json): both sides are float64, but torch sums in BLAS order, scales q before the product
   (ours divides the scores) and adds -inf, not -1e6, at masked scores (both give weight +0); for
   these sizes the differences stay near 1e-15.
 - The KV cache against full recomputation, and a left-padded row against the row alone: 0, bit
@@ -18,6 +18,7 @@ import torch
 from torch import nn
 
 from reference.core.rng import Generator
+from toolkit import close, t, tolerance
 from reference.models.decoder_lm import (decoder_lm_forward, decoder_lm_loss, decoder_lm_loss_backward,
                                          init_decoder_lm_params)
 from reference.nn.lesson_attention import causal_keep, lesson_attention_forward
@@ -25,20 +26,10 @@ from reference.nn.lesson_block import (NAMES, init_lesson_block_params, lesson_b
                                        lesson_block_param_count)
 from reference.runs.kv_cache import generate_cached, generate_full, left_pad
 
-ATOL = 1e-12
+ATOL = tolerance("lesson_block", "torch")  # ops/attention.json; the same for every op of this file
 
 
-def t(a):
-    return torch.as_tensor(np.asarray(a), dtype=torch.float64)
 
-
-def close(actual, expected, what, atol=ATOL):
-    actual, expected = np.asarray(actual), np.asarray(expected)
-    assert actual.shape == expected.shape, f"{what}: shape {actual.shape}, expected {expected.shape}"
-    diff = np.abs(actual - expected)
-    worst = np.unravel_index(np.argmax(diff), diff.shape) if diff.size else ()
-    assert diff.max() <= atol, (f"{what}: {int((diff > atol).sum())} / {diff.size} elements differ; "
-                                f"greatest absolute difference {diff.max():.3e} at {worst} (allowed {atol})")
 
 
 class LessonBlock(nn.Module):
@@ -121,15 +112,15 @@ def test_block_matches_the_lessons_class(causal, d, heads, F):
     xt = t(x).requires_grad_()
     expected, weights = block(xt, causal_mask(7) if causal else None)
     out, cache = lesson_block_forward(x, params, heads, causal_keep(7) if causal else None)
-    close(out, expected.detach().numpy(), f"block d {d} causal {causal}")
-    close(cache["weights"], weights.detach().numpy(), "attention weights (per head)")
+    close(out, expected.detach().numpy(), f"block d {d} causal {causal}", ATOL)
+    close(cache["weights"], weights.detach().numpy(), "attention weights (per head)", ATOL)
     dout = g.normal(out.shape)
     (expected * t(dout)).sum().backward()
     dx, grads = lesson_block_backward(dout, cache)
-    close(dx, xt.grad.numpy(), "dx")
+    close(dx, xt.grad.numpy(), "dx", ATOL)
     named = dict(block.named_parameters())
     for ours, theirs in TORCH_NAMES.items():
-        close(grads[ours], named[theirs].grad.numpy(), f"d {ours}")
+        close(grads[ours], named[theirs].grad.numpy(), f"d {ours}", ATOL)
 
 
 def test_lesson_attention_is_nn_multihead_attention():
@@ -143,7 +134,7 @@ def test_lesson_attention_is_nn_multihead_attention():
         mha.out_proj.weight.copy_(t(attn["W_o"]))
         mha.out_proj.bias.copy_(t(attn["b_o"]))
         expected, _ = mha(t(x), t(x), t(x), attn_mask=causal_mask(5))
-    close(lesson_attention_forward(x, attn, 4, causal_keep(5))[0], expected.numpy(), "lesson attention, causal")
+    close(lesson_attention_forward(x, attn, 4, causal_keep(5))[0], expected.numpy(), "lesson attention, causal", ATOL)
 
 
 # ---- the decoder-only model -------------------------------------------------------------------
@@ -200,7 +191,7 @@ def test_decoder_lm_matches_torch(pads):
     logits, _ = decoder_lm_forward(tokens, params, MODEL, None if pads is None else np.array(pads))
     for b in range(3):  # a row's pad slots are never read: compare its real positions
         start = 0 if pads is None else pads[b]
-        close(logits[b, start:], expected[b, start:], f"row {b}")
+        close(logits[b, start:], expected[b, start:], f"row {b}", ATOL)
 
 
 def test_decoder_lm_backward_matches_autograd():
@@ -216,11 +207,11 @@ def test_decoder_lm_backward_matches_autograd():
     torch_loss = (per * t(weights).reshape(-1)).sum() / t(weights).sum()
     torch_loss.backward()
     assert abs(loss - float(torch_loss.detach())) <= ATOL
-    close(grads["tok"], model.tok.weight.grad.numpy(), "d tok")
-    close(grads["pos"], model.pos.weight.grad.numpy(), "d pos")
-    close(grads["head.W"], model.head.weight.grad.numpy(), "d head.W")
-    close(grads["blk0.attn.W_in"], model.blocks[0].attn.in_proj_weight.grad.numpy(), "d blk0.attn.W_in")
-    close(grads["blk1.attn.b_o"], model.blocks[1].attn.out_proj.bias.grad.numpy(), "d blk1.attn.b_o")
+    close(grads["tok"], model.tok.weight.grad.numpy(), "d tok", ATOL)
+    close(grads["pos"], model.pos.weight.grad.numpy(), "d pos", ATOL)
+    close(grads["head.W"], model.head.weight.grad.numpy(), "d head.W", ATOL)
+    close(grads["blk0.attn.W_in"], model.blocks[0].attn.in_proj_weight.grad.numpy(), "d blk0.attn.W_in", ATOL)
+    close(grads["blk1.attn.b_o"], model.blocks[1].attn.out_proj.bias.grad.numpy(), "d blk1.attn.b_o", ATOL)
 
 
 # ---- the KV cache -----------------------------------------------------------------------------
@@ -257,6 +248,6 @@ def test_cached_logits_match_torchs_full_recomputation():
         seq = list(p)
         for s in range(int(cached["lengths"][n])):
             expected = model(torch.as_tensor([seq])).detach().numpy()[0, -1]
-            close(cached["logits"][n, s], expected, f"prompt {n}, step {s}")
+            close(cached["logits"][n, s], expected, f"prompt {n}, step {s}", ATOL)
             seq.append(int(cached["tokens"][n, s]))
 

@@ -3,7 +3,7 @@
 (docs/tiled_attention.md).
 
 Tolerances, each with its reason:
-- ATOL 1e-12 against torch: float64 on both sides, summed in other orders; for these sizes the
+- ATOL against torch, tiled_attention's declared `torch` tolerance (1e-12, ops/attention.json): float64 on both sides, summed in other orders; for these sizes the
   differences stay near 1e-15.
 - Tiled against plain: the same maths rounded differently, so within a few ULP of each other and,
   on these data, not bit-identical (which is why the catalogue's cases hold the pair to the rule,
@@ -16,20 +16,15 @@ import torch
 import torch.nn.functional as F
 
 from reference.core.rng import Generator
+from toolkit import close, t, tolerance
 from reference.nn.dot_product_attention import dot_product_attention_forward
 from reference.nn.sliding_window import sliding_window_forward, sliding_window_plain_forward, window_keep
 from reference.nn.tiled_attention import band_keep, key_tiles, tiled_attention_backward, tiled_attention_forward
 
-ATOL = 1e-12
+ATOL = tolerance("tiled_attention", "torch")  # ops/attention.json; the same for every op of this file
 
 
-def t(a):
-    return torch.as_tensor(np.asarray(a), dtype=torch.float64)
 
-
-def close(actual, expected, what, atol=ATOL):
-    diff = np.abs(np.asarray(actual) - np.asarray(expected))
-    assert diff.max() <= atol, f"{what}: greatest absolute difference {diff.max():.3e} (allowed {atol})"
 
 
 def draw(seed, T, K=None, D=4, V=3):
@@ -59,10 +54,10 @@ def test_tiled_attention_matches_sdpa_forward_lse_and_backward(T, K, tile, causa
     out, cache = tiled_attention_forward(q, k, v, tile, causal)
     grads = tiled_attention_backward(dout, cache)
     want_out, want_lse, want_grads = torch_attention(q, k, v, dout, causal=causal)
-    close(out, want_out, "out")
-    close(cache["lse"], want_lse, "lse")
+    close(out, want_out, "out", ATOL)
+    close(cache["lse"], want_lse, "lse", ATOL)
     for name, got, want in zip(("dq", "dk", "dv"), grads, want_grads):
-        close(got, want, name)
+        close(got, want, name, ATOL)
 
 
 @pytest.mark.parametrize("window, tile", [(1, 4), (3, 4), (5, 2), (13, 4), (40, 3)])
@@ -73,15 +68,15 @@ def test_sliding_window_matches_sdpa_with_the_band_mask(window, tile):
     for form in ("tiled", "plain"):
         if form == "tiled":
             out, cache = sliding_window_forward(q, k, v, window, tile)
-            close(cache["lse"], want_lse, "lse")
+            close(cache["lse"], want_lse, "lse", ATOL)
             grads = tiled_attention_backward(dout, cache)
         else:
             out, _ = sliding_window_plain_forward(q, k, v, window)
             grads = None
-        close(out, want_out, f"{form} out, window {window}")
+        close(out, want_out, f"{form} out, window {window}", ATOL)
         if grads is not None:
             for name, got, want in zip(("dq", "dk", "dv"), grads, want_grads):
-                close(got, want, f"{name}, window {window}")
+                close(got, want, f"{name}, window {window}", ATOL)
 
 
 def test_tiled_is_the_plain_form_within_a_few_ulp_but_not_bit_identical():
