@@ -69,7 +69,9 @@ def _masks(seed):
     return None if seed is None else Generator(seed)
 
 
-def _run_check(config, rng, params, loss_fn, grads):
+def run_check(config, rng, params, loss_fn, grads):
+    """gradcheck's draws and checks of loss_fn at params (grads its analytic gradients), as the
+    outputs every gradient-check case writes (also cases_lm.py's)."""
     result = gradcheck(loss_fn, params, grads, rng, cc.positive_int(config, "full_max", 32), cc.positive_int(config, "samples", 8),
                        cc.positive_int(config, "directions", 3))
     outputs = {f"grad.{name}": grads[name] for name in params}
@@ -82,9 +84,8 @@ def _run_check(config, rng, params, loss_fn, grads):
     return outputs
 
 
-def _relu_pattern(cache):
-    """Where every FFN pre-activation of the Transformer is > 0, encoder blocks then decoder blocks."""
-    blocks = cache["model"]["enc"]["blocks"] + cache["model"]["dec"]["blocks"]
+def relu_pattern(blocks):
+    """Where every FFN pre-activation of the blocks (their caches, in order) is > 0, block by block."""
     return np.concatenate([blk["ffn"]["h_pre"].reshape(-1) > 0.0 for blk in blocks])
 
 
@@ -107,7 +108,7 @@ def gradcheck_transformer_case(config, rng):
 
     def loss_fn(p):
         loss, cache = transformer_loss(p, model, src, src_lens, tgt_in, tgt_out, tgt_lens, _masks(seed))
-        return loss, _relu_pattern(cache)
+        return loss, relu_pattern(cache["model"]["enc"]["blocks"] + cache["model"]["dec"]["blocks"])
 
     loss, cache = transformer_loss(params, model, src, src_lens, tgt_in, tgt_out, tgt_lens, _masks(seed))
     grads = transformer_loss_backward(cache)
@@ -116,7 +117,7 @@ def gradcheck_transformer_case(config, rng):
         inputs["src_valid_lens"] = src_lens
     if tgt_lens is not None:
         inputs["tgt_valid_lens"] = tgt_lens
-    return inputs, {"loss": np.array(loss), **_run_check(config, rng, params, loss_fn, grads)}
+    return inputs, {"loss": np.array(loss), **run_check(config, rng, params, loss_fn, grads)}
 
 
 def gradcheck_vit_case(config, rng):
@@ -139,7 +140,7 @@ def gradcheck_vit_case(config, rng):
 
     loss, cache = vit_loss(params, model, images, labels, _masks(seed))
     grads = vit_loss_backward(cache)
-    return {"images": images, "labels": labels}, {"loss": np.array(loss), **_run_check(config, rng, params, loss_fn, grads)}
+    return {"images": images, "labels": labels}, {"loss": np.array(loss), **run_check(config, rng, params, loss_fn, grads)}
 
 
 def gradcheck_alignment_case(config, rng):
@@ -157,7 +158,7 @@ def gradcheck_alignment_case(config, rng):
     grads = alignment_loss_backward(cache)
     inputs = {"queries": data["queries"], "keys": data["keys"], "gold": data["gold"]}
     return inputs, {"loss": np.array(loss), "weights": cache["weights"],
-                    **_run_check(config, rng, params, loss_fn, grads)}
+                    **run_check(config, rng, params, loss_fn, grads)}
 
 
 def gradcheck_rope_case(config, rng):
@@ -181,7 +182,7 @@ def gradcheck_rope_case(config, rng):
     grads = dict(zip(("q", "k", "v"), rope_attention_backward(dout, cache)))
     inputs = {"dout": dout, **({} if lens is None else {"valid_lens": lens})}
     inputs.update({n: p for n, p in (("q_positions", q_pos), ("k_positions", k_pos)) if p is not None})
-    return inputs, {"loss": np.array(loss), **_run_check(config, rng, params, loss_fn, grads)}
+    return inputs, {"loss": np.array(loss), **run_check(config, rng, params, loss_fn, grads)}
 
 
 BUILDERS = {

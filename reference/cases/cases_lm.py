@@ -19,8 +19,8 @@ from ..nn.lesson_block import (init_lesson_block_params, lesson_block_backward, 
                                lesson_block_param_count)
 from ..nn.loss import sequence_weights
 from ..core.ops import sum_last
-from ..runs.gradcheck import gradcheck
 from ..runs.kv_cache import generate_cached, generate_full, left_pad
+from .cases_gradcheck import relu_pattern, run_check
 
 
 def _jitter(rng, params):
@@ -35,24 +35,6 @@ def _jitter(rng, params):
 
 def _model(config):
     return {n: cc.positive_int(config, n) for n in ("vocab", "max_len", "d", "heads", "ffn_hidden", "blocks")}
-
-
-def _run_check(config, rng, params, loss_fn, grads):
-    result = gradcheck(loss_fn, params, grads, rng, cc.positive_int(config, "full_max", 32),
-                       cc.positive_int(config, "samples", 8), cc.positive_int(config, "directions", 3))
-    outputs = {f"grad.{name}": grads[name] for name in params}
-    for name, c in result["checks"].items():
-        for field in ("index", "analytic", "numeric", "rel_err"):
-            outputs[f"check.{name}.{field}"] = c[field]
-    for field in ("analytic", "numeric", "rel_err"):
-        outputs[f"direction.{field}"] = result["direction"][field]
-    outputs["kink_retries"] = np.array(result["kink_retries"], dtype=np.int64)
-    return outputs
-
-
-def _relu_pattern(blocks):
-    """Where every FFN pre-activation of the blocks is > 0, block by block."""
-    return np.concatenate([blk["ffn"]["h_pre"].reshape(-1) > 0.0 for blk in blocks])
 
 
 def lesson_attention_case(config, rng):
@@ -134,11 +116,11 @@ def gradcheck_lesson_block_case(config, rng):
 
     def loss_fn(p):
         loss, cache = loss_of(p)
-        return loss, _relu_pattern([cache])
+        return loss, relu_pattern([cache])
 
     loss, cache = loss_of(params)
     _, grads = lesson_block_backward(R, cache)
-    return {"x": x, "R": R}, {"loss": np.array(loss), **_run_check(config, rng, params, loss_fn, grads)}
+    return {"x": x, "R": R}, {"loss": np.array(loss), **run_check(config, rng, params, loss_fn, grads)}
 
 
 def gradcheck_decoder_lm_case(config, rng):
@@ -155,14 +137,14 @@ def gradcheck_decoder_lm_case(config, rng):
 
     def loss_fn(p):
         loss, cache = decoder_lm_loss(p, model, tokens, targets, weights)
-        return loss, _relu_pattern(cache["model"]["blocks"])
+        return loss, relu_pattern(cache["model"]["blocks"])
 
     loss, cache = decoder_lm_loss(params, model, tokens, targets, weights)
     grads = decoder_lm_loss_backward(cache)
     inputs = {"tokens": tokens, "targets": targets}
     if weights is not None:
         inputs["weights"] = weights
-    return inputs, {"loss": np.array(loss), **_run_check(config, rng, params, loss_fn, grads)}
+    return inputs, {"loss": np.array(loss), **run_check(config, rng, params, loss_fn, grads)}
 
 
 BUILDERS = {

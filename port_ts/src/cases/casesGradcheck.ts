@@ -31,7 +31,7 @@ import { type Config, CaseError, get, intArray, positiveInt, shape } from "../co
 import { alignmentData, alignmentLoss, alignmentLossBackward, initAlignmentParams } from "../models/alignment.ts";
 import type { Params } from "../core/params.ts";
 import { type LossFn, gradcheck } from "../runs/gradcheck.ts";
-import { type TransformerConfig, type TransformerLossCache, initTransformerParams, transformerLoss, transformerLossBackward } from "../models/transformer.ts";
+import { type TransformerConfig, initTransformerParams, transformerLoss, transformerLossBackward } from "../models/transformer.ts";
 import { type VitConfig, initVitParams, vitLoss, vitLossBackward } from "../models/vit.ts";
 import { ropeAttentionBackward, ropeAttentionForward } from "../nn/rope.ts";
 
@@ -68,11 +68,13 @@ function masks(seed: number | null): Generator | null {
   return seed === null ? null : new Generator(seed);
 }
 
-function scalar(x: number): Tensor {
+export function scalar(x: number): Tensor {
   return { shape: [], data: Float64Array.of(x) };
 }
 
-function runCheck(config: Config, rng: Generator, params: Params, lossFn: LossFn, grads: Params): Named {
+/** gradcheck's draws and checks of lossFn at params (grads its analytic gradients), as the outputs
+ *  every gradient-check case writes (also casesLm.ts's). */
+export function runCheck(config: Config, rng: Generator, params: Params, lossFn: LossFn, grads: Params): Named {
   const result = gradcheck(lossFn, params, grads, rng, positiveInt(config, "full_max", 32), positiveInt(config, "samples", 8), positiveInt(config, "directions", 3));
   const outputs: Named = {};
   for (const name of Object.keys(params)) outputs[`grad.${name}`] = grads[name];
@@ -91,14 +93,13 @@ function runCheck(config: Config, rng: Generator, params: Params, lossFn: LossFn
   return outputs;
 }
 
-/** Where every FFN pre-activation of the Transformer is > 0, encoder blocks then decoder blocks. */
-function reluPattern(cache: TransformerLossCache): Uint8Array {
-  const pre = [...cache.model.enc.blocks.map((b) => b.ffn.hPre.data), ...cache.model.dec.blocks.map((b) => b.ffn.hPre.data)];
+/** Where every FFN pre-activation of the blocks (their caches, in order) is > 0, block by block. */
+export function reluPattern(blocks: { ffn: { hPre: Tensor } }[]): Uint8Array {
   let total = 0;
-  for (const p of pre) total += p.length;
+  for (const b of blocks) total += b.ffn.hPre.data.length;
   const out = new Uint8Array(total);
   let at = 0;
-  for (const p of pre) for (let i = 0; i < p.length; i++) out[at++] = p[i] > 0 ? 1 : 0;
+  for (const b of blocks) for (const h of b.ffn.hPre.data) out[at++] = h > 0 ? 1 : 0;
   return out;
 }
 
@@ -124,7 +125,7 @@ function gradcheckTransformerCase(config: Config, rng: Generator): { inputs: Nam
   const seed = maskSeed(config, rng);
   const lossFn: LossFn = (p) => {
     const { loss, cache } = transformerLoss(p, model, src, srcLens, tgtIn, tgtOut, tgtLens, masks(seed));
-    return { loss, kinks: reluPattern(cache) };
+    return { loss, kinks: reluPattern([...cache.model.enc.blocks, ...cache.model.dec.blocks]) };
   };
   const { loss, cache } = transformerLoss(params, model, src, srcLens, tgtIn, tgtOut, tgtLens, masks(seed));
   const grads = transformerLossBackward(cache);

@@ -16,9 +16,10 @@ import type { Generator } from "../core/rng.ts";
 import { type Config, get, intArray, positiveInt } from "../core/caseConfig.ts";
 import { type DecoderLmConfig, decoderLmForward, decoderLmLoss, decoderLmLossBackward, initDecoderLmParams } from "../models/decoderLm.ts";
 import { causalKeep, initLessonAttentionParams, lessonAttentionForward } from "../nn/lessonAttention.ts";
-import { type LessonBlockCache, initLessonBlockParams, lessonBlockBackward, lessonBlockForward, lessonBlockParamCount } from "../nn/lessonBlock.ts";
+import { initLessonBlockParams, lessonBlockBackward, lessonBlockForward, lessonBlockParamCount } from "../nn/lessonBlock.ts";
 import { sequenceWeights } from "../nn/loss.ts";
-import { type LossFn, gradcheck } from "../runs/gradcheck.ts";
+import type { LossFn } from "../runs/gradcheck.ts";
+import { reluPattern, runCheck, scalar } from "./casesGradcheck.ts";
 import { type Generated, generateCached, generateFull, leftPad } from "../runs/kvCache.ts";
 
 /** Norms and attention biases away from init, in parameter order (the module doc). */
@@ -37,39 +38,6 @@ function jitter(rng: Generator, params: Params): Params {
 function model(config: Config): DecoderLmConfig {
   const [vocab, maxLen, d, heads, ffnHidden, blocks] = ["vocab", "max_len", "d", "heads", "ffn_hidden", "blocks"].map((n) => positiveInt(config, n));
   return { vocab, max_len: maxLen, d, heads, ffn_hidden: ffnHidden, blocks };
-}
-
-function scalar(x: number): Tensor {
-  return { shape: [], data: Float64Array.of(x) };
-}
-
-function runCheck(config: Config, rng: Generator, params: Params, lossFn: LossFn, grads: Params): Named {
-  const result = gradcheck(lossFn, params, grads, rng, positiveInt(config, "full_max", 32), positiveInt(config, "samples", 8), positiveInt(config, "directions", 3));
-  const outputs: Named = {};
-  for (const name of Object.keys(params)) outputs[`grad.${name}`] = grads[name];
-  for (const [name, c] of Object.entries(result.checks)) {
-    const n = c.index.length;
-    outputs[`check.${name}.index`] = { shape: [n], data: c.index };
-    outputs[`check.${name}.analytic`] = { shape: [n], data: c.analytic };
-    outputs[`check.${name}.numeric`] = { shape: [n], data: c.numeric };
-    outputs[`check.${name}.rel_err`] = { shape: [n], data: c.relErr };
-  }
-  const R = result.direction.analytic.length;
-  outputs["direction.analytic"] = { shape: [R], data: result.direction.analytic };
-  outputs["direction.numeric"] = { shape: [R], data: result.direction.numeric };
-  outputs["direction.rel_err"] = { shape: [R], data: result.direction.relErr };
-  outputs["kink_retries"] = { shape: [], data: Int32Array.of(result.kinkRetries) };
-  return outputs;
-}
-
-/** Where every FFN pre-activation of the blocks is > 0, block by block. */
-function reluPattern(blocks: LessonBlockCache[]): Uint8Array {
-  let total = 0;
-  for (const b of blocks) total += b.ffn.hPre.data.length;
-  const out = new Uint8Array(total);
-  let at = 0;
-  for (const b of blocks) for (const h of b.ffn.hPre.data) out[at++] = h > 0 ? 1 : 0;
-  return out;
 }
 
 // config: B, T, d, heads, causal (default false)
