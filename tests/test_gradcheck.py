@@ -53,7 +53,7 @@ def failing(outputs, op):
 def captured(case, monkeypatch):
     """(params, loss_fn, grads) of a case, captured where the builder hands them to gradcheck."""
     box = {}
-    monkeypatch.setattr(cases_gradcheck, "_run_check",
+    monkeypatch.setattr(cases_gradcheck, "run_check",
                         lambda config, rng, params, loss_fn, grads: box.update(x=(params, loss_fn, grads)) or {})
     run_case(case)
     monkeypatch.undo()

@@ -33,6 +33,23 @@ export type BrowserName = (typeof BROWSERS)[number];
 /** A browser (or what it needs) is not installed: one line, with the command that installs it. */
 export class BrowserMissing extends Error {}
 
+/** A failure the command says in its own words (no stack): a usage error, a page that cannot load. */
+export class Fail extends Error {}
+
+/** The one line a command prints for an error: its own words for Fail and BrowserMissing, else the
+ *  first line of the message after the browser's name. */
+export function failureLine(name: string, err: unknown): string {
+  return err instanceof Fail || err instanceof BrowserMissing ? err.message : `${name}: ${(err as Error).message.split("\n")[0]}`;
+}
+
+/** Runs a command's main, then kills what it started and exits with its code. */
+export function exitAfter(main: Promise<number>): void {
+  main.then((code) => {
+    cleanup();
+    process.exit(code);
+  });
+}
+
 /** An open browser with one page. */
 export interface OpenBrowser {
   name: BrowserName;

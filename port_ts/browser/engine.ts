@@ -13,14 +13,13 @@
 import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { parseArgs } from "node:util";
-import { BROWSERS, BrowserMissing, type BrowserName, type OpenBrowser, cleanup, executables, openBrowser } from "./browsers.ts";
+import { BROWSERS, Fail, exitAfter, failureLine, type BrowserName, type OpenBrowser, cleanup, executables, openBrowser } from "./browsers.ts";
 import { serve } from "./server.ts";
 
 const KERNELS = ["auto", "js", "wasm"];
 const START_TIMEOUT_MS = 120_000; // from the page's load to the worker's first word
 const USAGE = `usage: engine.ts --browser ${BROWSERS.join("|")} run [--kernel ${KERNELS.join("|")}]`;
 
-class Fail extends Error {}
 
 interface Request {
   out_dir: string; cases: { id: string; kind?: string }[]; replay?: Record<string, unknown>;
@@ -196,13 +195,9 @@ async function main(argv: string[]): Promise<number> {
   try {
     return await run(name, values.kernel);
   } catch (err) {
-    const message = err instanceof Fail || err instanceof BrowserMissing ? err.message : `${name}: ${(err as Error).message.split("\n")[0]}`;
-    process.stderr.write(`port (${name}): ${message}\n`);
+    process.stderr.write(`port (${name}): ${failureLine(name, err)}\n`);
     return 2;
   }
 }
 
-main(process.argv.slice(2)).then((code) => {
-  cleanup();
-  process.exit(code);
-});
+exitAfter(main(process.argv.slice(2)));

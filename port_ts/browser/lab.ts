@@ -14,14 +14,13 @@
 import { existsSync } from "node:fs";
 import { resolve } from "node:path";
 import { parseArgs } from "node:util";
-import { BROWSERS, BrowserMissing, type BrowserName, cleanup, openBrowser, type OpenBrowser } from "./browsers.ts";
+import { BROWSERS, Fail, exitAfter, failureLine, type BrowserName, cleanup, openBrowser, type OpenBrowser } from "./browsers.ts";
 import { serve } from "./server.ts";
 
 const USAGE = "usage: lab.ts serve [--exports DIR] | lab.ts check --browser " +
   `${BROWSERS.join("|")} [--exports DIR] [--digits D ...] [--positions I,J ...] [--screenshot FILE]`;
 const WAIT_MS = 60_000;
 
-class Fail extends Error {}
 
 async function until<T>(browser: OpenBrowser, expression: string, ok: (v: T) => boolean, what: string): Promise<T> {
   const start = Date.now();
@@ -111,13 +110,9 @@ async function main(argv: string[]): Promise<number> {
     process.stdout.write(JSON.stringify(result) + "\n");
     return 0;
   } catch (err) {
-    const message = err instanceof Fail || err instanceof BrowserMissing ? err.message : `${name}: ${(err as Error).message.split("\n")[0]}`;
-    process.stderr.write(`lab (${name}): ${message}\n`);
+    process.stderr.write(`lab (${name}): ${failureLine(name, err)}\n`);
     return 2;
   }
 }
 
-main(process.argv.slice(2)).then((code) => {
-  cleanup();
-  process.exit(code);
-});
+exitAfter(main(process.argv.slice(2)));

@@ -15,11 +15,11 @@
 
 import { createHash } from "node:crypto";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { parseArgs } from "node:util";
 import { Worker } from "node:worker_threads";
-import { runCaseWithStates, type CaseSpec } from "./cases/cases.ts";
-import { splitDocuments, type Assets } from "./cases/casesPretrained.ts";
+import { caseStatus, runCaseWithStates, writeCase, type CaseSpec } from "./cases/cases.ts";
+import type { Assets } from "./cases/casesPretrained.ts";
 import { evaluateState, replaySegment } from "./cases/casesTraining.ts";
 import { document, ITEMS, itemId, KINDS } from "./cases/requests.ts";
 import { CaseError } from "./core/caseConfig.ts";
@@ -157,41 +157,23 @@ function run(args: string[]): number {
   mkdirSync(request.out_dir, { recursive: true });
   const replays = request.replay ?? {};
   const assets = modelFiles(request.assets ?? {});
+  const write = (relative: string, text: string) => {
+    const path = join(request.out_dir, relative);
+    mkdirSync(dirname(path), { recursive: true });
+    writeFileSync(path, text);
+  };
   for (const spec of request.cases) {
-    const start = performance.now();
-    const status: Record<string, unknown> = { id: spec.id };
-    productEngine.counts.wasm = 0;
-    productEngine.counts.js = 0;
-    try {
+    const status = caseStatus(spec.id, () => performance.now(), (status) => {
       const entry = Object.hasOwn(replays, spec.id) ? replays[spec.id] : undefined;
       if (kind !== "cases") { // one document per item, nothing else
         const doc = document(kind, spec as unknown as { [key: string]: Json }, assets);
-        writeFileSync(join(request.out_dir, `${itemId(spec)}.json`), dumps(doc) + "\n");
+        write(`${itemId(spec)}.json`, dumps(doc) + "\n");
       } else if (entry === undefined || entry.free_run !== false) {
         const { doc, states } = runCaseWithStates(spec, assets);
-        let golden = doc;
-        if (spec.kind === "pretrained") { // docs/pretrained.md: the golden keeps a view
-          const split = splitDocuments(doc);
-          writeFileSync(join(request.out_dir, `${spec.id}.full.json`), dumps(split.full) + "\n");
-          golden = split.golden;
-        }
-        writeFileSync(join(request.out_dir, `${spec.id}.json`), dumps(golden) + "\n");
-        if (states.size > 0) {
-          const stateDir = join(request.out_dir, `${spec.id}.states`);
-          mkdirSync(stateDir, { recursive: true });
-          for (const [t, state] of states) writeFileSync(join(stateDir, `step_${t}.json`), dumps(state) + "\n");
-        }
+        writeCase(spec, doc, states, write);
       }
       if (entry !== undefined && kind === "cases") [status.replayed, status.evaluated] = replay(spec, entry, request.out_dir);
-      status.ok = true;
-    } catch (err) {
-      const e = err as Error;
-      status.ok = false;
-      status.error = err instanceof CaseError ? e.message : `${e.name}: ${e.message}`;
-      if (!(err instanceof CaseError)) status.trace = String(e.stack ?? "").split("\n").slice(0, 5).join("\n");
-    }
-    status.seconds = (performance.now() - start) / 1000;
-    status.kernel = { ...productEngine.counts };
+    });
     process.stdout.write(JSON.stringify(status) + "\n");
   }
   return 0;

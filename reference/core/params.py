@@ -11,6 +11,12 @@ def sub_params(params, prefix):
     return {name[len(prefix):]: value for name, value in params.items() if name.startswith(prefix)}
 
 
+def prefixed_params(blocks, prefix):
+    """The blocks' gradients under one name each, f"{prefix}{i}.{name}" (the inverse of sub_params),
+    block by block in order."""
+    return {f"{prefix}{i}.{name}": value for i, block in enumerate(blocks) for name, value in block.items()}
+
+
 def param(params, name):
     """A parameter by name, or an error that lists what is there."""
     if name not in params:

@@ -23,7 +23,7 @@ weighted cross-entropy (nn/loss.py: weight 1 for a counted position, 0 otherwise
 
 import numpy as np
 
-from ..core.params import param, sub_params
+from ..core.params import param, prefixed_params, sub_params
 from ..nn.embedding import embedding_backward, embedding_forward
 from ..nn.encoder_block import init_layer_norm_params
 from ..nn.init import embedding_params, linear_params
@@ -84,11 +84,9 @@ def decoder_lm_backward(dlogits, cache):
     for i in reversed(range(len(cache["blocks"]))):
         dx, block_grads[i] = lesson_block_backward(dx, cache["blocks"][i])  # inverts: X = block_i(X, keep)
     # inverts: X = tok[tokens] + pos[P]
-    grads = {"tok": embedding_backward(dx, cache["tok"]), "pos": embedding_backward(dx, cache["pos"])}
-    for i, bg in enumerate(block_grads):
-        grads.update({f"blk{i}.{name}": g for name, g in bg.items()})
-    grads.update({"ln_f.gamma": dgamma_f, "ln_f.beta": dbeta_f, "head.W": dW_head, "head.b": db_head})
-    return grads
+    dtok, dpos = embedding_backward(dx, cache["tok"]), embedding_backward(dx, cache["pos"])
+    return {"tok": dtok, "pos": dpos, **prefixed_params(block_grads, "blk"),
+            "ln_f.gamma": dgamma_f, "ln_f.beta": dbeta_f, "head.W": dW_head, "head.b": db_head}
 
 
 def decoder_lm_loss(params, config, tokens, targets, weights=None):

@@ -64,3 +64,10 @@ def greedy_decode(params, config, src, src_lens, max_len, bos, eos):
         prefix = np.concatenate([prefix, step[:, None]], axis=1)  # finished rows run on, unread
     cross = [blk["cross_weights"] for blk in cache["blocks"]]
     return {"tokens": tokens, "margins": margins, "lengths": lengths, "cross_weights": cross}
+
+
+def decode_outputs(tokens, margins, exact):
+    """A baked run's held-out decodes as its outputs: decode.tokens (N, P), decode.margin (N, P),
+    decode.exact (N,) and exact_match, the fraction of exact rows (a count over N)."""
+    return {"decode.tokens": tokens, "decode.margin": margins, "decode.exact": exact,
+            "exact_match": np.array(int(np.count_nonzero(exact)) / exact.shape[0])}

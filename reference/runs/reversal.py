@@ -28,7 +28,7 @@ import numpy as np
 
 from ..core import case_config as cc
 from . import digits as dg
-from .decode import greedy_decode
+from .decode import decode_outputs, greedy_decode
 from ..models.transformer import init_transformer_params, transformer_loss, transformer_loss_backward
 from .schedule import schedule
 
@@ -83,10 +83,7 @@ def reversal_setup(config, rng):
         T = int(lab_dec["lengths"][0])
         return {
             "test_loss": np.array(test_loss),
-            "decode.tokens": dec["tokens"],  # (N, P)
-            "decode.margin": dec["margins"],  # (N, P)
-            "decode.exact": exact,  # (N,)
-            "exact_match": np.array(int(np.count_nonzero(exact)) / exact.shape[0]),  # a count over N
+            **decode_outputs(dec["tokens"], dec["margins"], exact),  # (N, P) (N, P) (N,) ()
             "lab.tokens": lab_dec["tokens"][0],  # (P,)
             "lab.margin": lab_dec["margins"][0],  # (P,)
             "lab.cross_weights": lab_dec["cross_weights"][0][0, :, :T, :],  # (H, T, S)

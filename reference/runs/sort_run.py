@@ -32,6 +32,7 @@ import numpy as np
 
 from ..core import case_config as cc
 from . import sorting as st
+from .decode import decode_outputs
 from .digits import batch_rows
 from .kv_cache import generate_cached, generate_full, left_pad
 from ..models.decoder_lm import decoder_lm_forward, decoder_lm_loss, decoder_lm_loss_backward, init_decoder_lm_params
@@ -92,10 +93,7 @@ def sort_setup(config, rng):
         _, lab_model = decoder_lm_forward(seq, p, model)
         return {
             "test_loss": np.array(test_loss),
-            "decode.tokens": cached["tokens"],  # (N, G)
-            "decode.margin": cached["margins"],  # (N, G)
-            "decode.exact": exact,  # (N,)
-            "exact_match": np.array(int(np.count_nonzero(exact)) / exact.shape[0]),  # a count over N
+            **decode_outputs(cached["tokens"], cached["margins"], exact),  # (N, G) (N, G) (N,) ()
             "kv.max_logit_diff": np.array(float(np.max(np.abs(cached["logits"] - full["logits"])))),
             "kv.rows_differ": np.array(float(np.count_nonzero(np.any(cached["tokens"] != full["tokens"], axis=1)))),
             "lab.tokens": lab["tokens"][0],  # (G,)

@@ -2,13 +2,13 @@
 // worker and the lab page use is re-exported here, so a move of the core's modules changes the
 // paths in this file alone. No code of its own.
 //
-//   the engine (worker.ts), as port_ts/src/cli.ts:  runCaseWithStates, splitDocuments, replaySegment,
+//   the engine (worker.ts), as port_ts/src/cli.ts:  runCaseWithStates, writeCase, caseStatus, replaySegment,
 //                                                   evaluateState, CaseError, caseDocument, dumps, productEngine
 //   the lab (lab.ts):                               greedyDecode, encodeInputs, reversalModelConfig,
 //                                                   sinusoidalTable, positionSimilarity, the digit tokens
 
-export { runCaseWithStates, type CaseSpec } from "../../src/cases/cases.ts";
-export { splitDocuments, type Assets, type ModelFiles } from "../../src/cases/casesPretrained.ts";
+export { caseStatus, runCaseWithStates, writeCase, type CaseSpec } from "../../src/cases/cases.ts";
+export type { Assets, ModelFiles } from "../../src/cases/casesPretrained.ts";
 export { evaluateState, replaySegment } from "../../src/cases/casesTraining.ts";
 export { CaseError } from "../../src/core/caseConfig.ts";
 export { caseDocument, dumps, type Json } from "../../src/core/golden.ts";

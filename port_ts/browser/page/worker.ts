@@ -11,7 +11,7 @@
 
 import {
   type Assets, type CaseSpec, type Json, type StateDocument,
-  CaseError, caseDocument, dumps, evaluateState, productEngine, replaySegment, runCaseWithStates, splitDocuments,
+  CaseError, caseDocument, caseStatus, dumps, writeCase, evaluateState, productEngine, replaySegment, runCaseWithStates,
 } from "./core.ts";
 
 /** The request as the engine hands it to the page: the stdin request's cases, the kernel, the
@@ -113,33 +113,14 @@ function run(req: PageRequest): void {
   productEngine.mode = req.kernel;
   const assets = modelFiles(req.assets);
   for (const spec of req.cases) {
-    const start = performance.now();
-    const status: Record<string, unknown> = { id: spec.id };
-    productEngine.counts.wasm = 0;
-    productEngine.counts.js = 0;
-    try {
+    const status = caseStatus(spec.id, () => performance.now(), (status) => {
       const entry = Object.hasOwn(req.replay, spec.id) ? req.replay[spec.id] : undefined;
       if (entry === undefined || entry.free_run !== false) {
         const { doc, states } = runCaseWithStates(spec, assets);
-        let golden = doc;
-        if (spec.kind === "pretrained") { // docs/pretrained.md: the golden keeps a view
-          const split = splitDocuments(doc);
-          write(`${spec.id}.full.json`, dumps(split.full) + "\n");
-          golden = split.golden;
-        }
-        write(`${spec.id}.json`, dumps(golden) + "\n");
-        for (const [t, state] of states) write(`${spec.id}.states/step_${t}.json`, dumps(state) + "\n");
+        writeCase(spec, doc, states, write);
       }
       if (entry !== undefined) [status.replayed, status.evaluated] = replay(spec, entry);
-      status.ok = true;
-    } catch (err) {
-      const e = err as Error;
-      status.ok = false;
-      status.error = err instanceof CaseError ? e.message : `${e.name}: ${e.message}`;
-      if (!(err instanceof CaseError)) status.trace = String(e.stack ?? "").split("\n").slice(0, 5).join("\n");
-    }
-    status.seconds = (performance.now() - start) / 1000;
-    status.kernel = { ...productEngine.counts };
+    });
     post("status", JSON.stringify(status));
   }
   post("done", "");

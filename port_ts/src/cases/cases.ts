@@ -7,15 +7,16 @@
 // (casesPretrained.ts) also takes the request's assets, each a ModelFiles (file name -> bytes).
 
 import { Generator } from "../core/rng.ts";
-import { CaseError, checkNumbers, type Config } from "../core/caseConfig.ts";
-import { caseDocument, type Json } from "../core/golden.ts";
+import { CaseError, checkNumbers, type Config, errorFields } from "../core/caseConfig.ts";
+import { caseDocument, dumps, type Json } from "../core/golden.ts";
+import { productEngine } from "../core/ops.ts";
 import { type Builder, BUILDERS as attention } from "./casesAttention.ts";
 import { BUILDERS as layers } from "./casesLayers.ts";
 import { BUILDERS as models } from "./casesModels.ts";
 import { BUILDERS as lesson } from "./casesLesson.ts";
 import { BUILDERS as gradcheck } from "./casesGradcheck.ts";
 import { BUILDERS as training, type TrainingResult } from "./casesTraining.ts";
-import { BUILDERS as pretrained, type Assets } from "./casesPretrained.ts";
+import { BUILDERS as pretrained, type Assets, splitDocuments } from "./casesPretrained.ts";
 import { BUILDERS as faults } from "./casesFaults.ts";
 import { BUILDERS as lm } from "./casesLm.ts";
 import { BUILDERS as tiled } from "./casesTiled.ts";
@@ -50,4 +51,39 @@ export function runCaseWithStates(spec: CaseSpec, assets?: Assets): { doc: { [ke
   const states = new Map<number, StateDocument>();
   for (const [t, state] of result.states ?? []) states.set(t, { ...state, case: spec as unknown as Json });
   return { doc, states };
+}
+
+/** Writes what an engine writes for a case it ran (docs/protocol.md): <id>.json (for a pretrained
+ *  case the golden's view, and the full document as <id>.full.json) and each training state as
+ *  <id>.states/step_<t>.json, through write(path relative to out_dir, text). */
+export function writeCase(spec: CaseSpec, doc: { [key: string]: Json }, states: Map<number, StateDocument>,
+  write: (relative: string, text: string) => void): void {
+  let golden = doc;
+  if (spec.kind === "pretrained") { // docs/pretrained.md: the golden keeps a view
+    const split = splitDocuments(doc);
+    write(`${spec.id}.full.json`, dumps(split.full) + "\n");
+    golden = split.golden;
+  }
+  write(`${spec.id}.json`, dumps(golden) + "\n");
+  for (const [t, state] of states) write(`${spec.id}.states/step_${t}.json`, dumps(state) + "\n");
+}
+
+/** The status line of one case (docs/protocol.md): work(status) runs it; ok, or the error's
+ *  fields (errorFields), then its seconds by now() (milliseconds: the host's clock, which the
+ *  browser-safe core does not name) and the product kernels it ran. */
+export function caseStatus(id: string, now: () => number, work: (status: Record<string, unknown>) => void): Record<string, unknown> {
+  const start = now();
+  const status: Record<string, unknown> = { id };
+  productEngine.counts.wasm = 0;
+  productEngine.counts.js = 0;
+  try {
+    work(status);
+    status.ok = true;
+  } catch (err) {
+    status.ok = false;
+    Object.assign(status, errorFields(err));
+  }
+  status.seconds = (now() - start) / 1000;
+  status.kernel = { ...productEngine.counts };
+  return status;
 }

@@ -7,6 +7,14 @@ export type Config = { [key: string]: unknown };
 /** A case's configuration is malformed; the message says what was expected and found. */
 export class CaseError extends Error {}
 
+/** What a case's status line says of an error: a CaseError's own message; anything else by its
+ *  name and message, with the first lines of its stack as the trace. */
+export function errorFields(err: unknown): { error: string; trace?: string } {
+  const e = err as Error;
+  if (err instanceof CaseError) return { error: e.message };
+  return { error: `${e.name}: ${e.message}`, trace: String(e.stack ?? "").split("\n").slice(0, 5).join("\n") };
+}
+
 /** A config value as both engines write it in a message: compact JSON, the non-finite numbers as
  *  Infinity, -Infinity, NaN (twin: case_config.py shown). */
 export function shown(value: unknown): string {

@@ -17,6 +17,14 @@ export function subParams(params: Params, prefix: string): Params {
   return out;
 }
 
+/** The blocks' gradients under one name each, `${prefix}${i}.${name}` (the inverse of subParams),
+ *  block by block in order. */
+export function prefixedParams(blocks: Params[], prefix: string): Params {
+  const out: Params = {};
+  blocks.forEach((block, i) => { for (const [name, value] of Object.entries(block)) out[`${prefix}${i}.${name}`] = value; });
+  return out;
+}
+
 /** A parameter by name, or an error that lists what is there. */
 export function param(params: Params, name: string): Tensor {
   const t = params[name];

@@ -22,7 +22,7 @@
 
 import type { Generator } from "../core/rng.ts";
 import type { IntTensor, Tensor } from "../core/ops.ts";
-import { type Params, addGrads, param, subParams } from "../core/params.ts";
+import { type Params, addGrads, param, prefixedParams, subParams } from "../core/params.ts";
 import { type EmbeddingCache, embeddingBackward, embeddingForward } from "../nn/embedding.ts";
 import { initLayerNormParams } from "../nn/encoderBlock.ts";
 import { embeddingParams, linearParams } from "../nn/init.ts";
@@ -98,10 +98,11 @@ export function decoderLmBackward(dlogits: Tensor, cache: DecoderLmCache): Param
     blockGrads[i] = blk.grads;
   }
   // inverts: X = tok[tokens] + pos[P]
-  const grads: Params = { tok: embeddingBackward(dx, cache.tok), pos: embeddingBackward(dx, cache.pos) };
-  blockGrads.forEach((bg, i) => { for (const [name, g] of Object.entries(bg)) grads[`blk${i}.${name}`] = g; });
-  Object.assign(grads, { "ln_f.gamma": dgammaF, "ln_f.beta": dbetaF, "head.W": dWHead, "head.b": dbHead as Tensor });
-  return grads;
+  const dtok = embeddingBackward(dx, cache.tok), dpos = embeddingBackward(dx, cache.pos);
+  return {
+    tok: dtok, pos: dpos, ...prefixedParams(blockGrads, "blk"),
+    "ln_f.gamma": dgammaF, "ln_f.beta": dbetaF, "head.W": dWHead, "head.b": dbHead as Tensor,
+  };
 }
 
 export interface DecoderLmLossCache { logits: Tensor; model: DecoderLmCache; ce: CrossEntropyCache }

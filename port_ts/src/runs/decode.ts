@@ -17,6 +17,7 @@
 // row-wise and a finished row's later tokens are never read), so a batch decodes exactly as its
 // rows one by one. Shape legend: N inputs, S source steps, d model dim, H heads, V vocabulary.
 
+import type { Named } from "../core/golden.ts";
 import type { IntTensor, Tensor } from "../core/ops.ts";
 import type { Params } from "../core/params.ts";
 import { type TransformerConfig, transformerDecode, transformerEncode } from "../models/transformer.ts";
@@ -89,5 +90,16 @@ export function greedyDecode(
   return {
     tokens: { shape: [N, maxLen], data: tokens }, margins: { shape: [N, maxLen], data: margins },
     lengths: { shape: [N], data: lengths }, crossWeights,
+  };
+}
+
+/** A baked run's held-out decodes as its outputs: decode.tokens (N, P), decode.margin (N, P),
+ *  decode.exact (N,) and exact_match, the fraction of exact rows (a count over N). */
+export function decodeOutputs(tokens: IntTensor, margins: Tensor, exact: IntTensor): Named {
+  let count = 0;
+  for (const e of exact.data) if (e !== 0) count++;
+  return {
+    "decode.tokens": tokens, "decode.margin": margins, "decode.exact": exact,
+    exact_match: { shape: [], data: Float64Array.of(count / exact.shape[0]) },
   };
 }

@@ -29,7 +29,7 @@ import type { Generator } from "../core/rng.ts";
 import type { Named } from "../core/golden.ts";
 import { type Config, CaseError, positiveInt } from "../core/caseConfig.ts";
 import { type DigitArrays, BOS, EOS, VOCAB, batchRows, dataDigest, digitsData, encodeInputs, takeRows } from "./digits.ts";
-import { greedyDecode } from "./decode.ts";
+import { decodeOutputs, greedyDecode } from "./decode.ts";
 import { type TransformerConfig, type TransformerLossCache, initTransformerParams, transformerLoss, transformerLossBackward } from "../models/transformer.ts";
 import { type Run, schedule } from "./schedule.ts";
 
@@ -97,15 +97,10 @@ export function reversalSetup(config: Config, rng: Generator): Run {
     const { loss: testLoss } = reversalBatchLoss(p, model, test);
     const dec = greedyDecode(p, model, test.src, test.srcLens, P, BOS, EOS);
     const exact = exactRows(dec.tokens, test);
-    let count = 0;
-    for (const e of exact.data) count += e;
     const labDec = greedyDecode(p, model, lab.src, lab.srcLens, P, BOS, EOS);
     return {
       test_loss: { shape: [], data: Float64Array.of(testLoss) },
-      "decode.tokens": dec.tokens, // (N, P)
-      "decode.margin": dec.margins, // (N, P)
-      "decode.exact": exact, // (N,)
-      exact_match: { shape: [], data: Float64Array.of(count / exact.shape[0]) }, // a count over N
+      ...decodeOutputs(dec.tokens, dec.margins, exact), // (N, P) (N, P) (N,) ()
       "lab.tokens": { shape: [P], data: labDec.tokens.data },
       "lab.margin": { shape: [P], data: labDec.margins.data },
       "lab.cross_weights": firstRows(labDec.crossWeights[0], labDec.lengths.data[0]), // (H, T, S)

@@ -29,6 +29,7 @@ import type { Params } from "../core/params.ts";
 import type { Generator } from "../core/rng.ts";
 import { type Config, CaseError, positiveInt } from "../core/caseConfig.ts";
 import { type DecoderLmConfig, decoderLmForward, decoderLmLoss, decoderLmLossBackward, initDecoderLmParams } from "../models/decoderLm.ts";
+import { decodeOutputs } from "./decode.ts";
 import { batchRows } from "./digits.ts";
 import { generateCached, generateFull, leftPad } from "./kvCache.ts";
 import { eosId, promptOf, sortingData, sortingDigest, takeSortRows } from "./sorting.ts";
@@ -89,8 +90,6 @@ export function sortSetup(config: Config, rng: Generator): Run {
     const cached = generateCached(p, model, prompts, pads, G, eos);
     const full = generateFull(p, model, prompts, pads, G, eos);
     const exact = exactGenerations(cached.tokens, data.testInputs, A);
-    let count = 0;
-    for (const e of exact.data) count += e;
     let maxDiff = 0;
     for (let i = 0; i < cached.logits.data.length; i++) maxDiff = Math.max(maxDiff, Math.abs(cached.logits.data[i] - full.logits.data[i]));
     let rowsDiffer = 0;
@@ -108,10 +107,7 @@ export function sortSetup(config: Config, rng: Generator): Run {
     const w = labModel.weights[labModel.weights.length - 1]; // (1, H, S, S)
     return {
       test_loss: scalar(testLoss),
-      "decode.tokens": cached.tokens, // (N, G)
-      "decode.margin": cached.margins, // (N, G)
-      "decode.exact": exact, // (N,)
-      exact_match: scalar(count / exact.shape[0]), // a count over N
+      ...decodeOutputs(cached.tokens, cached.margins, exact), // (N, G) (N, G) (N,) ()
       "kv.max_logit_diff": scalar(maxDiff),
       "kv.rows_differ": scalar(rowsDiffer),
       "lab.tokens": { shape: [G], data: lab.tokens.data },
