@@ -18,10 +18,13 @@ byte-identical files (every file of the case: the golden, the full pretrained do
 training state, each replayed state); for a file that differs, the tensor, its greatest ULP
 distance and where. Exit 0 when every engine matches the baseline
 on every case, 1 when one differs, 2 on a usage error or an engine that cannot run. It writes
-the account to --json when asked. Wall times on a loaded machine are indicative only.
+the account to --json when asked. Wall times on a loaded machine are indicative only; with
+--jobs N (default 1) N engines run at once (the reference's training run among them), which
+shortens the whole but makes each engine's figures those of a shared machine.
 """
 
 import argparse
+import concurrent.futures
 import json
 import shlex
 import sys
@@ -120,6 +123,32 @@ def compare(base_dir, other_dir, case_ids):
     return result
 
 
+def _reference_states(training, work, timeout):
+    """The reference's run of the training cases, for their states (None when there are none)."""
+    if not training:
+        return None
+    t0 = time.monotonic()
+    engines.run(engines.reference_engine(ROOT), [c.spec for c in training], work / "reference", timeout)
+    print(f"reference: the training cases' states in {time.monotonic() - t0:.1f} s")
+    return work / "reference"
+
+
+def _run_engine(argv_, cases, training, states, out, timeout, extra):
+    """One engine's two requests: every case, then (once the reference's states are there) the
+    training cases' replay. (run, wall seconds of both, the cases whose replay was not ok)."""
+    port = engines.Engine("port", argv_, ROOT)
+    run = engines.run(port, [c.spec for c in cases], out / "main", timeout, extra)
+    wall, bad_replays = run.wall, []
+    replayed = [c for c in training if request_entry(c)["segments"]]
+    if replayed:
+        from_dir = states.result()
+        replay = {c.id: dict(request_entry(c), from_dir=str(from_dir / f"{c.id}.states")) for c in replayed}
+        again = engines.run(port, [c.spec for c in replayed], out / "replay", timeout, {"replay": replay})
+        wall += again.wall
+        bad_replays = [cid for cid, s in again.statuses.items() if not s.get("ok")]
+    return run, wall, bad_replays
+
+
 def per_step(status, case):
     steps = (case.spec.get("config") or {}).get("steps")
     seconds = status.get("seconds") if status else None
@@ -133,6 +162,7 @@ def main(argv=None):
     parser.add_argument("--timeout", type=float, default=3600.0)
     parser.add_argument("--json", help="write the account here")
     parser.add_argument("--keep", help="keep every engine's out_dir under this directory")
+    parser.add_argument("--jobs", type=int, default=1, help="engines run at once (default 1: one after the other)")
     args = parser.parse_args(argv)
     try:
         node = str(engines.node_binary())
@@ -155,24 +185,12 @@ def main(argv=None):
         work = Path(args.keep or tmp)
         account = {"engines": {}, "cases": [c.id for c in cases]}
         try:
-            if training:
-                t0 = time.monotonic()
-                engines.run(engines.reference_engine(ROOT), [c.spec for c in training], work / "reference", args.timeout)
-                print(f"reference: the training cases' states in {time.monotonic() - t0:.1f} s")
-            replayed = [c for c in training if request_entry(c)["segments"]]
-            replay = {c.id: dict(request_entry(c), from_dir=str(work / "reference" / f"{c.id}.states")) for c in replayed}
-            runs = {}
-            for name, argv_ in named:
-                port = engines.Engine("port", argv_, ROOT)
-                run = engines.run(port, [c.spec for c in cases], work / name / "main", args.timeout, extra)
-                wall = run.wall
-                if replayed:
-                    again = engines.run(port, [c.spec for c in replayed], work / name / "replay", args.timeout, {"replay": replay})
-                    wall += again.wall
-                    bad_replays = [cid for cid, s in again.statuses.items() if not s.get("ok")]
-                else:
-                    bad_replays = []
-                runs[name] = run
+            with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+                states = pool.submit(_reference_states, training, work, args.timeout)  # first: replays wait for it
+                jobs = [pool.submit(_run_engine, argv_, cases, training, states, work / name, args.timeout, extra)
+                        for name, argv_ in named]
+                done = [job.result() for job in jobs]
+            for (name, argv_), (run, wall, bad_replays) in zip(named, done):
                 bad = [cid for cid, s in run.statuses.items() if not s.get("ok")] + [f"{cid} (replay)" for cid in bad_replays]
                 browser = next((s.get("browser") for s in run.statuses.values() if s.get("browser")), None)
                 kernels = {"wasm": 0, "js": 0}

@@ -450,7 +450,7 @@ def test_every_browser_writes_nodes_documents_for_the_whole_catalogue(tmp_path, 
     every replayed segment, the pretrained ones with their full documents), byte for byte against
     Node's: the browsers then get Node's verdicts, which `verify attention` checks."""
     account = tmp_path / "account.json"
-    code = engine_identity.main(["--engine", "node", *[a for b in BROWSERS for a in ("--engine", b)], "--json", str(account)])
+    code = engine_identity.main(["--engine", "node", *[a for b in BROWSERS for a in ("--engine", b)], "--json", str(account), "--jobs", "2"])
     printed = capsys.readouterr().out
     with capsys.disabled():
         print("\n" + printed)

