@@ -18,10 +18,9 @@ import os
 import sys
 import threading
 import time
-import traceback
 
 from .core import golden
-from .core.case_config import CaseError
+from .core.case_config import CaseError, error_fields
 from .cases.cases import run_case_with_states
 from .cases.cases_pretrained import split_documents
 from .cases import requests
@@ -152,10 +151,8 @@ def _run(stream_in, stream_out):
             if entry is not None and kind == "cases":
                 status["replayed"], status["evaluated"] = _replay(case, entry, out_dir)
             status["ok"] = True
-        except CaseError as exc:
-            status.update(ok=False, error=str(exc))
-        except Exception as exc:  # a bug in the engine: report it on the case, keep going
-            status.update(ok=False, error=f"{type(exc).__name__}: {exc}", trace=traceback.format_exc(limit=4))
+        except Exception as exc:  # a bad case, or a bug in the engine: reported on the case, the others go on
+            status.update(ok=False, **error_fields(exc))
         status["seconds"] = time.perf_counter() - start
         stream_out.write(json.dumps(status) + "\n")
         stream_out.flush()

@@ -140,12 +140,12 @@ def test_report_entry_is_plain_json():
 
 def test_integers_are_compared_exactly_without_ulp_or_relative_figures():
     big = 2.0 ** 40  # within the rule's relative part a difference of 1 would pass: integers are exact
-    r = compare_tensor("tokens", "output", t([3, 7, big], "int64"), t([3, 8, big + 1], "int64"), TOL)
+    r = compare_tensor("tokens", "output", tensor([3, 7, big], "int64"), tensor([3, 8, big + 1], "int64"), TOL)
     assert not r.passed and r.mismatched == 2
     assert (r.max_abs, r.max_abs_index, r.allowed_at_max_abs) == (1.0, (1,), 0.0)
     assert r.max_rel is None and r.max_ulp is None
     assert [s["index"] for s in r.samples] == [(1,), (2,)]
-    assert compare_tensor("tokens", "output", t([3, 7], "int64"), t([3, 7], "int64"), TOL).passed
+    assert compare_tensor("tokens", "output", tensor([3, 7], "int64"), tensor([3, 7], "int64"), TOL).passed
 
 
 def test_non_finite_mismatches_are_counted_apart_with_the_first_index():

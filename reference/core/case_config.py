@@ -2,12 +2,21 @@
 
 import json
 import math
+import traceback
 
 import numpy as np
 
 
 class CaseError(ValueError):
     """A case's configuration is malformed; the message says what was expected and found."""
+
+
+def error_fields(exc):
+    """What a case's status line says of an error: a CaseError's own message; anything else (a bug
+    in the engine) by its type and message, with the last frames of its traceback as the trace."""
+    if isinstance(exc, CaseError):
+        return {"error": str(exc)}
+    return {"error": f"{type(exc).__name__}: {exc}", "trace": "".join(traceback.format_exception(exc, limit=4))}
 
 
 def shown(value):
