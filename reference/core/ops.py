@@ -16,6 +16,11 @@ NumPy takes as the first value, a single column is padded to two (one column wou
 summed axis the inner loop), and K is cut into blocks of at most _BLOCK terms x columns whose
 row 0 carries the running sum, so memory stays bounded. tests/test_ops.py checks all this
 against the plain loop, bit for bit, on data where np.sum's order gives other bits.
+The terms of a product are laid out so that NumPy's inner loop runs along the longest of the
+batch, M and N axes (the elementwise products cost the same whatever the layout, but a short
+inner loop costs NumPy several times more per element), and every block is written into one
+scratch array of the module, reused from call to call (a fresh megabyte per product costs page
+faults); the result is always a fresh array.
 Shape legend: ... leading (batch) axes, M rows, K summed axis, N columns; R output elements.
 """
 
@@ -23,26 +28,42 @@ import math
 
 import numpy as np
 
-_BLOCK = 1 << 17  # doubles in one block of terms (1 MiB)
-_LOOP_RATIO = 512  # R >= _LOOP_RATIO * K: few long terms, where the plain loop over k is as fast
+_BLOCK = 1 << 18  # doubles in one block of terms (2 MiB)
+_LOOP_RATIO = 512  # sum_last: R >= _LOOP_RATIO * K, few long terms, where the plain loop over k is as fast
+_scratch = np.empty(0)  # the blocks of terms, reused (the reference runs one case at a time, on one thread)
 
 
-def _sum_terms(fill, K, shape):
-    """The in-order sum over k = 0..K-1 of terms t_k of shape `shape`, from +0.0.
+def _rows(n, width):
+    """A (n, width) block of the module's scratch array, row 0 set to +0.0 (contents otherwise
+    undefined: every call fills the rows it reduces)."""
+    global _scratch
+    if _scratch.size < n * width:
+        _scratch = np.empty(max(n * width, _BLOCK + 2 * width))
+    rows = _scratch[:n * width].reshape(n, width)
+    rows[0] = 0.0
+    return rows
+
+
+def _sum_terms(fill, K, shape, axes=None):
+    """The in-order sum over k = 0..K-1 of terms t_k of shape `shape`, from +0.0, as a fresh
+    C-contiguous array (its axes permuted by `axes`, when given).
 
     fill(k0, k1, out) writes t_k0 .. t_{k1-1} into out (k1 - k0,) + shape.
     """
     R = math.prod(shape)
     if R == 0 or K == 0:
-        return np.zeros(shape)
+        sums = np.zeros(shape)
+        return sums if axes is None else sums.transpose(axes).copy()
     width = max(R, 2)  # one column would put the summed axis innermost (pairwise): pad to two
     c = max(1, min(K, _BLOCK // width))
-    rows = np.zeros((c + 1, width))  # row 0: the running sum, from +0.0
+    rows = _rows(c + 1, width)  # row 0: the running sum, from +0.0
+    rows[:, R:] = 0.0  # the pad column, never read back
     for k0 in range(0, K, c):
         n = min(c, K - k0)
         fill(k0, k0 + n, rows[1:n + 1, :R].reshape((n,) + shape))
         rows[0] = np.add.reduce(rows[:n + 1], axis=0)  # row by row, in index order
-    return rows[0, :R].reshape(shape).copy()
+    sums = rows[0, :R].reshape(shape)
+    return (sums if axes is None else sums.transpose(axes)).copy()  # a copy: the rows are reused
 
 
 def matmul(a, b):
@@ -51,32 +72,40 @@ def matmul(a, b):
     b = np.asarray(b, dtype=np.float64)
     if a.ndim < 2 or b.ndim < 2 or a.shape[-1] != b.shape[-2]:
         raise ValueError(f"matmul: inner sizes differ: {a.shape} @ {b.shape}")
-    lead = a.shape[:-2]  # the common case, equal leading axes or a single matrix b, needs no broadcast
-    if b.ndim > 2 and b.shape[:-2] != lead:
-        lead = np.broadcast_shapes(lead, b.shape[:-2])
     M, K, N = a.shape[-2], a.shape[-1], b.shape[-1]
-    if math.prod(lead) * M * N >= _LOOP_RATIO * K:  # few long terms: the plain loop
-        acc = np.zeros(lead + (M, N))
-        for k in range(K):
-            acc += a[..., :, k:k + 1] * b[..., k:k + 1, :]
-        return acc
-    if b.ndim == 2 and a.ndim > 2:  # one matrix b for every row: fold a's leading axes into M
-        return matmul(a.reshape(-1, K), b).reshape(lead + (M, N))
-    a = a.reshape((1,) * (len(lead) + 2 - a.ndim) + a.shape)  # the same rank, so k lines up
-    b = b.reshape((1,) * (len(lead) + 2 - b.ndim) + b.shape)
-    n = a.ndim  # transpose with the axes spelled out: np.moveaxis costs more than the move here
-    a_k = np.ascontiguousarray(a.transpose((n - 1,) + tuple(range(n - 1))))  # (K, ..., M)  a[..., m, k]
-    b_k = np.ascontiguousarray(b.transpose((n - 2,) + tuple(range(n - 2)) + (n - 1,)))  # (K, ..., N)  b[..., k, n]
-    # term k is a[..., :, k:k+1] * b[..., k:k+1, :], the loop's product at step k (a first). The
-    # terms are laid out with the longer of M and N innermost: (K, ..., M, N) or (K, ..., N, M).
-    if N >= M:
-        def fill(k0, k1, out):
-            np.multiply(a_k[k0:k1, ..., :, None], b_k[k0:k1, ..., None, :], out=out)
-        return _sum_terms(fill, K, lead + (M, N))
+    if b.ndim == 2:  # one matrix b for every row: a's leading axes folded into M
+        out_shape = a.shape[:-2] + (M, N)
+        a3, b3 = a.reshape(1, math.prod(a.shape[:-1]), K), b.reshape(1, K, N)  # (1, M', K), (1, K, N)
+    else:
+        lead = a.shape[:-2]  # the common case, equal leading axes, needs no broadcast
+        if b.shape[:-2] != lead:
+            lead = np.broadcast_shapes(lead, b.shape[:-2])
+        out_shape = lead + (M, N)
+        L = math.prod(lead)
+        a3 = np.broadcast_to(a, lead + (M, K)).reshape(L, M, K)  # (L, M, K)
+        b3 = np.broadcast_to(b, lead + (K, N)).reshape(L, K, N)  # (L, K, N)
+    L, M3 = a3.shape[0], a3.shape[1]
+    # term k is a[l, m, k] * b[l, k, n], the loop's product at step k (a first), written with
+    # the longest of L, M and N innermost: (K, M, N, L), (K, L, M, N) or (K, L, N, M).
+    if L > 1 and L >= max(M3, N):  # many small products (attention): the batch innermost
+        a_k = np.ascontiguousarray(a3.transpose(2, 1, 0))  # (K, M, L)  a[l, m, k]
+        b_k = np.ascontiguousarray(b3.transpose(1, 2, 0))  # (K, N, L)  b[l, k, n]
 
-    def fill_t(k0, k1, out):
-        np.multiply(a_k[k0:k1, ..., None, :], b_k[k0:k1, ..., :, None], out=out)
-    return np.ascontiguousarray(np.swapaxes(_sum_terms(fill_t, K, lead + (N, M)), -1, -2))
+        def fill_b(k0, k1, out):
+            np.multiply(a_k[k0:k1, :, None, :], b_k[k0:k1, None, :, :], out=out)
+        sums = _sum_terms(fill_b, K, (M3, N, L), axes=(2, 0, 1))  # (L, M, N)
+    else:
+        a_k = np.ascontiguousarray(a3.transpose(2, 0, 1))  # (K, L, M)  a[l, m, k]
+        b_k = np.ascontiguousarray(b3.transpose(1, 0, 2))  # (K, L, N)  b[l, k, n]
+        if N >= M3:
+            def fill(k0, k1, out):
+                np.multiply(a_k[k0:k1, :, :, None], b_k[k0:k1, :, None, :], out=out)
+            sums = _sum_terms(fill, K, (L, M3, N))  # (L, M, N)
+        else:
+            def fill_t(k0, k1, out):
+                np.multiply(a_k[k0:k1, :, None, :], b_k[k0:k1, :, :, None], out=out)
+            sums = _sum_terms(fill_t, K, (L, N, M3), axes=(0, 2, 1))  # (L, M, N)
+    return sums.reshape(out_shape)
 
 
 def matmul_nt(a, b):
