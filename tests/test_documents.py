@@ -141,3 +141,20 @@ def test_both_engines_write_the_same_golden_layout_and_values(node, repo_root):
     as_doubles = {"parse_int": float}  # numbers read as doubles, as the port and the runner read them
     assert json.loads(port.stdout, **as_doubles) == json.loads(ref, **as_doubles)  # "NaN" etc. are strings
     assert '"NaN", "Infinity", "-Infinity"' in port.stdout and ", -0.0, " in port.stdout and ", -0.0, " in ref
+
+
+def test_a_golden_is_written_whole_or_not_at_all(tmp_path):
+    """The runner reads a training run's states while the reference still writes them
+    (docs/runner.md, "Scheduling"): a reader finds the old document or the new one, never a
+    truncated one, and a failed write leaves no temporary file behind."""
+    from reference.core import golden
+    target = tmp_path / "step_5.json"
+    golden.write(target, {"a": [1.0, 2.0]})
+    before = target.read_text(encoding="utf-8")
+    with pytest.raises(TypeError, match="cannot write object into a golden"):
+        golden.write(target, {"a": [1.0], "b": object()})
+    assert target.read_text(encoding="utf-8") == before  # opened in place, it would be empty now
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["step_5.json"]
+    golden.write(target, {"a": [3.0]})
+    assert json.loads(target.read_text(encoding="utf-8")) == {"a": [3.0]}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["step_5.json"]

@@ -8,6 +8,7 @@ as the strings "NaN", "Infinity", "-Infinity". Same input, same bytes.
 
 import json
 import math
+import os
 
 import numpy as np
 
@@ -77,5 +78,17 @@ def dumps(value, indent=0):
 
 
 def write(path, doc):
-    with open(path, "w", encoding="utf-8", newline="\n") as fh:
-        fh.write(dumps(doc) + "\n")
+    """Write the document whole or not at all: into a temporary file beside it, then renamed, so a
+    reader never sees half a document (the runner reads a training run's states while it runs)."""
+    path = os.fspath(path)
+    part = f"{path}.part-{os.getpid()}"
+    try:
+        with open(part, "w", encoding="utf-8", newline="\n") as fh:
+            fh.write(dumps(doc) + "\n")
+        os.replace(part, path)
+    except BaseException:
+        try:
+            os.remove(part)  # nothing left behind, not even the temporary file
+        except OSError:
+            pass
+        raise
