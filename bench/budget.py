@@ -1,0 +1,200 @@
+"""The budgets of the full verification, measured in one session (docs/performance.md, "Budgets").
+
+    python bench/budget.py [--runs N] [--json FILE] [-- ARGS...]
+
+1. The yardstick: PyTorch float64 eager on one thread trains the reversal model (the case
+   train.reversal: its seed, data, batches, Adam at its lr, the book's clipping) for its 600
+   steps, timed in this process (wall and CPU; the set-up of data and parameters not counted).
+2. `python -m verify attention --timings ARGS` (every case the catalogue has; the pretrained ones
+   run once `verify fetch-model` has fetched the model), N times, each watched from outside:
+   its wall time, the CPU time (user + sys) of its whole process tree (the runner and every
+   engine process it waited for), and the peak of the summed resident memory of the tree
+   (every process under the runner, /proc sampled every 50 ms). The runner's own work and its
+   share of the wall come from the run's JSON report (`timings`, docs/runner.md).
+3. The yardstick again, so a change of load shows as two different yardsticks.
+
+It prints each figure, the ratio of the median full run to the mean yardstick (budget <= 3),
+the runner's share (budget <= 10 %) and the peak memory (budget < 1.5 GB), with the load
+average before and after: figures taken while other jobs run are not the budgets' figures.
+ARGS go to `verify attention` (e.g. `--jobs 1`). Exits 0 when every run of verify attention
+passed, else 1.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(0, str(ROOT / "tests"))  # torch_ops reads the tests' toolkit, as bench/conftest.py has it
+
+BUDGET_RATIO, BUDGET_SHARE, BUDGET_MEMORY = 3.0, 0.10, 1.5e9
+CASE_ID = "train.reversal"
+
+
+def _case():
+    for case in json.loads((ROOT / "cases" / "attention" / "training.json").read_text())["cases"]:
+        if case["id"] == CASE_ID:
+            return case
+    raise LookupError(f"{CASE_ID} not found in cases/attention/training.json")
+
+
+def yardstick():
+    """(wall s, CPU s) of 600 training steps of the reversal model in torch float64 eager, 1 thread."""
+    import torch
+
+    from reference.core.rng import Generator
+    from reference.models.transformer import init_transformer_params
+    from reference.runs import digits as dg
+    from reference.runs.reversal import LAB_EXAMPLE, reversal_model_config
+    from torch_ops import _tests_module
+
+    torch_loss = _tests_module("test_reversal").torch_loss
+    case = _case()
+    config = case["config"]
+    model = reversal_model_config(config)
+    rng = Generator(case["seed"])
+    params = init_transformer_params(rng, model)  # the run's draws: parameters, then the data
+    data = dg.digits_data(rng, config["n_train"], config["n_test"], config["min_digits"], config["max_digits"],
+                          reserved=[LAB_EXAMPLE])
+    steps, clip = config["steps"], config["clip"]
+    batches = [dg.take_rows(data["train"], dg.batch_rows(config["n_train"], config["batch"], t))
+               for t in range(1, steps + 1)]
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        P = {n: torch.tensor(v, dtype=torch.float64, requires_grad=True) for n, v in params.items()}
+        opt = torch.optim.Adam(list(P.values()), lr=config["lr"])  # betas (0.9, 0.999), eps 1e-8, as ours
+        c0, t0 = time.process_time(), time.perf_counter()
+        for batch in batches:
+            opt.zero_grad()
+            loss = torch_loss(P, model, batch)
+            loss.backward()
+            with torch.no_grad():  # the book's clipping: scale by clip / n only when n > clip
+                n = torch.sqrt(sum((p.grad ** 2).sum() for p in P.values()))
+                if n > clip:
+                    for p in P.values():
+                        p.grad *= clip / n
+            opt.step()
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    finally:
+        torch.set_num_threads(threads)
+    if not float(loss.detach()) < 0.1:
+        raise RuntimeError(f"the yardstick did not train: final loss {float(loss.detach())}")
+    return wall, cpu
+
+
+def _tree(root):
+    """The pids of root and everything under it (/proc/<pid>/task/<tid>/children)."""
+    pids, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        pids.append(pid)
+        try:
+            for tid in os.listdir(f"/proc/{pid}/task"):
+                with open(f"/proc/{pid}/task/{tid}/children") as fh:
+                    todo.extend(int(c) for c in fh.read().split())
+        except OSError:
+            pass
+    return pids
+
+
+def _rss(pid):
+    try:
+        with open(f"/proc/{pid}/statm") as fh:
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def full_run(args):
+    """One `verify attention --timings ARGS`: exit code, wall s, CPU s of the tree, peak tree RSS
+    (bytes), the report's timings and summary."""
+    with tempfile.TemporaryDirectory() as tmp:
+        report = Path(tmp) / "report.json"
+        cmd = [sys.executable, "-m", "verify", "attention", "--timings", "--report", str(report), *args]
+        peak, done = [0, 0], threading.Event()
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+        def watch():
+            while not done.is_set():
+                pids = _tree(proc.pid)
+                total = sum(_rss(p) for p in pids)
+                if total > peak[0]:
+                    peak[:] = [total, len(pids)]
+                done.wait(0.05)
+
+        watcher = threading.Thread(target=watch, daemon=True)
+        watcher.start()
+        output = proc.stdout.read()
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - t0
+        done.set()
+        watcher.join()
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        doc = json.loads(report.read_text()) if report.exists() else {}
+    tail = [line for line in output.splitlines() if line.startswith(("reference:", "reports:"))]
+    return {"exit": proc.returncode, "wall": wall, "cpu": usage.ru_utime + usage.ru_stime, "peak_rss": peak[0],
+            "peak_processes": peak[1], "timings": doc.get("timings", {}), "summary": doc.get("summary", {}),
+            "cases": len(doc.get("cases", [])), "notes": tail, "output": output}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--runs", type=int, default=1, help="runs of verify attention (the median is used)")
+    ap.add_argument("--json", help="also write every figure to this file")
+    ap.add_argument("args", nargs="*", help="arguments for verify attention (after --)")
+    a = ap.parse_args()
+    load0 = os.getloadavg()
+    print(f"load average (1, 5, 15 min) at the start: {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f}; "
+          f"{os.cpu_count()} cores", flush=True)
+    yard = [yardstick()]
+    print(f"yardstick (torch float64 eager, 1 thread, {_case()['config']['steps']} reversal training steps): "
+          f"{yard[0][0]:.2f} s wall, {yard[0][1]:.2f} s CPU", flush=True)
+    runs = []
+    for i in range(a.runs):
+        r = full_run(a.args)
+        runs.append(r)
+        share = r["timings"].get("sections", {}).get("runner's own work")
+        print(f"verify attention {' '.join(a.args)} (run {i + 1}): exit {r['exit']}, {r['cases']} cases, "
+              f"{r['wall']:.2f} s wall, {r['cpu']:.2f} s CPU (the whole tree, user + sys), "
+              f"runner's own work {share if share is None else f'{share:.2f} s'}, "
+              f"peak memory {r['peak_rss'] / 1e6:.0f} MB ({r['peak_processes']} processes)", flush=True)
+        for note in r["notes"]:
+            print(f"  {note}")
+        if r["exit"] != 0:
+            print(r["output"][-3000:])
+    yard.append(yardstick())
+    print(f"yardstick again: {yard[1][0]:.2f} s wall, {yard[1][1]:.2f} s CPU", flush=True)
+    load1 = os.getloadavg()
+    y = statistics.mean(w for w, _ in yard)
+    wall = statistics.median(r["wall"] for r in runs)
+    own = [r["timings"].get("sections", {}).get("runner's own work") for r in runs]
+    total = [r["timings"].get("total") for r in runs]
+    shares = [o / t for o, t in zip(own, total) if o is not None and t]
+    peak = max(r["peak_rss"] for r in runs)
+    ratio = wall / y
+    print(f"ratio: verify attention / yardstick = {wall:.2f} / {y:.2f} = {ratio:.2f} (budget <= {BUDGET_RATIO:g})")
+    if shares:
+        print(f"runner's own work: {100 * statistics.median(shares):.1f} % of the wall (budget <= {100 * BUDGET_SHARE:g} %)")
+    print(f"peak memory of the process tree: {peak / 1e6:.0f} MB (budget < {BUDGET_MEMORY / 1e9:g} GB)")
+    print(f"load average (1, 5, 15 min) at the end: {load1[0]:.2f} {load1[1]:.2f} {load1[2]:.2f}"
+          + ("  (other jobs were running: these are not the budgets' figures)" if max(load0[0], load1[0]) > 0.5 * os.cpu_count() else ""))
+    if a.json:
+        Path(a.json).write_text(json.dumps({
+            "load": [load0, load1], "yardstick": yard, "runs": [{k: v for k, v in r.items() if k != "output"} for r in runs],
+            "ratio": ratio, "runner_share": shares, "peak_rss": peak, "args": a.args}, indent=1) + "\n")
+    return 0 if all(r["exit"] == 0 for r in runs) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
