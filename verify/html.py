@@ -12,7 +12,7 @@ import json
 import math
 
 from .axes import label
-from .report import Style, explanation, jsonable
+from .report import Style, cache_lines, explanation, jsonable
 from .text import clean_data
 
 OPEN_ALL_UP_TO = 12  # cases; larger reports fold the passing ones
@@ -360,6 +360,7 @@ def dumps(report):
     engines = "".join(f"<tr><th>{_e(n)}</th><td><code>{_e(c)}</code></td></tr>" for n, c in report["engines"].items())
     data = json.dumps({"slices": slices}, allow_nan=False, separators=(",", ":")).replace("</", "<\\/")
     browsers = _browsers(report.get("browsers") or {})
+    cached = "".join(f'<p class="legend" id="reference-cache">{_e(line)}</p>' for line in cache_lines(report))
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
@@ -372,6 +373,7 @@ def dumps(report):
 |port − reference| of each output matrix (attention weights first; colours per slice; values to 4 significant digits,
 the difference computed from the exact doubles; NaN magenta). Hover a cell for its index and values.</p>
 <table class="engines">{engines}</table>
+{cached}
 {browsers}
 {f'<h2 class="fail">Unused goldens</h2><ul>{unused}</ul>' if unused else ''}
 <nav><ul>{nav}</ul></nav>

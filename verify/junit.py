@@ -42,6 +42,10 @@ def dumps(report):
     ET.SubElement(props, "property", name="bitwise", value=str(bool(report.get("bitwise"))).lower())
     for name, command in report["engines"].items():
         ET.SubElement(props, "property", name=f"engine.{name}", value=command)
+    cached = report.get("reference_cache") or {}
+    if cached.get("used") and cached.get("from_cache"):  # these cases' reference side was not run afresh
+        ET.SubElement(props, "property", name="reference.from_cache", value=f"{len(cached['from_cache'])} case(s), key "
+                                                                          f"{cached.get('key')}")
     plain = _Plain()
     for case in cases:
         tc = ET.SubElement(node, "testcase", classname=f"{suite}.{case['kind']}.{case['op']}", name=case["id"],

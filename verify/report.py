@@ -349,7 +349,7 @@ def closing_lines(report, style, timings=False, written=()):
                      "makes them byte-identical")
     for path in report.get("unused_goldens", []):
         lines.append(f"{style.bad('unused golden')} {path}: no case has this id; run `verify regen {report['suite']}` to remove it")
-    lines += kernel_lines(report) + browser_lines(report, style)
+    lines += kernel_lines(report) + browser_lines(report, style) + cache_lines(report)
     if timings:
         lines += timing_lines(report.get("timings"))
     if written:
@@ -367,6 +367,33 @@ def closing_lines(report, style, timings=False, written=()):
         lines.append(f"{len(report['cases']) - failing} passed, {failing} failed")
     else:
         lines.append(f"{s['passed']} passed, {s['failed']} failed")
+    return lines
+
+
+def cache_lines(report, opening=False):
+    """What the reference cache did (verify/reference_cache.py), so a run answered from it is never
+    taken for a fresh run of the reference. opening: the line printed before the cases."""
+    rc = report.get("reference_cache")
+    if not rc or not rc.get("used"):
+        return []
+    ran = sum(1 for c in report.get("cases", []) if c.get("status") != "not run") if not opening else report.get("ran")
+    hits = len(rc.get("from_cache", []))
+    where = f"key {str(rc.get('key'))[:16]}, {rc.get('directory')}"
+    lines = []
+    if hits:
+        lines.append(f"reference: {hits} of {ran} case(s) from cache ({where}), not run afresh; the port ran every case "
+                     "afresh; `--fresh` runs the reference too")
+    elif opening:
+        return []
+    else:
+        lines.append(f"reference: run afresh on every case (nothing in the cache for it: {where})")
+    if rc.get("damaged"):
+        lines.append(f"reference cache: {len(rc['damaged'])} damaged entry(ies) ignored and run afresh: "
+                     + ", ".join(rc["damaged"][:5]) + (" ..." if len(rc["damaged"]) > 5 else ""))
+    if not opening and rc.get("stored"):
+        lines.append(f"reference cache: kept {len(rc['stored'])} case(s) for the next run")
+    if not opening:
+        lines += [f"note: {n}" for n in rc.get("notes", [])]
     return lines
 
 

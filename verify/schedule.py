@@ -66,6 +66,11 @@ def estimate_costs(specs, previous_report=None):
     return costs
 
 
+def engine_dir(work_dir, name):
+    """The directory an engine's processes of one run write into."""
+    return Path(work_dir) / name
+
+
 @dataclass
 class Process:
     """One engine process as it ran: what it was given and what it took."""
@@ -89,10 +94,13 @@ class Live:
 
 class Scheduler:
     def __init__(self, engine_list, specs, work_dir, timeout, jobs=2, extra=None, replays=None, costs=None,
-                 progress=None):
+                 progress=None, answered=None):
         """engine_list: the reference and the port (in report order). specs: the cases to run.
         replays: {case id: replay request entry without from_dir} for the training cases to replay
-        once the reference has run them. costs: estimate_costs(...) or None for the static table."""
+        once the reference has run them. costs: estimate_costs(...) or None for the static table.
+        answered: {engine name: {case id: status line}} for cases whose output is already in that
+        engine's directory (the reference cache, verify/reference_cache.py): no process runs them,
+        their events come first and their replays are available from the start."""
         self.engines = {e.name: e for e in engine_list}
         self.order = [e.name for e in engine_list]
         self.work = Path(work_dir)
@@ -102,15 +110,21 @@ class Scheduler:
         self.progress = progress
         self.specs = {s["id"]: s for s in specs}
         self.position = {s["id"]: i for i, s in enumerate(specs)}
-        self.live = {name: Live(self.engines[name], self.work / name) for name in self.order}
+        self.live = {name: Live(self.engines[name], engine_dir(self.work, name)) for name in self.order}
         self.live[REPLAY] = Live(self.engines["port"], self.work / "port-replay")
         self.processes = []  # Process, in start order
         self.events = queue.Queue()
         self.started = self.ended = None
         self._lock = threading.Condition()
-        self._queues = {name: self._sorted(name, list(self.specs)) for name in self.order}
-        self._queues[REPLAY] = []  # filled as the reference reports
+        self.answered = {name: dict(found) for name, found in (answered or {}).items() if name in self.live}
+        for name, found in self.answered.items():
+            self.live[name].statuses.update(found)
+        self._queues = {name: self._sorted(name, [i for i in self.specs if i not in self.answered.get(name, {})])
+                        for name in self.order}
         self._waiting = set(self.replays) & set(self.specs)  # replays not yet available
+        ready = [i for i, status in self.answered.get("reference", {}).items() if i in self._waiting and status["ok"]]
+        self._waiting -= set(ready)
+        self._queues[REPLAY] = self._sorted(REPLAY, ready)  # then filled as the reference reports
         self._error = None
         self._stopped = False
         self._threads = []
@@ -174,8 +188,14 @@ class Scheduler:
         if self.progress is not None:
             for name in self.order:
                 self.progress.start(name, len(self.specs))
-            if self._waiting:
-                self.progress.start(REPLAY, len(self._waiting))
+            if self._waiting or self._queues[REPLAY]:
+                self.progress.start(REPLAY, len(self._waiting) + len(self._queues[REPLAY]))
+            for name, found in self.answered.items():
+                for _ in found:
+                    self.progress.advance(name)
+        for name, found in self.answered.items():
+            for case_id in found:
+                self.events.put((name, case_id))
         for _ in range(max(1, self.jobs)):
             t = threading.Thread(target=self._worker, daemon=True)
             self._threads.append(t)
@@ -281,6 +301,7 @@ class Scheduler:
                 continue
             merged = engines_mod.EngineRun(engine=self.live[label].engine, out_dir=self.live[label].out_dir,
                                            processes=len(mine))
+            merged.statuses.update(self.answered.get(label, {}))
             for p in mine:
                 merged.statuses.update(p.run.statuses)
                 merged.stderr += p.run.stderr

@@ -58,7 +58,8 @@ def summary(cases):
 
 
 def run(ctx, selected, all_ids, engines, policy, check_unused, jobs=2, progress=None, timings=None,
-        previous_report=None, reader=None, keep=None, on_case=None, keep_reference=None):
+        previous_report=None, reader=None, keep=None, on_case=None, keep_reference=None, reference_cache=None,
+        on_cache=None):
     """Run the engines on the selected cases and build the report dict. progress and timings are
     optional observers (verify/progress.py, verify/timings.py); they change nothing reported.
     reader: a verdict.Reader (verify faults shares one that remembers its kept documents). keep:
@@ -66,7 +67,10 @@ def run(ctx, selected, all_ids, engines, policy, check_unused, jobs=2, progress=
     is called once per case as soon as its verdict is known (a training case's once its replay
     is in), so a log shows progress; the report itself is in catalogue order. keep_reference: a
     directory to keep the reference's run in, as verify/cached_engine.py answers from it (the
-    browsers' runs are judged against the same reference run).
+    browsers' runs are judged against the same reference run). reference_cache: a
+    verify.reference_cache.ReferenceCache answering the reference's side of the cases it holds
+    (verify attention only); its outcome goes into the report as `reference_cache`, and
+    on_cache(outcome, cases to run) is called once the cache has answered, before any engine runs.
 
     The engine processes are scheduled by verify/schedule.py (previous_report: the last JSON
     report, whose per-case seconds order the work). With jobs > 1 a case is judged as soon as
@@ -97,8 +101,15 @@ def run(ctx, selected, all_ids, engines, policy, check_unused, jobs=2, progress=
     for entry in not_run_entries.values():
         tell(entry)
     with lifecycle.temp_dir("verify-") as work:  # named after this runner: a dead run's is reaped
+        answered = {}
+        if reference_cache is not None:
+            with timings.section("reference cache"):
+                answered["reference"] = reference_cache.fetch(specs, extra.get("assets"),
+                                                              schedule.engine_dir(work, "reference"))
+            if on_cache is not None:
+                on_cache(reference_cache.outcome.to_dict(), len(to_run))
         sched = schedule.Scheduler(engines, specs, work, ctx.timeout, jobs=jobs, extra=extra, replays=replays,
-                                   costs=costs, progress=progress)
+                                   costs=costs, progress=progress, answered=answered)
         live = {n: sched.live[n] for n in roles}
         reference_dir = live["reference"].out_dir
         mains, replay_parts, failures, fresh_of = {}, {}, {}, {}  # case id -> (statuses used, entry); ...
@@ -165,7 +176,9 @@ def run(ctx, selected, all_ids, engines, policy, check_unused, jobs=2, progress=
         for r in runs.values():
             timings.engine(r)
             for case in selected:
-                timings.case(case.op, r.engine.name, (r.statuses.get(case.id) or {}).get("seconds"))
+                status = r.statuses.get(case.id) or {}
+                if "from_cache" not in status:  # a cached case cost this run nothing
+                    timings.case(case.op, r.engine.name, status.get("seconds"))
         if replayed is not None:
             timings.engine(replayed, schedule.REPLAY)
             for case in selected:
@@ -176,6 +189,9 @@ def run(ctx, selected, all_ids, engines, policy, check_unused, jobs=2, progress=
         runs = {n: runs[n] for n in roles}  # report in the engines' order
         if keep_reference is not None:
             keep_run(runs["reference"], keep_reference)
+        if reference_cache is not None:
+            with timings.section("reference cache"):
+                reference_cache.store(runs["reference"], specs, extra.get("assets"))
         cases = []
         with timings.section("comparison: after the engines"):
             for case in selected:
@@ -211,4 +227,5 @@ def run(ctx, selected, all_ids, engines, policy, check_unused, jobs=2, progress=
         "engines": {e.name: e.command for e in engines},
         "cases": cases,
         "unused_goldens": unused,
+        **({"reference_cache": reference_cache.outcome.to_dict()} if reference_cache is not None else {}),
     }
