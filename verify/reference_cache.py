@@ -45,7 +45,6 @@ FRESH_ENV = "VERIFY_FRESH"  # set to anything but "" or "0": the cache is not us
 DIR_ENV = "VERIFY_REFERENCE_CACHE"  # another directory for it
 SOURCES = "reference"  # the directory, under the project root, whose every file is a source
 STALE_TEMP = 3600.0  # seconds after which a temporary entry left by a dead run is removed
-_CHUNK = 1 << 20
 
 
 def cache_dir(environ=None):
@@ -60,14 +59,6 @@ def cache_dir(environ=None):
 def fresh_requested(environ=None):
     environ = os.environ if environ is None else environ
     return environ.get(FRESH_ENV, "") not in ("", "0")
-
-
-def _sha256_file(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(_CHUNK), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def _canonical(value):
@@ -254,7 +245,7 @@ class ReferenceCache:
                 return None
             for name, path in found.items():
                 size, sha = files[name]
-                if path.stat().st_size != size or _sha256_file(path) != sha:
+                if path.stat().st_size != size or models.sha256_file(path) != sha:
                     return None
         except (OSError, ValueError, TypeError, AttributeError):
             return None
@@ -308,7 +299,7 @@ class ReferenceCache:
             status_bytes = json.dumps(status, sort_keys=True).encode("utf-8")
             manifest = {"format": FORMAT, "case": case_id, "key": entry.name,
                         "status": hashlib.sha256(status_bytes).hexdigest(),
-                        "files": {n: [(temp / "out" / n).stat().st_size, _sha256_file(temp / "out" / n)] for n in files}}
+                        "files": {n: [(temp / "out" / n).stat().st_size, models.sha256_file(temp / "out" / n)] for n in files}}
             (temp / "status.json").write_bytes(status_bytes)
             (temp / "manifest.json").write_text(json.dumps(manifest, sort_keys=True, indent=1), encoding="utf-8")
             if entry.exists():  # damaged: replaced
