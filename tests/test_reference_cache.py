@@ -11,6 +11,7 @@ The suite's conftest sets VERIFY_FRESH=1 for everything else; these tests turn i
 own runs, with a cache directory of their own.
 """
 
+import hashlib
 import json
 import os
 import shutil
@@ -27,6 +28,7 @@ from verify import reference_cache as rc
 ROOT = Path(__file__).resolve().parent.parent
 CASES = ("--case", "layer_norm.*", "--case", "train.alignment")  # forward cases and a training run with replay
 CHEAP = ("--case", "layer_norm.*")
+CHEAP_IDS = ("layer_norm.random_affine", "layer_norm.huge_offset", "layer_norm.constant_rows", "layer_norm.d1")
 
 
 def _env(cache):
@@ -124,6 +126,23 @@ def test_a_case_key_changes_with_the_case_the_environment_and_the_model():
 
 # --- end to end -------------------------------------------------------------------------------
 
+@pytest.fixture(scope="module")
+def warm(tmp_path_factory):
+    """A cache holding the reference's output of the CHEAP cases (filled once per module)."""
+    cache = tmp_path_factory.mktemp("warm") / "cache"
+    proc = _verify(ROOT, cache, *CHEAP)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
+    return cache
+
+
+@pytest.fixture
+def cache(warm, tmp_path):
+    """A copy of the warm cache this test may change."""
+    copy = tmp_path / "cache"
+    shutil.copytree(warm, copy)
+    return copy
+
+
 def test_a_warm_run_answers_the_reference_from_the_cache_with_the_fresh_runs_verdicts(tmp_path):
     cache = tmp_path / "cache"
     cold = _verify(ROOT, cache, *CASES, "--report", tmp_path / "cold.json")
@@ -162,9 +181,7 @@ def test_a_planted_reference_fault_is_a_miss_and_is_caught_with_a_warm_cache(tmp
     assert any(not c["passed"] for c in report["cases"])
 
 
-def test_a_wrong_port_fails_and_a_faithful_one_passes_with_the_reference_from_the_cache(tmp_path, node):
-    cache = tmp_path / "cache"
-    assert _verify(ROOT, cache, *CHEAP).returncode == 0
+def test_a_wrong_port_fails_and_a_faithful_one_passes_with_the_reference_from_the_cache(tmp_path, node, cache):
     fault = next(f for f in json.loads((ROOT / "faults" / "attention.json").read_text())["faults"]
                  if f["id"] == "port.layer_norm.eps_1e-6")
     wrong = port_variants.build(ROOT, "reciprocal", tmp_path / "wrong",
@@ -179,9 +196,7 @@ def test_a_wrong_port_fails_and_a_faithful_one_passes_with_the_reference_from_th
     assert _report(tmp_path / "f.json")["reference_cache"]["from_cache"]
 
 
-def test_a_damaged_entry_is_run_afresh_and_reported(tmp_path):
-    cache = tmp_path / "cache"
-    assert _verify(ROOT, cache, *CHEAP).returncode == 0
+def test_a_damaged_entry_is_run_afresh_and_reported(tmp_path, cache):
     case_id = "layer_norm.random_affine"
     golden, = cache.glob(f"*/*/out/{case_id}.json")
     data = golden.read_bytes()
@@ -196,10 +211,9 @@ def test_a_damaged_entry_is_run_afresh_and_reported(tmp_path):
 
 
 @pytest.mark.parametrize("how", ["--fresh", "VERIFY_FRESH", "--reference-cmd"])
-def test_fresh_and_another_reference_command_neither_read_nor_fill_the_cache(tmp_path, how):
-    cache = tmp_path / "cache"
-    assert _verify(ROOT, cache, "--case", "layer_norm.random_affine").returncode == 0  # warm
-    before = sorted(p.relative_to(cache) for p in cache.rglob("*"))
+def test_fresh_and_another_reference_command_neither_read_nor_fill_the_cache(tmp_path, how, cache):
+    shutil.rmtree(next(cache.iterdir()) / next(p.name for p in next(cache.iterdir()).iterdir() if p.is_dir()))
+    before = sorted(p.relative_to(cache) for p in cache.rglob("*"))  # one case missing: a run could fill it
     args, env = ["--case", "layer_norm.*", "--report", tmp_path / "r.json"], _env(cache)
     if how == "--fresh":
         args.append("--fresh")
@@ -213,19 +227,32 @@ def test_fresh_and_another_reference_command_neither_read_nor_fill_the_cache(tmp
     assert sorted(p.relative_to(cache) for p in cache.rglob("*")) == before
 
 
-def test_regen_never_uses_the_cache(tmp_path):
-    cache = tmp_path / "cache"
-    assert _verify(ROOT, cache, *CHEAP).returncode == 0
+def _tamper(cache, case_id):
+    """Change one output value of the case's cached reference document and its manifest with it,
+    as a cache entry that passes its own checks but does not hold what the reference computes."""
+    entry = next(p.parent.parent for p in cache.glob(f"*/*/out/{case_id}.json"))
+    doc_path = entry / "out" / f"{case_id}.json"
+    doc = json.loads(doc_path.read_text(encoding="utf-8"))
+    tensor = next(iter(doc["outputs"].values()))
+    tensor["data"][0] = tensor["data"][0] + 1.0
+    doc_path.write_text(json.dumps(doc), encoding="utf-8")
+    manifest = json.loads((entry / "manifest.json").read_text(encoding="utf-8"))
+    manifest["files"][f"{case_id}.json"] = [doc_path.stat().st_size, hashlib.sha256(doc_path.read_bytes()).hexdigest()]
+    (entry / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+
+
+def test_regen_never_uses_the_cache(tmp_path, cache):
+    _tamper(cache, "layer_norm.random_affine")
+    used = _verify(ROOT, cache, *CHEAP)  # verify attention reads the tampered entry: its case fails
+    assert used.returncode == 1 and "FAIL" in used.stdout and "1 failing case(s) had the reference from the cache" in used.stdout, used.stdout[-2000:]
     shutil.copytree(ROOT / "golden" / "attention", tmp_path / "golden")
     proc = subprocess.run([sys.executable, "-m", "verify", "regen", "attention", *CHEAP, "--golden-dir",
                            tmp_path / "golden"], cwd=ROOT, env=_env(cache), capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "from cache" not in proc.stdout
+    assert "no change in" in proc.stdout, proc.stdout  # the goldens come from fresh runs, not from the entry
 
 
-def test_verify_cache_shows_prunes_and_clears(tmp_path):
-    cache = tmp_path / "cache"
-    assert _verify(ROOT, cache, "--case", "layer_norm.random_affine").returncode == 0
+def test_verify_cache_shows_prunes_and_clears(tmp_path, cache):
     stale = cache / ("0" * 64)
     stale.mkdir()
 
@@ -235,7 +262,7 @@ def test_verify_cache_shows_prunes_and_clears(tmp_path):
 
     shown = cmd()
     assert shown.returncode == 0 and str(cache) in shown.stdout and "(the reference as it is now)" in shown.stdout
-    assert "1 case(s)" in shown.stdout and "0000000000000000" in shown.stdout
+    assert f"{len(CHEAP_IDS)} case(s)" in shown.stdout and "0000000000000000" in shown.stdout
     pruned = cmd("--prune")
     assert "removed 1 " in pruned.stdout and not stale.exists() and len(list(cache.iterdir())) == 1
     cleared = cmd("--clear")

@@ -390,6 +390,10 @@ def cache_lines(report, opening=False):
     if rc.get("damaged"):
         lines.append(f"reference cache: {len(rc['damaged'])} damaged entry(ies) ignored and run afresh: "
                      + ", ".join(rc["damaged"][:5]) + (" ..." if len(rc["damaged"]) > 5 else ""))
+    failing = [c["id"] for c in report.get("cases", []) if not c.get("passed") and c["id"] in rc.get("from_cache", [])]
+    if not opening and failing:
+        lines.append(f"reference cache: {len(failing)} failing case(s) had the reference from the cache; "
+                     f"`verify {report.get('suite', 'attention')} --fresh --case {failing[0]}` rules the cache out")
     if not opening and rc.get("stored"):
         lines.append(f"reference cache: kept {len(rc['stored'])} case(s) for the next run")
     if not opening:
