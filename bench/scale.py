@@ -398,15 +398,16 @@ def _ms(x):
 
 
 def cases_table(result):
-    lines = ["| kind | cases | wall s | wall / case s | CPU s (tree) | runner's own s | own / case s | "
+    lines = ["| kind | cases | wall s | wall / case s | CPU s (tree) | runner's own s | own / case s | own % of wall | "
              "reference s (cases) | port s (cases) | replay s (cases) | passed |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in result["rows"]:
         n = r["n"]
         eng = r["engine_cases"]
         exit_note = "" if r["exit"] == 0 else f" (exit {r['exit']})"
         lines.append(f"| {r['group']} | {r['label']} | {_s(r['wall'])} | {_s(r['wall'] / n, 3)} | {_s(r['cpu'])} | "
                      f"{_s(r['own'])} | {_s(None if r['own'] is None else r['own'] / n, 3)} | "
+                     f"{_s(None if r['own'] is None else 100 * r['own'] / r['wall'], 0)} | "
                      f"{_s(eng.get('reference'))} | {_s(eng.get('port'))} | {_s(eng.get('replay'))} | "
                      f"{r['passed']} of {r['selected']}{exit_note} |")
     fits = [(g, f) for g, f in result["fits"].items() if f["wall"] or f["own"]]
