@@ -4,7 +4,7 @@
     python bench/scale.py [--part cases|width|all] [--groups forward,gradcheck,training]
                           [--sizes GROUP=N,N,...,all] [--runs N]
                           [--widths 64,256,768] [--heads 4,8,12] [--batch 8] [--tokens 32]
-                          [--rounds 5] [--warmup-s 0.5] [--json FILE] [-- VERIFY_ARGS...]
+                          [--rounds 3] [--budget-s 1] [--warmup-s 0.5] [--json FILE] [-- VERIFY_ARGS...]
 
 cases  `python -m verify attention --timings --report FILE --case ID ...` on growing subsets of
        one kind of case at a time (the kinds of `verify attention --list`: forward, gradcheck,
@@ -26,7 +26,9 @@ width  One encoder block (bench/workloads.py width_workloads: multi-head self-at
        same draws of Generator(seed). Before timing, the port's outputs are compared with the
        reference's (to 1e-12) and torch's (to 1e-9), relative to max(1, max |reference|); a
        disagreement stops the command (exit 1). Each engine: the first call, then warm-up calls
-       for at least --warmup-s seconds (at least one), then --rounds timed calls; the median.
+       for at least --warmup-s seconds (at least one), then timed calls: at least --rounds, more
+       while they fit in --budget-s at the warm-up's median call time (at most MAX_ROUNDS, so
+       the cheap widths get enough rounds for a median under load); the median.
        Multiply-adds per second are the products' nominal multiply-adds
        (workloads.encoder_block_multiply_adds) over the median.
 
@@ -60,6 +62,7 @@ DEFAULT_SIZES = {"forward": ["10", "20", "40", "all"], "gradcheck": ["3", "6", "
                  "pretrained": ["each"]}
 DEFAULT_GROUPS = ["forward", "gradcheck", "training"]
 GLOB_CHARS = set("*?[")
+MAX_ROUNDS = 200  # timed calls per engine and pass at most (as bench/workloads.py)
 STOP_GRACE_S = 10.0  # a verify run gets this long after SIGTERM to stop its engines, then SIGKILL
 
 
@@ -204,7 +207,7 @@ def verify_run(ids, verify_args):
             "cpu": round(usage.ru_utime + usage.ru_stime, 4), "report_total": timings.get("total"),
             "own": timings.get("sections", {}).get("runner's own work"),
             "engine_cases": {e: v.get("cases") for e, v in engines.items()},
-            "engine_wall": {e: v.get("wall") for e, v in engines.items()},
+            "engine_wall": {e: v.get("wall") for e, v in engines.items()}, "families": timings.get("families", {}),
             "passed": summary.get("passed"), "failed": summary.get("failed"), "not_run": summary.get("not_run"),
             "output_tail": output[-2000:] if proc.returncode != 0 else ""}
 
@@ -295,22 +298,29 @@ class PortServer:
         stop(self.proc, grace=1.0)
 
 
-def port_request(workload, rounds, warmup_s):
-    """The serve request: after the first call, warm-up calls for warmup_s (at least one), then
-    exactly `rounds` timed calls (budget 0 and min = max = rounds)."""
+def rounds_for(median_s, timing):
+    """At least timing["rounds"], as many as fill timing["budget_s"] at the warm-up's median call
+    time, at most MAX_ROUNDS (bench/workloads.mts serve applies the same rule)."""
+    return max(timing["rounds"], min(MAX_ROUNDS, int(timing["budget_s"] / max(median_s, 1e-9))))
+
+
+def port_request(workload, timing):
+    """The serve request: after the first call, warm-up calls for warmup_s (at least one), then the
+    timed calls of rounds_for."""
     return {"op": workload.op, "part": workload.part, "config": workload.config, "seed": workload.seed,
-            "budget_ms": 0, "min_rounds": rounds, "max_rounds": rounds, "warmup_calls": 1,
-            "warmup_ms": 1e3 * warmup_s}
+            "budget_ms": 1e3 * timing["budget_s"], "min_rounds": timing["rounds"],
+            "max_rounds": max(timing["rounds"], MAX_ROUNDS), "warmup_calls": 1, "warmup_ms": 1e3 * timing["warmup_s"]}
 
 
-def time_python(call, rounds, warmup_s):
+def time_python(call, timing):
     """ms of each timed call, after warm-up calls for warmup_s (at least one)."""
-    t0, n = time.perf_counter(), 0
-    while n < 1 or time.perf_counter() - t0 < warmup_s:
+    t0, warm = time.perf_counter(), []
+    while not warm or time.perf_counter() - t0 < timing["warmup_s"]:
+        t1 = time.perf_counter()
         call()
-        n += 1
+        warm.append(time.perf_counter() - t1)
     times = []
-    for _ in range(rounds):
+    for _ in range(rounds_for(statistics.median(warm), timing)):
         t1 = time.perf_counter()
         call()
         times.append(1e3 * (time.perf_counter() - t1))
@@ -336,7 +346,7 @@ def discrepancy(got, want, what):
     return worst
 
 
-def width_part(widths, heads, batch, tokens, rounds, warmup_s, log):
+def width_part(widths, heads, batch, tokens, timing, log):
     import torch
 
     from reference.core.rng import Generator
@@ -358,17 +368,17 @@ def width_part(widths, heads, batch, tokens, rounds, warmup_s, log):
             ref_grads = case.backward(dout, cache)
             want = {"forward": ref_out, "backward": ref_grads}
             calls = {"forward": lambda: case.forward(), "backward": lambda: case.backward(dout, cache)}
-            ms = {part: {"reference": time_python(calls[part], rounds, warmup_s)} for part in want}
+            ms = {part: {"reference": time_python(calls[part], timing)} for part in want}
             agreement = {part: {} for part in want}
             for w in (w_fwd, w_bwd):
                 log(f"width: d {d}, {h} heads: the port's {w.part} ...")
-                answer = port.run(port_request(w, rounds, warmup_s))
+                answer = port.run(port_request(w, timing))
                 agreement[w.part]["port"] = discrepancy(answer["outputs"], want[w.part], f"{w.name}: port")
                 ms[w.part]["port"] = answer["times_ms"]
                 log(f"width: d {d}, {h} heads: torch's {w.part} ...")
                 call, outputs = torch_call(w, case.inputs, cache)
                 agreement[w.part]["torch"] = discrepancy(outputs, want[w.part], f"{w.name}: torch")
-                ms[w.part]["torch"] = time_python(call, rounds, warmup_s)
+                ms[w.part]["torch"] = time_python(call, timing)
                 for engine, tol in (("port", PORT_TOL), ("torch", TORCH_TOL)):
                     if not agreement[w.part][engine] <= tol:
                         raise Disagreement(f"{w.name}: the {engine}'s outputs differ from the reference's by "
@@ -383,7 +393,7 @@ def width_part(widths, heads, batch, tokens, rounds, warmup_s, log):
     finally:
         port.close()
         torch.set_num_threads(threads)
-    return {"batch": batch, "tokens": tokens, "rounds": rounds, "warmup_s": warmup_s, "torch_threads": 1,
+    return {"batch": batch, "tokens": tokens, **timing, "max_rounds": MAX_ROUNDS, "torch_threads": 1,
             "rows": rows}
 
 
@@ -467,7 +477,11 @@ def parse(argv):
                                                   "at least 1); each must divide its d")
     ap.add_argument("--batch", type=int, default=8, help="sequences per batch (default 8)")
     ap.add_argument("--tokens", type=int, default=32, help="tokens per sequence (default 32)")
-    ap.add_argument("--rounds", type=int, default=5, help="timed calls per engine and pass, the median used (default 5)")
+    ap.add_argument("--rounds", type=int, default=3, help="timed calls per engine and pass at least, the median used "
+                                                           "(default 3)")
+    ap.add_argument("--budget-s", type=float, default=1.0,
+                    help=f"more timed calls while they fit in this many seconds per engine and pass, at most {MAX_ROUNDS} "
+                         "(default 1; 0: exactly --rounds)")
     ap.add_argument("--warmup-s", type=float, default=0.5,
                     help="warm-up seconds per engine and pass after the first call, at least one call (default 0.5)")
     ap.add_argument("--json", metavar="FILE", help="also write every figure to FILE")
@@ -502,8 +516,9 @@ def parse(argv):
         for option, value in (("--runs", a.runs), ("--batch", a.batch), ("--tokens", a.tokens), ("--rounds", a.rounds)):
             if value < 1:
                 raise UsageError(f"{option}: expected a positive number, found {value}")
-        if not a.warmup_s >= 0:
-            raise UsageError(f"--warmup-s: expected seconds >= 0, found {a.warmup_s}")
+        for option, value in (("--warmup-s", a.warmup_s), ("--budget-s", a.budget_s)):
+            if not value >= 0:
+                raise UsageError(f"{option}: expected seconds >= 0, found {value}")
         if a.json and not Path(a.json).resolve().parent.is_dir():
             raise UsageError(f"--json {a.json}: the directory {Path(a.json).resolve().parent} does not exist; create it "
                              "or write elsewhere")
@@ -533,7 +548,8 @@ def main(argv=None):
                 if any(r["exit"] == 2 for r in doc["cases"]["rows"]):
                     code = 2
         if a.part in ("width", "all"):
-            doc["width"] = width_part(a.widths, a.heads, a.batch, a.tokens, a.rounds, a.warmup_s, log)
+            doc["width"] = width_part(a.widths, a.heads, a.batch, a.tokens,
+                                      {"rounds": a.rounds, "budget_s": a.budget_s, "warmup_s": a.warmup_s}, log)
     except UsageError as e:
         print(f"scale.py: {e}", file=sys.stderr)
         return 2
@@ -559,7 +575,7 @@ def main(argv=None):
     if "width" in doc:
         w = doc["width"]
         lines += ["", f"One encoder block, batch {w['batch']} of {w['tokens']} tokens, FFN 4 d; medians of "
-                      f"{w['rounds']} calls; torch float64 eager on 1 thread; G/s = multiply-adds per second:", ""]
+                      f"{w['rounds']} to {w['max_rounds']} calls (as many as fit {w['budget_s']:g} s); torch float64 eager on 1 thread; G/s = multiply-adds per second:", ""]
         lines += width_table(w)
     print("\n".join(lines), flush=True)
     if a.json:

@@ -14,7 +14,8 @@ import pytest
 import scale
 import torch_ops
 
-TINY_WIDTH = ["--widths", "16,32", "--heads", "2,4", "--batch", "2", "--tokens", "4", "--rounds", "2", "--warmup-s", "0"]
+TINY_WIDTH = ["--widths", "16,32", "--heads", "2,4", "--batch", "2", "--tokens", "4", "--rounds", "2", "--budget-s", "0",
+              "--warmup-s", "0"]
 
 
 def test_a_tiny_run_gives_both_tables_and_the_json(repo_root, tmp_path):
@@ -44,7 +45,7 @@ def test_a_tiny_run_gives_both_tables_and_the_json(repo_root, tmp_path):
         (16, 2, 64, "forward"), (16, 2, 64, "backward"), (32, 4, 128, "forward"), (32, 4, 128, "backward")]
     for r in width:
         assert set(r["median_ms"]) == {"reference", "port", "torch"} and all(v > 0 for v in r["median_ms"].values())
-        assert all(len(t) == 2 for t in r["times_ms"].values())
+        assert all(len(t) == 2 for t in r["times_ms"].values())  # --rounds 2, --budget-s 0: exactly 2 in each engine
         assert r["agreement"]["port"] <= scale.PORT_TOL and r["agreement"]["torch"] <= scale.TORCH_TOL
         # B T (4 d^2 + 2 d F) + 2 B T^2 d, the backward twice the forward
         fwd = 2 * 4 * (4 * r["d"] ** 2 + 2 * r["d"] * r["F"]) + 2 * 2 * 16 * r["d"]
@@ -61,10 +62,8 @@ def _broken_torch_block(s, a, cache):
 
 def test_an_engine_that_disagrees_stops_the_width_part(monkeypatch, capsys):
     argv = ["--part", "width", "--widths", "16", "--heads", "2", "--batch", "2", "--tokens", "4", "--rounds", "1",
-            "--warmup-s", "0"]
-    assert scale.main(argv) == 0  # the faithful engines pass
-    capsys.readouterr()
-
+            "--budget-s", "0", "--warmup-s", "0"]
+    # (the faithful engines pass: the first test, exit 0 with the agreement in its JSON)
     monkeypatch.setitem(torch_ops.TORCH, "encoder_block", _broken_torch_block)
     assert scale.main(argv) == 1
     err = capsys.readouterr().err
@@ -77,6 +76,14 @@ def test_an_engine_that_disagrees_stops_the_width_part(monkeypatch, capsys):
     assert "encoder_block.forward[d16]: the port's outputs differ from the reference's" in capsys.readouterr().err
 
 
+def test_the_rounds_fill_the_budget_within_the_bounds():
+    timing = {"rounds": 3, "budget_s": 1.0, "warmup_s": 0.5}
+    assert scale.rounds_for(0.010, timing) == 100  # 1 s of 10 ms calls
+    assert scale.rounds_for(2.0, timing) == 3  # the minimum for calls longer than the budget
+    assert scale.rounds_for(1e-6, timing) == scale.MAX_ROUNDS
+    assert scale.rounds_for(0.010, {**timing, "budget_s": 0}) == 3  # --budget-s 0: exactly --rounds
+
+
 @pytest.mark.parametrize("args, says", [
     (["--widths", "64,x"], "--widths: expected comma-separated integers"),
     (["--widths", "64", "--heads", "3"], "3 heads do not divide d = 64"),
@@ -84,6 +91,7 @@ def test_an_engine_that_disagrees_stops_the_width_part(monkeypatch, capsys):
     (["--sizes", "forward=0"], "each size is a positive number, all or each"),
     (["--sizes", "nokind=3"], "KIND one of --groups"),
     (["--rounds", "0"], "--rounds: expected a positive number"),
+    (["--budget-s", "-1"], "--budget-s: expected seconds >= 0"),
     (["--json", "/nonexistent-dir/x.json"], "does not exist"),
 ])
 def test_bad_arguments_exit_2_saying_what_is_wrong(args, says, capsys):
