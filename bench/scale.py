@@ -290,11 +290,16 @@ class PortServer:
         return answer
 
     def close(self):
+        """Its stdin closed, it ends after the request it is running (a few seconds at most)."""
         try:
             self.proc.stdin.close()
             self.proc.wait(timeout=30)
         except (OSError, subprocess.TimeoutExpired):
             pass
+        stop(self.proc, grace=1.0)
+
+    def kill(self):
+        """On the way out of an interrupted or failed run: at once (SIGTERM, then SIGKILL)."""
         stop(self.proc, grace=1.0)
 
 
@@ -390,8 +395,12 @@ def width_part(widths, heads, batch, tokens, timing, log):
                              "multiply_adds": macs[part], "median_ms": med, "times_ms": ms[part],
                              "multiply_adds_per_s": {e: macs[part] / (m / 1e3) for e, m in med.items() if m > 0},
                              "agreement": agreement[part]})
-    finally:
+    except BaseException:
+        port.kill()
+        raise
+    else:
         port.close()
+    finally:
         torch.set_num_threads(threads)
     return {"batch": batch, "tokens": tokens, **timing, "max_rounds": MAX_ROUNDS, "torch_threads": 1,
             "rows": rows}
