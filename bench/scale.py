@@ -15,9 +15,11 @@ cases  `python -m verify attention --timings --report FILE --case ID ...` on gro
        exit), the CPU time of the whole process tree, the runner's own work and each engine's
        seconds on its cases (the report's `timings`, verify/timings.py), and a least-squares fit
        wall = fixed + per case x n (and the same for the runner's own work) over the sizes of a
-       kind. VERIFY_ARGS go to every run (e.g. --jobs 1). A run with --case writes the runner's
-       subset report, reports/verify-attention.subset.json; the full run's report (which orders
-       the work of the next runs) is not touched.
+       kind. Every run has VERIFY_FRESH=1 in its environment, so a runner with a reference cache
+       (verify/reference_cache.py) runs the reference afresh: the figures are those of fresh
+       runs of both engines. VERIFY_ARGS go to every run (e.g. --jobs 1). A run with --case
+       writes the runner's subset report, reports/verify-attention.subset.json; the full run's
+       report (which orders the work of the next runs) is not touched.
 width  One encoder block (bench/workloads.py width_workloads: multi-head self-attention, add &
        norm, FFN 4 d, add & norm; dropout 0), forward and backward, batch --batch of --tokens
        tokens with padded keys, at each width d with the given heads, in the reference (NumPy),
@@ -62,6 +64,7 @@ DEFAULT_SIZES = {"forward": ["10", "20", "40", "all"], "gradcheck": ["3", "6", "
                  "pretrained": ["each"]}
 DEFAULT_GROUPS = ["forward", "gradcheck", "training"]
 GLOB_CHARS = set("*?[")
+FRESH_ENV = "VERIFY_FRESH"  # the runner's reference cache (where it has one) is not used: every run is fresh
 MAX_ROUNDS = 200  # timed calls per engine and pass at most (as bench/workloads.py)
 STOP_GRACE_S = 10.0  # a verify run gets this long after SIGTERM to stop its engines, then SIGKILL
 
@@ -188,7 +191,7 @@ def verify_run(ids, verify_args):
         out_path = Path(tmp) / "output.txt"
         with open(out_path, "w+", encoding="utf-8") as out:
             t0 = time.perf_counter()
-            proc = start(cmd, stdout=out, stderr=subprocess.STDOUT)
+            proc = start(cmd, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, FRESH_ENV: "1"})
             try:
                 _, status, usage = os.wait4(proc.pid, 0)
             except BaseException:
@@ -208,7 +211,8 @@ def verify_run(ids, verify_args):
             "own": timings.get("sections", {}).get("runner's own work"),
             "engine_cases": {e: v.get("cases") for e, v in engines.items()},
             "engine_wall": {e: v.get("wall") for e, v in engines.items()}, "families": timings.get("families", {}),
-            "passed": summary.get("passed"), "failed": summary.get("failed"), "not_run": summary.get("not_run"),
+            "reference_cache": doc.get("reference_cache"), "passed": summary.get("passed"),
+            "failed": summary.get("failed"), "not_run": summary.get("not_run"),
             "output_tail": output[-2000:] if proc.returncode != 0 else ""}
 
 
@@ -584,7 +588,8 @@ def main(argv=None):
     if "width" in doc:
         w = doc["width"]
         lines += ["", f"One encoder block, batch {w['batch']} of {w['tokens']} tokens, FFN 4 d; medians of "
-                      f"{w['rounds']} to {w['max_rounds']} calls (as many as fit {w['budget_s']:g} s); torch float64 eager on 1 thread; G/s = multiply-adds per second:", ""]
+                      f"{w['rounds']} to {w['max_rounds']} calls (as many as fit {w['budget_s']:g} s); "
+                      "torch float64 eager on 1 thread; G/s = multiply-adds per second:", ""]
         lines += width_table(w)
     print("\n".join(lines), flush=True)
     if a.json:
