@@ -345,6 +345,28 @@ def gradcheck_alignment(config, g):
 REFERENCE = {name: globals()[name] for name in PRIMITIVES + [op for op, _, _ in CASES]}  # op -> its setup above
 
 
+# ---- the width sweep (bench/scale.py; docs/performance.md, "Scale") --------------------------
+
+def width_workloads(d, heads, B, T, F=None):
+    """One encoder block (multi-head self-attention, add & norm, FFN, add & norm; p 0) at width d:
+    its forward and its backward, batch B of T tokens, FFN F (default 4 d). The encoder_block
+    setups above in each engine, at this shape, with the seed of the encoder_block workloads."""
+    shape = {"B": B, "T": T, "d": d, "heads": heads, "F": 4 * d if F is None else F}
+    seed = 800 + 10 * PRIMITIVES.index("encoder_block")  # as workloads() gives the encoder_block workloads
+    return [Workload("encoder_block", part, f"d{d}", shape, seed) for part in ("forward", "backward")]
+
+
+def encoder_block_multiply_adds(s):
+    """(forward, backward): the multiply-adds of the block's products. Forward, per token the four
+    d x d projections and the FFN's two d x F layers, per sequence and head the T x T scores and
+    their weighted sum of the values: B T (4 d^2 + 2 d F) + 2 B T^2 d. The backward computes two
+    products for each (the input's and the weight's gradient; dq, dk and the weights', dv's), twice
+    the forward. Layer norm, softmax, ReLU and the additions are not counted."""
+    B, T, d, F = s["B"], s["T"], s["d"], s["F"]
+    forward = B * T * (4 * d * d + 2 * d * F) + 2 * B * T * T * d
+    return forward, 2 * forward
+
+
 def _out(result):
     out, cache = result
     return {"out": out}, cache
