@@ -206,11 +206,22 @@ def main():
     print(f"load average (1, 5, 15 min) at the end: {load1[0]:.2f} {load1[1]:.2f} {load1[2]:.2f}"
           + ("  (other jobs were running: these are not the budgets' figures)" if max(load0[0], load1[0]) > 0.5 * os.cpu_count() else ""))
     if a.json:
-        Path(a.json).write_text(json.dumps({
+        _write_whole(Path(a.json), json.dumps({
             "load": [load0, load1], "yardstick": yard, "args": a.args, "figures": figures,
             "runs": {mode: [{k: v for k, v in r.items() if k != "output"} for r in done] for mode, done in runs.items()},
         }, indent=1) + "\n")
     return 0 if all(r["exit"] == 0 for done in runs.values() for r in done) else 1
+
+
+def _write_whole(path, text):
+    """path holds the whole text or what it held before (a temporary file, then a rename)."""
+    temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        temp.write_text(text, encoding="utf-8")
+        os.replace(temp, path)
+    finally:
+        if temp.exists():
+            temp.unlink()
 
 
 def _say(r, what):
