@@ -8,7 +8,7 @@ import os
 
 from . import advice, browsers, ops
 from .axes import label
-from .text import clean_data
+from .text import clean_data, json_text_is_clean
 
 NON_FINITE_TEXT = {"NaN", "Infinity", "-Infinity"}
 
@@ -427,8 +427,19 @@ def jsonable(value):
 
 def dumps(report):
     """The JSON report: top-level keys one per line, each case on one compact line (the heatmaps and
-    curves make an indented file several times larger), non-finite numbers as strings."""
-    doc = jsonable(clean_data(report))
+    curves make an indented file several times larger), non-finite numbers as strings, every
+    string cleaned (verify/text.py). The common report (every number finite, nothing to clean) is
+    written as it is: json refuses a non-finite number, and json_text_is_clean looks at the text."""
+    try:
+        text = _layout(report)
+        if json_text_is_clean(text):
+            return text
+    except (TypeError, ValueError):  # a non-finite number (or not JSON as it is): convert it first
+        pass
+    return _layout(jsonable(clean_data(report)))
+
+
+def _layout(doc):
     compact = dict(separators=(",", ":"), allow_nan=False)
     lines = []
     for key, value in doc.items():
