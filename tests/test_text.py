@@ -128,7 +128,7 @@ def test_the_quick_look_at_json_text_misses_no_character_clean_escapes():
     for code in list(range(0x10000)) + astral:
         c = chr(code)
         changes = clean(c) != c
-        for text in (c, "\\" + c, "\\\\" + c, "a" + c + "b"):
+        for text in (c, "\\" + c, "\\\\" + c, "\\\\\\" + c, "\"" + c, "\u2264" + c, "a" + c + "b"):
             seen_clean = json_text_is_clean(json.dumps({"k": [text], text: 1}))
             assert not (changes and seen_clean), (hex(code), text)
         if not changes and code < 0xd800 or 0xe000 <= code < 0xfffe and not changes:
