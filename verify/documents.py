@@ -187,7 +187,11 @@ class _GoldenQuick:
         if not (isinstance(body, dict) and isinstance(body.get("data"), list)):
             return self.tensor.is_valid(body)  # invalid whatever it holds; rare, not remembered
         head = {k: v for k, v in body.items() if k != "data"}
-        key = json.dumps(head, sort_keys=True)
+        dtype, shape = head.get("dtype"), head.get("shape")
+        if len(head) == 2 and type(dtype) is str and type(shape) is list and all(type(n) is int for n in shape):
+            key = (dtype, tuple(shape))  # the common head, {"dtype": str, "shape": [int, ...]}: one per key
+        else:
+            key = json.dumps(head, sort_keys=True)
         if key not in self._bodies:
             self._bodies[key] = self.tensor.is_valid(dict(head, data=[]))
         return self._bodies[key] and _items_valid(body.get("dtype"), body["data"])

@@ -27,6 +27,7 @@ class Declarations:
         self.rules = doc.get("rules", [])
         self.ops = doc.get("ops", {})
         self.shared_faults = list(doc.get("shared_faults", {}).get("faults", []))
+        self._axes = {}  # (op, name, ndim) -> axes(), found once: a run asks for thousands of tensors
 
     def missing(self, op):
         """The FIELDS the op's declaration lacks (all of them for an undeclared op)."""
@@ -57,6 +58,13 @@ class Declarations:
     def axes(self, op, name, ndim):
         """The names of the axes of tensor `name` written by `op`, or None when not declared: the op's
         exact entry, then its patterns, then the rules that hold for every op."""
+        key = (op, name, ndim)
+        if key not in self._axes:
+            self._axes[key] = self._find_axes(op, name, ndim)
+        found = self._axes[key]
+        return None if found is None else list(found)
+
+    def _find_axes(self, op, name, ndim):
         if name.startswith("full."):  # a pretrained case's full document: the tensor of the same name
             name = name[len("full."):]
         own = self.ops.get(op, {}).get("axes", {})
@@ -67,7 +75,7 @@ class Declarations:
             if isinstance(names, dict):
                 names = names.get(str(ndim))
             if names is not None and len(names) == ndim:
-                return list(names)
+                return tuple(names)
         return None
 
     def uses(self, op):
