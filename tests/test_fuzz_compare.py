@@ -3,6 +3,7 @@ both infinities, both zeros, subnormals, the extremes, and tensors of any shape.
 |actual - expected| <= tol * (1 + |expected|); NaN matches nothing, an infinity only itself; the
 ULP distance maps doubles onto an ordered integer scale (adjacent doubles 1 apart, 0 and -0 equal)."""
 
+import json
 import math
 
 import numpy as np
@@ -134,3 +135,36 @@ def test_tensors_of_different_shapes_never_pass(e, a, tol):
 def test_a_dtype_change_never_passes(values, tol):
     r = compare_tensor("x", "output", Tensor("float64", values), Tensor("int64", values), tol)
     assert not r.passed and r.message.startswith("dtype differs")
+
+
+def _general(monkeypatch, *args):
+    """compare_tensor with its bit-identical shortcut turned off: every figure by the general path."""
+    import verify.compare as compare_mod
+    with monkeypatch.context() as m:
+        m.setattr(compare_mod, "_same_finite_bits", lambda e, a: False)
+        return compare_mod.compare_tensor(*args)
+
+
+@given(arrays(np.float64, array_shapes(min_dims=0, max_dims=3, min_side=0, max_side=4), elements=DOUBLES),
+       st.booleans(), TOL)
+@example(np.array([0.0, 1.0]), False, 1e-6)
+@example(np.zeros((0, 3)), False, 1e-6)
+@example(np.array(-2.5), False, 1e-6)
+@example(np.array([3.0, -7.0]), True, 1e-6)
+def test_the_shortcut_for_identical_tensors_reports_what_the_general_path_does(values, integers, tol):
+    """compare_tensor decides two bit-identical tensors of finite values without elementwise
+    arithmetic; its report entry is the general path's, figure for figure (and a tensor with a NaN,
+    an infinity or a -0.0 against 0.0 takes the general path)."""
+    from _pytest.monkeypatch import MonkeyPatch
+    dtype = "float64"
+    if integers:
+        values = np.where(np.isfinite(values), np.trunc(np.clip(values, -2.0 ** 53, 2.0 ** 53)), 1.0)
+        dtype = "int64"
+    for actual in (values.copy(), np.where(values == 0, -values, values)):  # identical; zeros' sign flipped
+        args = ("x", "output", Tensor(dtype, values), Tensor(dtype, actual), tol)
+        mp = MonkeyPatch()
+        try:
+            fast, general = compare_tensor(*args).to_dict(), _general(mp, *args).to_dict()
+            assert json.dumps(fast) == json.dumps(general)  # as text: a NaN sample equals itself
+        finally:
+            mp.undo()

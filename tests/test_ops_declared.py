@@ -220,3 +220,30 @@ console.log(JSON.stringify(out));
     port = run_port(node, repo_root, script)
     assert port["ulps"] == 2
     assert "op 'gelu' declares no tolerance 'nope'" in port["message"] and GUIDE in port["message"], port
+
+
+def test_axis_names_from_the_shared_rules_follow_their_glob_patterns():
+    """Declarations.axes matches a tensor name against the shared rules' patterns as fnmatchcase does
+    (compiled once as one regular expression per rule), the first matching rule of the right rank
+    winning, and remembers what it found without handing out its own list."""
+    import fnmatch
+    rules = [{"names": ["*.weights", "attn?"], "axes": ["query", "key"]},
+             {"names": [], "axes": ["never"]},
+             {"names": ["[ab]*", "x.*.y"], "axes": {"1": ["i"], "2": ["i", "j"]}},
+             {"names": ["*"], "axes": ["all"]}]
+    d = Declarations({"rules": rules, "ops": {"op": {"axes": {"own": ["o"], "own.*": ["p", "q"]}}}})
+    names = ["lab.weights", "weights", "attn1", "attn12", "a", "b.c", "c", "x.1.y", "x..y", "x.y", "own", "own.z",
+             "full.lab.weights", "", "A", "[ab]"]
+    for name in names:
+        for ndim in (1, 2, 3):
+            bare = name[len("full."):] if name.startswith("full.") else name
+            own = d.ops["op"]["axes"]
+            expected = [own[bare]] if bare in own else []
+            expected += [v for k, v in own.items() if k != bare and fnmatch.fnmatchcase(bare, k)]
+            expected += [r["axes"] for r in rules if any(fnmatch.fnmatchcase(bare, n) for n in r["names"])]
+            expected = [e.get(str(ndim)) if isinstance(e, dict) else e for e in expected]
+            expected = next((list(e) for e in expected if e is not None and len(e) == ndim), None)
+            assert d.axes("op", name, ndim) == expected, (name, ndim)
+    found = d.axes("op", "lab.weights", 2)
+    found.append("changed")
+    assert d.axes("op", "lab.weights", 2) == ["query", "key"]

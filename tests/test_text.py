@@ -117,3 +117,38 @@ def test_an_ansi_stderr_reaches_the_one_line_error_escaped(repo_root, cases_dir,
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "exited with code 4" in proc.stderr and "\\x1b[31mError: \\x01boom\\x1b[0m" in proc.stderr
     assert not unsafe(proc.stderr.replace("\n", ""))
+
+
+def test_the_quick_look_at_json_text_misses_no_character_clean_escapes():
+    """clean_data decides "nothing to change" from the value's JSON text (json_text_is_clean): every
+    character of the Basic Multilingual Plane and a sample beyond it, alone, after backslashes, as
+    a key, is found unclean whenever clean() would change it."""
+    from verify.text import json_text_is_clean
+    astral = [0x10000, 0x1F600, 0xE0001, 0x10FFFF]
+    for code in list(range(0x10000)) + astral:
+        c = chr(code)
+        changes = clean(c) != c
+        for text in (c, "\\" + c, "\\\\" + c, "\\\\\\" + c, "\"" + c, "\u2264" + c, "a" + c + "b"):
+            seen_clean = json_text_is_clean(json.dumps({"k": [text], text: 1}))
+            assert not (changes and seen_clean), (hex(code), text)
+        if not changes and code < 0xd800 or 0xe000 <= code < 0xfffe and not changes:
+            assert json_text_is_clean(json.dumps([c, "\\" + c]))  # and no false alarm on what is clean
+
+
+def test_clean_data_by_its_quick_look_gives_what_the_walk_gives():
+    from hypothesis import given, strategies as st
+    from verify.text import _clean_data
+
+    chars = st.one_of(st.characters(), st.sampled_from(list(HOSTILE) + ["\\", "\u00e9", "\U0001F600"]))
+    text = st.text(chars, max_size=6)
+    leaf = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), text)
+    values = st.recursive(leaf, lambda inner: st.one_of(st.lists(inner, max_size=4),
+                                                         st.dictionaries(text, inner, max_size=4)), max_leaves=12)
+
+    @given(values)
+    def check(value):
+        quick, walked = clean_data(value), _clean_data(value, {})
+        assert json.dumps(quick) == json.dumps(walked)
+        if json.dumps(walked) == json.dumps(value):
+            assert quick is value  # nothing to change: not copied
+    check()

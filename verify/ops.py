@@ -11,6 +11,7 @@ tensor of a committed golden lacks its axis names."""
 import fnmatch
 import functools
 import json
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -27,6 +28,8 @@ class Declarations:
         self.rules = doc.get("rules", [])
         self.ops = doc.get("ops", {})
         self.shared_faults = list(doc.get("shared_faults", {}).get("faults", []))
+        self._axes = {}  # (op, name, ndim) -> axes(), found once: a run asks for thousands of tensors
+        self._rules = None  # the shared rules' patterns, compiled on first use
 
     def missing(self, op):
         """The FIELDS the op's declaration lacks (all of them for an undeclared op)."""
@@ -57,17 +60,32 @@ class Declarations:
     def axes(self, op, name, ndim):
         """The names of the axes of tensor `name` written by `op`, or None when not declared: the op's
         exact entry, then its patterns, then the rules that hold for every op."""
+        key = (op, name, ndim)
+        if key not in self._axes:
+            self._axes[key] = self._find_axes(op, name, ndim)
+        found = self._axes[key]
+        return None if found is None else list(found)
+
+    def _rule_patterns(self):
+        """[(match, axes)] of the shared rules, in order: match(name) is true when name matches any of
+        the rule's glob patterns (fnmatchcase's, as one regular expression)."""
+        if self._rules is None:
+            self._rules = [(re.compile("|".join(fnmatch.translate(n) for n in r["names"])).match, r["axes"])
+                           for r in self.rules if r["names"]]
+        return self._rules
+
+    def _find_axes(self, op, name, ndim):
         if name.startswith("full."):  # a pretrained case's full document: the tensor of the same name
             name = name[len("full."):]
         own = self.ops.get(op, {}).get("axes", {})
         candidates = [own[name]] if name in own else []
         candidates += [v for k, v in own.items() if k != name and fnmatch.fnmatchcase(name, k)]
-        candidates += [r["axes"] for r in self.rules if any(fnmatch.fnmatchcase(name, n) for n in r["names"])]
+        candidates += [axes for matches, axes in self._rule_patterns() if matches(name)]
         for names in candidates:
             if isinstance(names, dict):
                 names = names.get(str(ndim))
             if names is not None and len(names) == ndim:
-                return list(names)
+                return tuple(names)
         return None
 
     def uses(self, op):

@@ -8,7 +8,7 @@ import os
 
 from . import advice, browsers, ops
 from .axes import label
-from .text import clean_data
+from .text import clean_data, json_text_is_clean
 
 NON_FINITE_TEXT = {"NaN", "Infinity", "-Infinity"}
 
@@ -256,10 +256,20 @@ def decode_lines(case, style):
     return lines
 
 
+# What a case entry holds for the HTML report alone: no terminal line (here, verify/advice.py,
+# verify/browsers.py) reads them, so they are left out of what is cleaned for the terminal.
+DRAWN_ONLY = ("heatmaps", "curves")
+
+
+def _terminal_view(case):
+    """The case entry without DRAWN_ONLY: the same lines, a third less to clean."""
+    return {k: v for k, v in case.items() if k not in DRAWN_ONLY}
+
+
 def case_lines(case, style, tol):
     """What the terminal says about one case as soon as its verdict is known: its line and what it
     showed beyond the tensors (the failure details come in the closing section, failure_lines)."""
-    case = clean_data(case)  # engine text never reaches the terminal raw
+    case = clean_data(_terminal_view(case))  # engine text never reaches the terminal raw
     return [case_line(case, style)] + expectation_lines(case, style)
 
 
@@ -321,7 +331,8 @@ def closing_lines(report, style, timings=False, written=()):
     """What follows the cases: the failing ones explained, primitives first (leaf to root, by the
     ops' declared uses), where to start, a short summary (one line per failing case), unused goldens,
     timings, the rule, bit identity, and last `N passed, M failed`."""
-    report = clean_data(report)  # engine text, ids, paths: no control character reaches the terminal
+    report = clean_data(dict(report, cases=[_terminal_view(c) for c in report["cases"]]))  # engine text, ids,
+    # paths: no control character reaches the terminal
     lines = []
     tol = report["tolerance"]
     decl = ops.declarations(report.get("suite", "attention"))
@@ -458,8 +469,19 @@ def jsonable(value):
 
 def dumps(report):
     """The JSON report: top-level keys one per line, each case on one compact line (the heatmaps and
-    curves make an indented file several times larger), non-finite numbers as strings."""
-    doc = jsonable(clean_data(report))
+    curves make an indented file several times larger), non-finite numbers as strings, every
+    string cleaned (verify/text.py). The common report (every number finite, nothing to clean) is
+    written as it is: json refuses a non-finite number, and json_text_is_clean looks at the text."""
+    try:
+        text = _layout(report)
+        if json_text_is_clean(text):
+            return text
+    except (TypeError, ValueError):  # a non-finite number (or not JSON as it is): convert it first
+        pass
+    return _layout(jsonable(clean_data(report)))
+
+
+def _layout(doc):
     compact = dict(separators=(",", ":"), allow_nan=False)
     lines = []
     for key, value in doc.items():

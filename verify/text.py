@@ -11,6 +11,7 @@ U+202A-U+202E, U+2066-U+2069). A character is written \\xHH when below U+0100 an
 otherwise; a backslash stays a backslash (the text is for reading, not for unescaping).
 """
 
+import json
 import re
 
 _BIDI = "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
@@ -39,10 +40,33 @@ def is_clean(text, keep_newlines=False):
 _PLAIN = frozenset((int, float, bool, type(None)))
 
 
+# What json.dumps (ensure_ascii, its default) writes for a character that clean() escapes: a C0
+# control as \b \f \n \r \t or \u00XX, and every other unsafe character as \uXXXX (lower-case
+# hex, as json writes it). Every backslash of JSON text starts an escape, so the escapes are
+# found left to right with an escaped backslash (\\) taken as a whole. A character beyond U+FFFF
+# is written as a surrogate pair, which this also matches: a false alarm only, never a miss.
+_JSON_ESCAPE = re.compile(r"\\\\|\\(?:[bfnrt]|u(?:00[01][0-9a-f]|007f|008[0-9a-f]|009[0-9a-f]"
+                          r"|d[89a-f][0-9a-f]{2}|fff[ef]|061c|200[ef]|202[a-e]|206[6-9]))")
+
+
+def json_text_is_clean(text):
+    """Whether no string of the JSON text `text`, as json.dumps writes it with ensure_ascii, holds
+    a character clean() would escape (keys included)."""
+    if "\\" not in text:  # the common report: no escape at all
+        return True
+    return all(m.group() == "\\\\" for m in _JSON_ESCAPE.finditer(text))
+
+
 def clean_data(value):
     """A JSON-like value (a report) with every string, keys included, cleaned. What needs no
-    change is returned as it is, not copied (a report's heatmaps and curves are long lists of
-    numbers: one pass over their types, in C); each distinct string is looked at once."""
+    change is returned as it is, not copied; each distinct string is looked at once. The common
+    case, nothing to change, is told by writing the value as JSON (in C) and looking at the text
+    once (json_text_is_clean); only a value that may hold something to change is walked."""
+    try:
+        if json_text_is_clean(json.dumps(value)):
+            return value
+    except (TypeError, ValueError, RecursionError):  # not JSON as it is (a tuple key, a set): walk it
+        pass
     return _clean_data(value, {})
 
 

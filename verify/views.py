@@ -146,15 +146,24 @@ def _slice_view(e, a, lead, center):
     r0, r1 = _window(center[0], CROP, E.shape[0])
     c0, c1 = _window(center[1], CROP, E.shape[1])
     E, A = E[r0:r1, c0:c1], A[r0:r1, c0:c1]
-    with np.errstate(invalid="ignore", over="ignore"):
-        D = np.where(E == A, 0.0, np.abs(A - E))
+    reference = [[_round(v) for v in r] for r in E.tolist()]
+    if (E.view(np.uint64) == A.view(np.uint64)).all():  # the same doubles: the same drawing, no difference
+        port = [list(r) for r in reference]
+        nan = np.isnan(E)
+        abs_diff = [[_round(math.nan if n else 0.0, 3) for n in r] for r in nan.tolist()] if nan.any() \
+            else [[0.0] * E.shape[1] for _ in range(E.shape[0])]
+    else:
+        with np.errstate(invalid="ignore", over="ignore"):
+            D = np.where(E == A, 0.0, np.abs(A - E))
+        port = [[_round(v) for v in r] for r in A.tolist()]
+        abs_diff = [[_round(v, 3) for v in r] for r in D.tolist()]
     return {
         "index": [int(i) for i in lead],
         "rows": [r0, r1],
         "cols": [c0, c1],
-        "reference": [[_round(v) for v in r] for r in E],
-        "port": [[_round(v) for v in r] for r in A],
-        "abs_diff": [[_round(v, 3) for v in r] for r in D],
+        "reference": reference,
+        "port": port,
+        "abs_diff": abs_diff,
     }
 
 
