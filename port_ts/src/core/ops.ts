@@ -26,7 +26,67 @@ export function sizeOf(shape: readonly number[]): number {
 }
 
 export function zeros(shape: readonly number[]): Tensor {
-  return { shape: [...shape], data: new Float64Array(sizeOf(shape)) };
+  const n = sizeOf(shape);
+  return { shape: [...shape], data: active === null ? new Float64Array(n) : take(active, n) };
+}
+
+// A workspace: the memory of one training step, owned by its run and reused from step to step
+// (inWorkspace). While one is active, zeros takes its arrays from it (zero-filled, as
+// new Float64Array) instead of allocating: no allocation, zeroing by the allocator or garbage
+// collection per tensor. Everything zeros hands out inside inWorkspace(ws, fn) is overwritten
+// by the next inWorkspace(ws, ...): fn copies what it returns out of it (the gradients).
+export interface Workspace {
+  chunks: Float64Array[]; // filled in order; a chunk is never moved, so views stay valid
+  chunk: number; // the chunk being filled
+  offset: number; // its first free double
+  busy: boolean;
+}
+const CHUNK = 1 << 20; // doubles per chunk (8 MB), or the tensor's size when larger
+let active: Workspace | null = null;
+
+/** An empty workspace (its chunks are allocated on first use, then kept). */
+export function newWorkspace(): Workspace {
+  return { chunks: [], chunk: 0, offset: 0, busy: false };
+}
+
+/** fn() with zeros drawing from ws, from its start: ws's previous contents are overwritten. */
+export function inWorkspace<T>(ws: Workspace, fn: () => T): T {
+  if (ws.busy) throw new Error("inWorkspace: this workspace is already in use (a step inside a step?); give each run its own");
+  const outer = active;
+  ws.busy = true;
+  ws.chunk = 0;
+  ws.offset = 0;
+  active = ws;
+  try {
+    return fn();
+  } finally {
+    active = outer;
+    ws.busy = false;
+  }
+}
+
+/** An output every element of which the caller writes: from the active workspace without
+ * the zero fill, else a new array. */
+function outputOf(shape: readonly number[]): Tensor {
+  const n = sizeOf(shape);
+  return { shape: [...shape], data: active === null ? new Float64Array(n) : take(active, n, false) };
+}
+
+/** n doubles from the active workspace, zeroed unless fill is false. */
+function take(ws: Workspace, n: number, fill = true): Float64Array {
+  for (;;) {
+    const c = ws.chunks[ws.chunk];
+    if (c === undefined) ws.chunks.push(new Float64Array(Math.max(n, CHUNK)));
+    else if (ws.offset + n <= c.length) {
+      const out = c.subarray(ws.offset, ws.offset + n);
+      ws.offset += (n + 1) & ~1; // 16-byte aligned starts
+      if (fill) out.fill(0);
+      return out;
+    } else {
+      ws.chunk++;
+      ws.offset = 0;
+    }
+  }
 }
 
 export function tensor(shape: readonly number[], values: ArrayLike<number>): Tensor {
@@ -187,7 +247,7 @@ export function matmul(a: Tensor, b: Tensor): Tensor {
   }
   const batch = leadSize(a.shape);
   const bStride = b.shape.length === 2 ? 0 : K * N;
-  const out = zeros([...a.shape.slice(0, -2), M, N]);
+  const out = outputOf([...a.shape.slice(0, -2), M, N]); // every element written
   if (bStride === 0) products(a.data, 0, K, 1, 0, b.data, 0, N, 1, 0, out.data, batch * M, K, N, 1); // one b: rows of every batch
   else products(a.data, 0, K, 1, M * K, b.data, 0, N, 1, bStride, out.data, M, K, N, batch);
   return out;
@@ -202,7 +262,7 @@ export function matmulNT(a: Tensor, b: Tensor): Tensor {
   }
   const batch = leadSize(a.shape);
   const bStride = b.shape.length === 2 ? 0 : N * K;
-  const out = zeros([...a.shape.slice(0, -2), M, N]);
+  const out = outputOf([...a.shape.slice(0, -2), M, N]); // every element written
   if (bStride === 0) products(a.data, 0, K, 1, 0, b.data, 0, 1, K, 0, out.data, batch * M, K, N, 1); // one b: rows of every batch
   else products(a.data, 0, K, 1, M * K, b.data, 0, 1, K, bStride, out.data, M, K, N, batch);
   return out;
@@ -218,7 +278,7 @@ export function matmulTn(a: Tensor, b: Tensor): Tensor {
   }
   const batch = leadSize(a.shape);
   const bStride = b.shape.length === 2 ? 0 : K * N;
-  const out = zeros([...a.shape.slice(0, -2), M, N]);
+  const out = outputOf([...a.shape.slice(0, -2), M, N]); // every element written
   products(a.data, 0, 1, M, K * M, b.data, 0, N, 1, bStride, out.data, M, K, N, batch);
   return out;
 }

@@ -39,3 +39,10 @@ export function addGrads(a: Tensor, b: Tensor): Tensor {
   for (let i = 0; i < out.data.length; i++) out.data[i] = a.data[i] + b.data[i];
   return out;
 }
+
+/** A copy of every tensor of a record, in its order, each a fresh array (out of a workspace). */
+export function copyParams(params: Params): Params {
+  const out: Params = {};
+  for (const [name, value] of Object.entries(params)) out[name] = { shape: [...value.shape], data: value.data.slice() };
+  return out;
+}
