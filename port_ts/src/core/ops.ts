@@ -79,9 +79,10 @@ export function inWorkspace<T>(ws: Workspace, fn: () => T): T {
   }
 }
 
-/** An output every element of which the caller writes: from the active workspace without
- * the zero fill, else a new array. */
-function outputOf(shape: readonly number[]): Tensor {
+/** A tensor every element of which the caller writes before reading any: from the active
+ * workspace without the zero fill (it holds what an earlier step left there), else new
+ * (zeros). Only for outputs written whole. */
+export function empty(shape: readonly number[]): Tensor {
   const n = sizeOf(shape);
   return { shape: [...shape], data: active === null ? new Float64Array(n) : take(active, n, false) };
 }
@@ -311,7 +312,7 @@ export function matmul(a: Tensor, b: Tensor): Tensor {
   }
   const batch = leadSize(a.shape);
   const bStride = b.shape.length === 2 ? 0 : K * N;
-  const out = outputOf([...a.shape.slice(0, -2), M, N]); // every element written
+  const out = empty([...a.shape.slice(0, -2), M, N]); // every element written
   if (bStride === 0) products(a.data, 0, K, 1, 0, b.data, 0, N, 1, 0, out.data, batch * M, K, N, 1); // one b: rows of every batch
   else products(a.data, 0, K, 1, M * K, b.data, 0, N, 1, bStride, out.data, M, K, N, batch);
   return out;
@@ -326,7 +327,7 @@ export function matmulNT(a: Tensor, b: Tensor): Tensor {
   }
   const batch = leadSize(a.shape);
   const bStride = b.shape.length === 2 ? 0 : N * K;
-  const out = outputOf([...a.shape.slice(0, -2), M, N]); // every element written
+  const out = empty([...a.shape.slice(0, -2), M, N]); // every element written
   if (bStride === 0) products(a.data, 0, K, 1, 0, b.data, 0, 1, K, 0, out.data, batch * M, K, N, 1); // one b: rows of every batch
   else products(a.data, 0, K, 1, M * K, b.data, 0, 1, K, bStride, out.data, M, K, N, batch);
   return out;
@@ -342,7 +343,7 @@ export function matmulTn(a: Tensor, b: Tensor): Tensor {
   }
   const batch = leadSize(a.shape);
   const bStride = b.shape.length === 2 ? 0 : K * N;
-  const out = outputOf([...a.shape.slice(0, -2), M, N]); // every element written
+  const out = empty([...a.shape.slice(0, -2), M, N]); // every element written
   products(a.data, 0, 1, M, K * M, b.data, 0, N, 1, bStride, out.data, M, K, N, batch);
   return out;
 }

@@ -30,7 +30,7 @@
 // vitLoss / vitLossBackward add the mean cross-entropy of the logits against integer labels.
 
 import type { Generator } from "../core/rng.ts";
-import { type Tensor, type IntTensor, zeros } from "../core/ops.ts";
+import { type Tensor, type IntTensor, empty, zeros } from "../core/ops.ts";
 import { type DropoutCache, dropoutBackward, dropoutForward } from "../nn/dropout.ts";
 import { type GeluCache, geluBackward, geluForward } from "../nn/gelu.ts";
 import { linearParams, patchEmbeddingParams } from "../nn/init.ts";
@@ -142,7 +142,7 @@ export function vitMlpBackward(dout: Tensor, cache: VitMlpCache): { dx: Tensor; 
 }
 
 function add(a: Tensor, b: Tensor): Tensor {
-  const out = zeros(a.shape);
+  const out = empty(a.shape); // every element written
   for (let i = 0; i < out.data.length; i++) out.data[i] = a.data[i] + b.data[i];
   return out;
 }

@@ -8,7 +8,7 @@
 // Backward: the same mask and the same scale expression, dx = dout * (mask / (1 - p));
 // p == 0 gives a copy of dout.
 
-import { type Tensor, zeros } from "../core/ops.ts";
+import { type Tensor, empty } from "../core/ops.ts";
 import type { Generator } from "../core/rng.ts";
 
 export interface DropoutCache {
@@ -16,10 +16,10 @@ export interface DropoutCache {
   p: number;
 }
 
-/** A copy of x (through zeros: from the step's workspace when one is active). */
+/** A copy of x (from the step's workspace when one is active). */
 function copyOf(x: Tensor): Tensor {
-  const out = zeros(x.shape);
-  out.data.set(x.data);
+  const out = empty(x.shape);
+  out.data.set(x.data); // every element written
   return out;
 }
 
