@@ -15,7 +15,7 @@
 // Shape legend: n images, C = 1 channel, S = 8 image side, K classes, B batch.
 
 import type { Generator } from "../core/rng.ts";
-import { type IntTensor, type Tensor, inWorkspace, newWorkspace } from "../core/ops.ts";
+import { type IntTensor, type Tensor, empty, inWorkspace, newWorkspace } from "../core/ops.ts";
 import type { Named } from "../core/golden.ts";
 import { type Params, copyParams } from "../core/params.ts";
 import type { Run } from "./schedule.ts";
@@ -173,7 +173,7 @@ export function vitSetup(config: Config, rng: Generator): VitRun {
   const ws = newWorkspace(); // the step's memory, reused by every step (core/ops.ts)
   const stepFn: StepFn = (p, t) => inWorkspace(ws, () => {
     const idx = batchIndices(t, batch, nTrain);
-    const images: Tensor = { shape: [batch, 1, SIDE, SIDE], data: new Float64Array(batch * P) };
+    const images = empty([batch, 1, SIDE, SIDE]); // every element written below
     const labels: IntTensor = { shape: [batch], data: new Int32Array(batch) };
     idx.forEach((i, j) => {
       images.data.set(trainImages.data.subarray(i * P, (i + 1) * P), j * P);
