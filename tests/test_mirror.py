@@ -31,7 +31,9 @@ PORT_ONE_SIDED = {
 # Public names (Python: no leading underscore; TypeScript: exported, and public methods of
 # exported classes) with no twin, and why. Every other public name must have one.
 PORT_ONLY = {
-    "core/ops": {"sizeOf", "zeros", "tensor", "intTensor"},  # NumPy arrays need no constructors
+    "core/ops": {"sizeOf", "zeros", "tensor", "intTensor",  # NumPy arrays need no constructors
+                 "newWorkspace", "inWorkspace", "empty"},  # a training step's reused memory; NumPy allocates its own
+    "core/params": {"copyParams"},  # copies the gradients out of that memory
     "core/rng": {"nextDouble"},  # the port draws one double at a time; NumPy draws whole arrays
 }
 REF_ONLY = {

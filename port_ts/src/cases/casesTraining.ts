@@ -50,12 +50,20 @@ export const RUNS: Record<string, Setup> = {
   train_sort: sortSetup, // sortRun.ts
 };
 
+// The run setupOf built last, kept for the next segment of the same case: a replay asks for
+// every segment of a case in turn, and what a replay calls of a run (stepFn, evaluate) depends
+// on its case alone: its data and model, never the parameters it was set up with (a replay
+// replaces them). Only report, which replays never call, may keep a record of past steps.
+let lastRun: { key: string; run: Run } | null = null;
+
 function setupOf(spec: TrainingCase): Run {
   const setup = Object.hasOwn(RUNS, spec.op) ? RUNS[spec.op] : undefined;
   if (setup === undefined) {
     throw new CaseError(`unknown training op '${spec.op}'; this engine knows [${Object.keys(RUNS).sort().join(", ")}]`);
   }
-  return setup(spec.config ?? {}, new Generator(spec.seed));
+  const key = JSON.stringify([spec.op, spec.seed, spec.config ?? {}]);
+  if (lastRun === null || lastRun.key !== key) lastRun = { key, run: setup(spec.config ?? {}, new Generator(spec.seed)) };
+  return lastRun.run;
 }
 
 function builder(setup: Setup): (config: Config, rng: Generator) => TrainingResult {

@@ -26,7 +26,91 @@ export function sizeOf(shape: readonly number[]): number {
 }
 
 export function zeros(shape: readonly number[]): Tensor {
-  return { shape: [...shape], data: new Float64Array(sizeOf(shape)) };
+  const n = sizeOf(shape);
+  return { shape: [...shape], data: active === null ? new Float64Array(n) : take(active, n) };
+}
+
+// A workspace: the memory of one training step, owned by its run and reused from step to step
+// (inWorkspace). While one is active, zeros takes its arrays from it (zero-filled, as
+// new Float64Array) instead of allocating: no allocation, zeroing by the allocator or garbage
+// collection per tensor. Everything zeros hands out inside inWorkspace(ws, fn) is overwritten
+// by the next inWorkspace(ws, ...): fn copies what it returns out of it (the gradients).
+// Where the Wasm kernel runs, a step's tensors live in the kernel's own memory (as many doubles
+// as the previous step used; the rest, if any, in ordinary chunks), so the products read and
+// write them in place instead of copying them in and out (see products). The memory does not
+// grow during such a step (growing would detach the tensors' views): a product whose copies do
+// not fit the space below the workspace runs in productKernel, and the next step reserves more.
+export interface Workspace {
+  chunks: Float64Array[]; // ordinary chunks, filled in order; never moved, so views stay valid
+  chunk: number; // the chunk being filled
+  offset: number; // its first free double
+  wasm: Float64Array | null; // this step's region of the Wasm memory, null outside a step
+  wasmOffset: number; // its first free double
+  used: number; // doubles handed out in this step
+  need: number; // the most any step has used
+  busy: boolean;
+}
+const CHUNK = 1 << 20; // doubles per chunk (8 MB), or the tensor's size when larger
+let active: Workspace | null = null;
+
+/** An empty workspace (its memory is allocated on first use, then kept). */
+export function newWorkspace(): Workspace {
+  return { chunks: [], chunk: 0, offset: 0, wasm: null, wasmOffset: 0, used: 0, need: 0, busy: false };
+}
+
+/** fn() with zeros drawing from ws, from its start: ws's previous contents are overwritten. */
+export function inWorkspace<T>(ws: Workspace, fn: () => T): T {
+  if (ws.busy) throw new Error("inWorkspace: this workspace is already in use (a step inside a step?); give each run its own");
+  const outer = active;
+  ws.busy = true;
+  ws.chunk = 0;
+  ws.offset = 0;
+  ws.used = 0;
+  ws.wasmOffset = 0;
+  ws.wasm = outer === null && ws.need > 0 ? pinRegion(ws.need) : null;
+  active = ws;
+  try {
+    return fn();
+  } finally {
+    active = outer;
+    if (ws.wasm !== null) { ws.wasm = null; pinnedAt = -1; }
+    if (ws.used > ws.need) ws.need = ws.used;
+    ws.busy = false;
+  }
+}
+
+/** A tensor every element of which the caller writes before reading any: from the active
+ * workspace without the zero fill (it holds what an earlier step left there), else new
+ * (zeros). Only for outputs written whole. */
+export function empty(shape: readonly number[]): Tensor {
+  const n = sizeOf(shape);
+  return { shape: [...shape], data: active === null ? new Float64Array(n) : take(active, n, false) };
+}
+
+/** n doubles from the active workspace, zeroed unless fill is false. */
+function take(ws: Workspace, n: number, fill = true): Float64Array {
+  const step = (n + 1) & ~1; // every start 16-byte aligned
+  ws.used += step;
+  let out: Float64Array;
+  if (ws.wasm !== null && ws.wasmOffset + n <= ws.wasm.length) {
+    out = ws.wasm.subarray(ws.wasmOffset, ws.wasmOffset + n);
+    ws.wasmOffset += step;
+  } else {
+    for (;;) {
+      const c = ws.chunks[ws.chunk];
+      if (c === undefined) ws.chunks.push(new Float64Array(Math.max(n, CHUNK)));
+      else if (ws.offset + n <= c.length) {
+        out = c.subarray(ws.offset, ws.offset + n);
+        ws.offset += step;
+        break;
+      } else {
+        ws.chunk++;
+        ws.offset = 0;
+      }
+    }
+  }
+  if (fill) out.fill(0);
+  return out;
 }
 
 export function tensor(shape: readonly number[], values: ArrayLike<number>): Tensor {
@@ -125,50 +209,91 @@ export const productEngine: {
 } = { mode: "auto", simd: wasmProduct !== null, moduleBytes: PRODUCT_MODULE.length, counts: { wasm: 0, js: 0 } };
 const WASM_MIN_WORK = 4096;
 
-/** The module's memory as doubles, at least n of them. */
-function wasmHeap(n: number): Float64Array {
+let scratchWant = 0; // the most doubles the products' copies have needed
+let pinnedAt = -1; // where a step's workspace region starts in the module's memory (doubles), -1: none
+
+/** The module's memory as doubles, its first n free for the products' copies; null when a
+ * step's workspace is pinned above and n does not fit below it. */
+function wasmHeap(n: number): Float64Array | null {
+  if (n > scratchWant) scratchWant = n;
+  if (pinnedAt >= 0) return n <= pinnedAt ? heap : null;
+  return heapOf(n);
+}
+
+/** The memory grown to at least n doubles, as a Float64Array. */
+function heapOf(n: number): Float64Array {
   const memory = wasmProduct!.memory;
   if (memory.buffer.byteLength < n * 8) memory.grow(Math.ceil((n * 8 - memory.buffer.byteLength) / 65536));
   if (heap.buffer !== memory.buffer) heap = new Float64Array(memory.buffer);
   return heap;
 }
 
+/** A region of `need` doubles of the module's memory for a step's workspace, above the space
+ * the products' copies have needed; null without the Wasm kernel. */
+function pinRegion(need: number): Float64Array | null {
+  if (wasmProduct === null) return null;
+  const at = (scratchWant + 1) & ~1;
+  const H = heapOf(at + need);
+  pinnedAt = at;
+  return H.subarray(at, at + need);
+}
+
 /** `batch` products O_p = A_p B_p with productKernel's addressing (strides in elements), each
- * A_p at ao + p*aBatch, B_p at bo + p*bBatch (0: one B for all), O_p at p*M*N. */
+ * A_p at ao + p*aBatch, B_p at bo + p*bBatch (0: one B for all), O_p at p*M*N.
+ * The Wasm kernel reads A, and B when it is already (K, N) row-major with N a multiple of 4,
+ * and writes O when N is such a multiple, in place when they are in its memory (a workspace's
+ * tensors); the others it copies in (B packed) or out. */
 function products(
   A: Float64Array, ao: number, sam: number, sak: number, aBatch: number,
   B: Float64Array, bo: number, sbk: number, sbn: number, bBatch: number,
   O: Float64Array, M: number, K: number, N: number, batch: number,
 ): void {
   const work = batch * M * K * N;
-  const useWasm = wasmProduct !== null && work > 0 &&
+  let useWasm = wasmProduct !== null && work > 0 &&
     (productEngine.mode === "wasm" || (productEngine.mode === "auto" && work >= WASM_MIN_WORK));
+  let H: Float64Array | null = null;
+  const Np = (N + 3) & ~3, nB = bBatch === 0 ? 1 : batch;
+  const aSpan = (batch - 1) * aBatch + (M - 1) * sam + (K - 1) * sak + 1; // the span the batch reads of A
+  const mem = useWasm ? wasmProduct!.memory.buffer : null;
+  const aIn = A.buffer === mem, bIn = B.buffer === mem && sbn === 1 && sbk === N && Np === N, oIn = O.buffer === mem && Np === N;
+  // the copies' layout at the bottom of the memory: A, then packed B, then O
+  const aAt = 0, bAt = aIn ? 0 : (aSpan + 1) & ~1, oAt = bAt + (bIn ? 0 : nB * K * Np);
+  if (useWasm) {
+    H = wasmHeap(oIn ? oAt : oAt + batch * M * Np);
+    if (H === null) useWasm = false;
+  }
   if (!useWasm) {
     if (work > 0) productEngine.counts.js++;
     for (let p = 0; p < batch; p++) productKernel(A, ao + p * aBatch, sam, sak, B, bo + p * bBatch, sbk, sbn, O, p * M * N, M, K, N);
     return;
   }
+  H = H!;
   productEngine.counts.wasm++;
-  // A: the span the batch reads, copied as it is (its strides unchanged).
-  const aSpan = (batch - 1) * aBatch + (M - 1) * sam + (K - 1) * sak + 1;
-  const Np = (N + 3) & ~3, nB = bBatch === 0 ? 1 : batch;
-  const aAt = 0, bAt = (aSpan + 1) & ~1, oAt = bAt + nB * K * Np;
-  const H = wasmHeap(oAt + batch * M * Np);
-  H.set(A.subarray(ao, ao + aSpan), aAt);
-  // B: each (K, N) operand packed as (K, Np) rows, pad columns zero.
-  for (let p = 0; p < nB; p++) {
-    const src = bo + p * bBatch, dst = bAt + p * K * Np;
-    if (sbn === 1 && Np === N) H.set(B.subarray(src, src + K * N), dst);
-    else {
-      for (let k = 0; k < K; k++) {
-        const s = src + k * sbk, d = dst + k * Np;
-        for (let n = 0; n < N; n++) H[d + n] = B[s + n * sbn];
-        for (let n = N; n < Np; n++) H[d + n] = 0;
+  // A: read in place, or the span copied as it is (its strides unchanged).
+  let aPtr = aAt;
+  if (aIn) aPtr = A.byteOffset / 8 + ao;
+  else H.set(A.subarray(ao, ao + aSpan), aAt);
+  // B: read in place, or each (K, N) operand packed as (K, Np) rows, pad columns zero.
+  let bPtr = bAt;
+  if (bIn) bPtr = B.byteOffset / 8 + bo;
+  else {
+    for (let p = 0; p < nB; p++) {
+      const src = bo + p * bBatch, dst = bAt + p * K * Np;
+      if (sbn === 1 && Np === N) H.set(B.subarray(src, src + K * N), dst);
+      else {
+        for (let k = 0; k < K; k++) {
+          const s = src + k * sbk, d = dst + k * Np;
+          for (let n = 0; n < N; n++) H[d + n] = B[s + n * sbn];
+          for (let n = N; n < Np; n++) H[d + n] = 0;
+        }
       }
     }
   }
-  wasmProduct.product(aAt * 8, sam * 8, sak * 8, bAt * 8, oAt * 8, M, K, Np, batch,
-    aBatch * 8, bBatch === 0 ? 0 : K * Np * 8, M * Np * 8);
+  const bStep = bBatch === 0 ? 0 : bIn ? bBatch * 8 : K * Np * 8;
+  const oPtr = oIn ? O.byteOffset / 8 : oAt;
+  wasmProduct!.product(aPtr * 8, sam * 8, sak * 8, bPtr * 8, oPtr * 8, M, K, Np, batch,
+    aBatch * 8, bStep, M * Np * 8);
+  if (oIn) return;
   // O: the (M, Np) rows back into (M, N), pad columns dropped.
   if (Np === N) O.set(H.subarray(oAt, oAt + batch * M * N));
   else {
@@ -187,7 +312,7 @@ export function matmul(a: Tensor, b: Tensor): Tensor {
   }
   const batch = leadSize(a.shape);
   const bStride = b.shape.length === 2 ? 0 : K * N;
-  const out = zeros([...a.shape.slice(0, -2), M, N]);
+  const out = empty([...a.shape.slice(0, -2), M, N]); // every element written
   if (bStride === 0) products(a.data, 0, K, 1, 0, b.data, 0, N, 1, 0, out.data, batch * M, K, N, 1); // one b: rows of every batch
   else products(a.data, 0, K, 1, M * K, b.data, 0, N, 1, bStride, out.data, M, K, N, batch);
   return out;
@@ -202,7 +327,7 @@ export function matmulNT(a: Tensor, b: Tensor): Tensor {
   }
   const batch = leadSize(a.shape);
   const bStride = b.shape.length === 2 ? 0 : N * K;
-  const out = zeros([...a.shape.slice(0, -2), M, N]);
+  const out = empty([...a.shape.slice(0, -2), M, N]); // every element written
   if (bStride === 0) products(a.data, 0, K, 1, 0, b.data, 0, 1, K, 0, out.data, batch * M, K, N, 1); // one b: rows of every batch
   else products(a.data, 0, K, 1, M * K, b.data, 0, 1, K, bStride, out.data, M, K, N, batch);
   return out;
@@ -218,7 +343,7 @@ export function matmulTn(a: Tensor, b: Tensor): Tensor {
   }
   const batch = leadSize(a.shape);
   const bStride = b.shape.length === 2 ? 0 : K * N;
-  const out = zeros([...a.shape.slice(0, -2), M, N]);
+  const out = empty([...a.shape.slice(0, -2), M, N]); // every element written
   products(a.data, 0, 1, M, K * M, b.data, 0, N, 1, bStride, out.data, M, K, N, batch);
   return out;
 }

@@ -4,7 +4,7 @@
 // sub-layer takes its own out of it with subParams(params, "enc.blk0.") and reads each by its
 // stripped name with param. addGrads adds the two gradients of a tensor used twice.
 
-import { type Tensor, zeros } from "./ops.ts";
+import { type Tensor, empty } from "./ops.ts";
 
 export type Params = Record<string, Tensor>;
 
@@ -35,7 +35,14 @@ export function param(params: Params, name: string): Tensor {
 /** a + b elementwise, a new tensor of a's shape (the += of a tensor used twice). */
 export function addGrads(a: Tensor, b: Tensor): Tensor {
   if (a.shape.length !== b.shape.length || a.shape.some((n, i) => n !== b.shape[i])) throw new RangeError(`addGrads: shapes [${a.shape}] and [${b.shape}] differ`);
-  const out = zeros(a.shape);
+  const out = empty(a.shape); // every element written
   for (let i = 0; i < out.data.length; i++) out.data[i] = a.data[i] + b.data[i];
+  return out;
+}
+
+/** A copy of every tensor of a record, in its order, each a fresh array (out of a workspace). */
+export function copyParams(params: Params): Params {
+  const out: Params = {};
+  for (const [name, value] of Object.entries(params)) out[name] = { shape: [...value.shape], data: value.data.slice() };
   return out;
 }

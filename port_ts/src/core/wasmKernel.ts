@@ -16,9 +16,9 @@
 //   O    (M, Np) row-major; the pad columns are computed and never copied out.
 // A batch of products repeats this at byte strides aBatch, bBatch (0: one shared B), oBatch.
 // The kernel computes 4 rows x 4 columns per pass over k (eight f64x2 accumulators), then the
-// last M mod 4 rows one at a time (two accumulators), four columns per pass.
+// last M mod 4 rows (3, 2 or 1) together in one more pass per four columns.
 // The bytes are assembled below by a small encoder of the binary format (no external tool);
-// the whole module is 908 bytes (productEngine.moduleBytes), far under the 4 KB limit for a synchronous
+// the whole module is 1655 bytes (productEngine.moduleBytes), far under the 4 KB limit for a synchronous
 // `new WebAssembly.Module` on a browser's main thread.
 
 // The few WebAssembly types used here (the core is type-checked without DOM or Node types).
@@ -54,7 +54,7 @@ function productModuleBytes(): number[] {
   [...P, ...W, ...V].forEach((s, i) => { idx[s] = i; });
   const get = (s: string) => [0x20, idx[s]], set = (s: string) => [0x21, idx[s]];
   const i32 = (v: number) => [0x41, v & 0x7f]; // i32.const of the few constants here (-64 <= v < 64: one signed LEB128 byte)
-  const add = 0x6a, mul = 0x6c, ltU = 0x49, geU = 0x4f, and = 0x71;
+  const add = 0x6a, mul = 0x6c, ltU = 0x49, leU = 0x4d, geU = 0x4f, and = 0x71;
   const simd = (op: number, ...imm: number[]) => [0xfd, ...uleb(op), ...imm];
   const load = (offset: number) => simd(0x00, 3, ...uleb(offset));       // v128.load, align 8
   const splat = () => simd(0x0a, 3, 0);                                  // v128.load64_splat
@@ -104,10 +104,10 @@ function productModuleBytes(): number[] {
         ...get("m"), ...get("M4"), geU, 0x0d, 1,
         ...i32(0), ...set("n"), ...rows(4), ...inc("m", i32(4)), 0x0c, 0,
       ])),
-      ...block(loop([                                                       // while m < M: 1 row
-        ...get("m"), ...get("M"), geU, 0x0d, 1,
-        ...i32(0), ...set("n"), ...rows(1), ...inc("m", i32(1)), 0x0c, 0,
-      ])),
+      ...[3, 2, 1].flatMap((R) => [                                          // the last M mod 4 rows in one pass:
+        ...get("m"), ...i32(R), add, ...get("M"), leU, 0x04, 0x40,           // if m + R <= M (3, 2 or 1 rows)
+        ...i32(0), ...set("n"), ...rows(R), ...inc("m", i32(R)), 0x0b,
+      ]),
       ...inc("p", i32(1)), ...get("p"), ...get("batch"), ltU, 0x0d, 0,
     ]),
   ];

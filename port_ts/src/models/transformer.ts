@@ -28,7 +28,7 @@
 // with the padding-masked cross-entropy, for the gradient checks and the training runs.
 
 import type { Generator } from "../core/rng.ts";
-import { type Tensor, type IntTensor, zeros } from "../core/ops.ts";
+import { type Tensor, type IntTensor, empty, zeros } from "../core/ops.ts";
 import { type EmbeddingCache, embeddingBackward, embeddingForward } from "../nn/embedding.ts";
 import { type PositionalEncodingCache, positionalEncodingBackward, positionalEncodingForward } from "../nn/positionalEncoding.ts";
 import { type LinearCache, linearBackward, linearForward } from "../nn/linear.ts";
@@ -71,7 +71,7 @@ export function embedPositions(
 ): { out: Tensor; cache: EmbedCache } {
   const { out: e, cache: embed } = embeddingForward(tokens, E); // (B, T, d)
   const scale = Math.sqrt(E.shape[1]);
-  const scaled = zeros(e.shape); // (B, T, d)
+  const scaled = empty(e.shape); // (B, T, d)  every element written
   for (let i = 0; i < scaled.data.length; i++) scaled.data[i] = e.data[i] * scale;
   const { out, cache: pe } = positionalEncodingForward(scaled, dropoutP, rng); // (B, T, d)
   return { out, cache: { embed, pe } };
@@ -81,7 +81,7 @@ export function embedPositions(
 export function embedPositionsBackward(dout: Tensor, cache: EmbedCache): Tensor {
   const dscaled = positionalEncodingBackward(dout, cache.pe); // inverts: x = PE(scaled)
   const scale = Math.sqrt(dout.shape[dout.shape.length - 1]);
-  const de = zeros(dscaled.shape); // (B, T, d)
+  const de = empty(dscaled.shape); // (B, T, d)  every element written
   for (let i = 0; i < de.data.length; i++) de.data[i] = dscaled.data[i] * scale; // inverts: scaled = e * sqrt(d)
   return embeddingBackward(de, cache.embed); // inverts: e = E[tokens]
 }

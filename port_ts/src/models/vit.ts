@@ -30,7 +30,7 @@
 // vitLoss / vitLossBackward add the mean cross-entropy of the logits against integer labels.
 
 import type { Generator } from "../core/rng.ts";
-import { type Tensor, type IntTensor, zeros } from "../core/ops.ts";
+import { type Tensor, type IntTensor, empty, zeros } from "../core/ops.ts";
 import { type DropoutCache, dropoutBackward, dropoutForward } from "../nn/dropout.ts";
 import { type GeluCache, geluBackward, geluForward } from "../nn/gelu.ts";
 import { linearParams, patchEmbeddingParams } from "../nn/init.ts";
@@ -119,30 +119,40 @@ export function patchEmbeddingBackward(dout: Tensor, cache: PatchEmbeddingCache)
   return { dimages, dW: { shape: [...cache.WShape], data: dW.data }, db: db as Tensor };
 }
 
+/** dropout, p = 0 being the identity without dropout's copy (x itself; its readers only read). */
+function drop(x: Tensor, p: number, rng: Generator | null): { out: Tensor; cache: DropoutCache } {
+  return p === 0 ? { out: x, cache: { mask: null, p: 0 } } : dropoutForward(x, p, rng);
+}
+
+/** dropoutBackward, p = 0 passing dout itself. */
+function dropBackward(dout: Tensor, cache: DropoutCache): Tensor {
+  return cache.mask === null ? dout : dropoutBackward(dout, cache);
+}
+
 export interface VitMlpCache { lin1: LinearCache; gelu: GeluCache; drop1: DropoutCache; lin2: LinearCache; drop2: DropoutCache }
 
 /** x (..., d) -> out (..., d): Linear -> GELU -> dropout -> Linear -> dropout. */
 export function vitMlpForward(x: Tensor, params: Params, dropoutP = 0, rng: Generator | null = null): { out: Tensor; cache: VitMlpCache } {
   const { out: h, cache: lin1 } = linearForward(x, param(params, "W1"), param(params, "b1")); // (..., M)
   const { out: g, cache: gelu } = geluForward(h); // (..., M)
-  const { out: gd, cache: drop1 } = dropoutForward(g, dropoutP, rng); // (..., M)
+  const { out: gd, cache: drop1 } = drop(g, dropoutP, rng); // (..., M)
   const { out: y, cache: lin2 } = linearForward(gd, param(params, "W2"), param(params, "b2")); // (..., d)
-  const { out, cache: drop2 } = dropoutForward(y, dropoutP, rng); // (..., d)
+  const { out, cache: drop2 } = drop(y, dropoutP, rng); // (..., d)
   return { out, cache: { lin1, gelu, drop1, lin2, drop2 } };
 }
 
 /** dout (..., d) -> dx (..., d), grads { W1, b1, W2, b2 }. */
 export function vitMlpBackward(dout: Tensor, cache: VitMlpCache): { dx: Tensor; grads: Record<string, Tensor> } {
-  const dy = dropoutBackward(dout, cache.drop2); // inverts: out = dropout(y)
+  const dy = dropBackward(dout, cache.drop2); // inverts: out = dropout(y)
   const { dx: dgd, dW: dW2, db: db2 } = linearBackward(dy, cache.lin2); // inverts: y = g W2^T + b2
-  const dg = dropoutBackward(dgd, cache.drop1); // inverts: g = dropout(g)
+  const dg = dropBackward(dgd, cache.drop1); // inverts: g = dropout(g)
   const dh = geluBackward(dg, cache.gelu); // inverts: g = GELU(h)
   const { dx, dW: dW1, db: db1 } = linearBackward(dh, cache.lin1); // inverts: h = x W1^T + b1
   return { dx, grads: { W1: dW1, b1: db1 as Tensor, W2: dW2, b2: db2 as Tensor } };
 }
 
 function add(a: Tensor, b: Tensor): Tensor {
-  const out = zeros(a.shape);
+  const out = empty(a.shape); // every element written
   for (let i = 0; i < out.data.length; i++) out.data[i] = a.data[i] + b.data[i];
   return out;
 }
@@ -194,7 +204,7 @@ export function vitForward(images: Tensor, params: Params, config: VitConfig, rn
     for (let n = 0; n < N; n++)
       for (let k = 0; k < d; k++) x0.data[(b * (N + 1) + n + 1) * d + k] = e.data[(b * N + n) * d + k] + pos[(n + 1) * d + k];
   }
-  const { out: xd, cache: dropout } = dropoutForward(x0, p, rng); // (B, N+1, d)
+  const { out: xd, cache: dropout } = drop(x0, p, rng); // (B, N+1, d)
   let x = xd;
   const blocks: VitBlockCache[] = [];
   for (let i = 0; i < config.blocks; i++) {
@@ -231,7 +241,7 @@ export function vitBackward(dlogits: Tensor, cache: VitCache): Params {
     blockGrads[i] = blk.grads;
   }
   // inverts: X = drop(concat(cls, E) + pos)
-  const dx0 = dropoutBackward(dx, cache.dropout); // (B, N+1, d)
+  const dx0 = dropBackward(dx, cache.dropout); // (B, N+1, d)
   const dpos = zeros([T, d]); // (N+1, d)  pos is added to every image: in batch order from +0
   for (let b = 0; b < B; b++)
     for (let k = 0; k < T * d; k++) dpos.data[k] = dpos.data[k] + dx0.data[b * T * d + k];

@@ -14,7 +14,7 @@
 // V for the weights, over queries for dk and dv, over keys for dq.
 
 import type { Generator } from "../core/rng.ts";
-import { type Tensor, type IntTensor, matmul, matmulNT, matmulTn, zeros } from "../core/ops.ts";
+import { type Tensor, type IntTensor, empty, matmul, matmulNT, matmulTn, zeros } from "../core/ops.ts";
 import { type MaskedSoftmaxCache, maskedSoftmaxForward, maskedSoftmaxBackward } from "./maskedSoftmax.ts";
 
 export interface DotProductAttentionCache {
@@ -31,7 +31,7 @@ export interface DotProductAttentionCache {
 /** (..., M, N) -> (..., N, M), a row-major copy: the backward's transposed matmul operands. */
 export function transposeLast(x: Tensor): Tensor {
   const n = x.shape.length, M = x.shape[n - 2], N = x.shape[n - 1];
-  const out = zeros([...x.shape.slice(0, -2), N, M]);
+  const out = empty([...x.shape.slice(0, -2), N, M]); // every element written
   const X = x.data, O = out.data;
   for (let p = 0; p < X.length / (M * N); p++) {
     const o = p * M * N;

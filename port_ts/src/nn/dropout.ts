@@ -8,12 +8,19 @@
 // Backward: the same mask and the same scale expression, dx = dout * (mask / (1 - p));
 // p == 0 gives a copy of dout.
 
-import type { Tensor } from "../core/ops.ts";
+import { type Tensor, empty } from "../core/ops.ts";
 import type { Generator } from "../core/rng.ts";
 
 export interface DropoutCache {
   mask: Tensor | null; // (...) or null when p = 0
   p: number;
+}
+
+/** A copy of x (from the step's workspace when one is active). */
+function copyOf(x: Tensor): Tensor {
+  const out = empty(x.shape);
+  out.data.set(x.data); // every element written
+  return out;
 }
 
 export function checkP(p: number): void {
@@ -24,7 +31,7 @@ export function checkP(p: number): void {
 
 export function dropoutForward(x: Tensor, p: number, rng: Generator | null = null): { out: Tensor; cache: DropoutCache } {
   checkP(p);
-  if (p === 0) return { out: { shape: [...x.shape], data: x.data.slice() }, cache: { mask: null, p } };
+  if (p === 0) return { out: copyOf(x), cache: { mask: null, p } };
   if (rng === null) throw new RangeError(`dropout: p = ${p} needs a generator to draw its mask, got null`);
   const mask = rng.keepMask(x.shape, p); // (...)
   const out = { shape: [...x.shape], data: new Float64Array(x.data.length) }; // (...)
@@ -36,7 +43,7 @@ export function dropoutForward(x: Tensor, p: number, rng: Generator | null = nul
 /** Returns dx (...): dout through the forward's keep mask, scaled as the forward. */
 export function dropoutBackward(dout: Tensor, cache: DropoutCache): Tensor {
   const { mask, p } = cache;
-  if (mask === null) return { shape: [...dout.shape], data: dout.data.slice() }; // inverts: out = x (p = 0)
+  if (mask === null) return copyOf(dout); // inverts: out = x (p = 0)
   if (dout.data.length !== mask.data.length || dout.shape.length !== mask.shape.length) {
     throw new RangeError(`dropoutBackward: dout must have the mask's shape [${mask.shape}], got [${dout.shape}]`);
   }

@@ -24,7 +24,7 @@
 //   dX = (dX_residual + dX_query) + dX_keyvalue   from AddNorm1, then MHA's x_q, then its x_kv
 
 import type { Generator } from "../core/rng.ts";
-import { type Tensor, type IntTensor, zeros } from "../core/ops.ts";
+import { type Tensor, type IntTensor, empty } from "../core/ops.ts";
 import { type DropoutCache, dropoutBackward, dropoutForward } from "./dropout.ts";
 import { type FfnCache, ffnBackward, ffnForward } from "./ffn.ts";
 import { layerNormParams, linearParams } from "./init.ts";
@@ -69,20 +69,22 @@ export interface AddNormCache {
 export function addNormForward(
   x: Tensor, y: Tensor, gamma: Tensor, beta: Tensor, dropoutP = 0, rng: Generator | null = null,
 ): { out: Tensor; cache: AddNormCache } {
-  const { out: dropped, cache: dropout } = dropoutForward(y, dropoutP, rng); // (..., d)
-  const sum = zeros(x.shape); // (..., d)
+  // p = 0: the dropout is the identity, so y itself is added (no copy), and its cache says so
+  const { out: dropped, cache: dropout } = dropoutP === 0 ? { out: y, cache: { mask: null, p: 0 } } : dropoutForward(y, dropoutP, rng); // (..., d)
+  const sum = empty(x.shape); // (..., d)  every element written
   for (let i = 0; i < sum.data.length; i++) sum.data[i] = x.data[i] + dropped.data[i];
   const { out, cache: ln } = layerNormForward(sum, gamma, beta); // (..., d)
   return { out, cache: { dropout, ln } };
 }
 
-/** dout (..., d) -> dx (..., d), dy (..., d), dgamma (d,), dbeta (d,). */
+/** dout (..., d) -> dx (..., d), dy (..., d), dgamma (d,), dbeta (d,). With p = 0, dy is dx
+ *  itself (the same array): callers read them, never write them. */
 export function addNormBackward(
   dout: Tensor, cache: AddNormCache,
 ): { dx: Tensor; dy: Tensor; dgamma: Tensor; dbeta: Tensor } {
   const { dx: dsum, dgamma, dbeta } = layerNormBackward(dout, cache.ln); // inverts: out = LN(x + dropped)
   const dx = dsum; // the residual path: x enters the sum unchanged
-  const dy = dropoutBackward(dsum, cache.dropout); // inverts: dropped = dropout(y)
+  const dy = cache.dropout.mask === null ? dsum : dropoutBackward(dsum, cache.dropout); // inverts: dropped = dropout(y)
   return { dx, dy, dgamma, dbeta };
 }
 

@@ -8,7 +8,7 @@
 // hPre > 0 and +0 elsewhere (hPre == 0 gets 0, as PyTorch's threshold_backward); then
 // linearBackward through W1, b1.
 
-import { type Tensor, zeros } from "../core/ops.ts";
+import { type Tensor, empty, zeros } from "../core/ops.ts";
 import { type LinearCache, linearBackward, linearForward } from "./linear.ts";
 
 export interface FfnCache {
@@ -20,7 +20,7 @@ export interface FfnCache {
 
 /** x where x > 0, else +0 (so -0 gives +0): the same rule in both engines. */
 export function relu(x: Tensor): Tensor {
-  const out = zeros(x.shape);
+  const out = empty(x.shape); // every element written
   for (let i = 0; i < x.data.length; i++) out.data[i] = x.data[i] > 0 ? x.data[i] : 0;
   return out;
 }

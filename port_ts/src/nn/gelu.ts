@@ -21,7 +21,7 @@
 //   dx  = dout * (cdf + x * pdf)
 // (PyTorch's CPU GeluBackward computes the same terms, with libm's exp.)
 
-import { type Tensor, zeros } from "../core/ops.ts";
+import { type Tensor, empty } from "../core/ops.ts";
 import { exp } from "../core/mathlib.ts";
 
 export const SQRT1_2 = 0.7071067811865476;
@@ -105,7 +105,7 @@ export interface GeluCache {
 }
 
 export function geluForward(x: Tensor): { out: Tensor; cache: GeluCache } {
-  const e = zeros(x.shape), out = zeros(x.shape); // (...)
+  const e = empty(x.shape), out = empty(x.shape); // (...)  every element written
   const X = x.data, E = e.data, O = out.data;
   for (let i = 0; i < X.length; i++) {
     E[i] = erf(X[i] * SQRT1_2);
@@ -120,7 +120,7 @@ export function geluBackward(dout: Tensor, cache: GeluCache): Tensor {
   if (dout.data.length !== x.data.length || dout.shape.length !== x.shape.length) {
     throw new RangeError(`geluBackward: dout must have the forward's shape [${x.shape}], got [${dout.shape}]`);
   }
-  const dx = zeros(x.shape); // (...)
+  const dx = empty(x.shape); // (...)  every element written
   const X = x.data, E = e.data, D = dout.data, DX = dx.data;
   // inverts: out = (x * 0.5) * (1 + erf(x * SQRT1_2))
   for (let i = 0; i < X.length; i++) {

@@ -15,7 +15,7 @@
 // where mean() is the in-order sum over the row's d features divided by d (see layer_norm.py
 // for the derivation). Exact for constant rows too (xhat = 0 there).
 
-import { type Tensor, zeros } from "../core/ops.ts";
+import { type Tensor, empty, zeros } from "../core/ops.ts";
 
 export const EPS = 1e-5;
 
@@ -32,8 +32,8 @@ export function layerNormForward(x: Tensor, gamma: Tensor, beta: Tensor, eps = E
     throw new RangeError(`layer_norm: gamma and beta must have shape (${d},), got [${gamma.shape}] and [${beta.shape}]`);
   }
   const rows = x.data.length / d;
-  const mean = zeros(x.shape.slice(0, -1)), rstd = zeros(x.shape.slice(0, -1)); // (...)
-  const xhat = zeros(x.shape), out = zeros(x.shape); // (..., d)
+  const mean = empty(x.shape.slice(0, -1)), rstd = empty(x.shape.slice(0, -1)); // (...)  every element written
+  const xhat = empty(x.shape), out = empty(x.shape); // (..., d)  every element written
   const X = x.data, H = xhat.data, O = out.data, G = gamma.data, Bt = beta.data;
   for (let r = 0; r < rows; r++) {
     const o = r * d;
@@ -65,7 +65,7 @@ export function layerNormBackward(dout: Tensor, cache: LayerNormCache): { dx: Te
   }
   const d = xhat.shape[xhat.shape.length - 1];
   const rows = xhat.data.length / d;
-  const dx = zeros(xhat.shape), dgamma = zeros([d]), dbeta = zeros([d]);
+  const dx = empty(xhat.shape), dgamma = zeros([d]), dbeta = zeros([d]); // dx: every element written
   const D = dout.data, H = xhat.data, G = gamma.data, DX = dx.data, DG = dgamma.data, DB = dbeta.data;
   for (let r = 0; r < rows; r++) {
     const o = r * d;

@@ -50,11 +50,10 @@ export function linearBackward(dout: Tensor, cache: LinearCache): { dx: Tensor; 
   // inverts: y = x W^T + b
   let db: Tensor | null = null;
   if (cache.hasBias) {
-    db = zeros([O]); // (O,)  bias: one add per row
-    for (let o = 0; o < O; o++) {
-      let acc = 0;
-      for (let m = 0; m < M; m++) acc += D[m * O + o];
-      db.data[o] = acc;
+    db = zeros([O]); // (O,)  bias: one add per row, db[o] = ((0 + dout[0, o]) + dout[1, o]) + ...
+    const DB = db.data;
+    for (let m = 0, r = 0; m < M; m++, r += O) {
+      for (let o = 0; o < O; o++) DB[o] += D[r + o]; // every db[o] in row order, the rows read in turn
     }
   }
   const dW = matmulTn({ shape: [M, O], data: D }, { shape: [M, I], data: X }); // (O, I)  in-order over rows m

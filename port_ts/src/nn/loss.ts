@@ -14,7 +14,7 @@
 //   coef[n]    = w[n] / (sum of w)                   one rounded division (1 / N without weights)
 //   dlogits[n] = (p - onehot(t)) * coef[n]
 
-import { type Tensor, type IntTensor, zeros } from "../core/ops.ts";
+import { type Tensor, type IntTensor, empty, zeros } from "../core/ops.ts";
 import { exp, log } from "../core/mathlib.ts";
 
 export interface CrossEntropyCache {
@@ -95,7 +95,7 @@ export function crossEntropyForward(
 export function crossEntropyBackward(cache: CrossEntropyCache): Tensor {
   const { probs, targets, coef } = cache;
   const N = targets.data.length, V = probs.shape[1];
-  const dlogits = zeros(cache.shape); // (..., V)
+  const dlogits = empty(cache.shape); // (..., V)  every element written
   const P = probs.data, D = dlogits.data;
   // inverts: loss = sum(w * (log(s) - (z[t] - m))) / sum(w)
   for (let n = 0; n < N; n++) {

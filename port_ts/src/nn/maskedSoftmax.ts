@@ -3,7 +3,7 @@
 // query) or (B, Q) (one length per query row). Key k of a row is kept when k < len; masked
 // scores are replaced by -1e6, not -Infinity, so a row with length 0 gets uniform weights 1/K.
 
-import { type Tensor, type IntTensor, zeros, sizeOf } from "../core/ops.ts";
+import { type Tensor, type IntTensor, empty, sizeOf } from "../core/ops.ts";
 import { exp } from "../core/mathlib.ts";
 
 export const MASK_VALUE = -1e6;
@@ -36,7 +36,7 @@ export function keepMask(shape: readonly number[], validLens: IntTensor | null):
 export function maskedSoftmaxForward(x: Tensor, validLens: IntTensor | null = null): { out: Tensor; cache: MaskedSoftmaxCache } {
   const K = x.shape[x.shape.length - 1];
   const keep = keepMask(x.shape, validLens);
-  const out = zeros(x.shape);
+  const out = empty(x.shape); // every element written
   const X = x.data, O = out.data;
   for (let r = 0; r < X.length / K; r++) {
     const o = r * K;
@@ -65,7 +65,7 @@ export function maskedSoftmaxBackward(dout: Tensor, cache: MaskedSoftmaxCache): 
     throw new RangeError(`maskedSoftmaxBackward: dout must have the output's shape (${out.shape}), got (${dout.shape})`);
   }
   const K = out.shape[out.shape.length - 1];
-  const dx = zeros(out.shape);
+  const dx = empty(out.shape); // every element written
   const Y = out.data, G = dout.data, DX = dx.data;
   for (let r = 0; r < Y.length / K; r++) {
     const o = r * K;

@@ -17,7 +17,7 @@
 // sum over every (batch, step) row in row-major order.
 
 import type { Generator } from "../core/rng.ts";
-import { type Tensor, type IntTensor, matmul, matmulNT, weightGrad, zeros } from "../core/ops.ts";
+import { type Tensor, type IntTensor, empty, matmul, matmulNT, weightGrad } from "../core/ops.ts";
 import {
   type DotProductAttentionCache, dotProductAttentionForward, dotProductAttentionBackward,
 } from "./dotProductAttention.ts";
@@ -38,7 +38,7 @@ export interface MultiHeadAttentionCache {
 export function splitHeads(x: Tensor, numHeads: number): Tensor {
   const [B, T, d] = x.shape;
   const D = d / numHeads;
-  const out = zeros([B, numHeads, T, D]);
+  const out = empty([B, numHeads, T, D]); // every element written
   const X = x.data, O = out.data;
   for (let b = 0, o = 0; b < B; b++)
     for (let h = 0; h < numHeads; h++)
@@ -51,7 +51,7 @@ export function splitHeads(x: Tensor, numHeads: number): Tensor {
 export function mergeHeads(x: Tensor): Tensor {
   const [B, H, T, D] = x.shape;
   const d = H * D;
-  const out = zeros([B, T, d]);
+  const out = empty([B, T, d]); // every element written
   const X = x.data, O = out.data;
   for (let b = 0, i = 0; b < B; b++)
     for (let h = 0; h < H; h++)

@@ -15,7 +15,7 @@
 // Backward: the table is a constant, so dx = d summed = dropoutBackward(dout) (a copy at p = 0).
 
 import type { Generator } from "../core/rng.ts";
-import { type Tensor, zeros, matmulNT, sumLast } from "../core/ops.ts";
+import { type Tensor, empty, zeros, matmulNT, sumLast } from "../core/ops.ts";
 import { dropoutBackward, dropoutForward } from "./dropout.ts";
 import { cos, powLn, sin } from "../core/mathlib.ts";
 
@@ -58,7 +58,7 @@ export function positionalEncodingForward(
   }
   const [B, T, d] = x.shape;
   const P = sinusoidalTable(T, d); // (T, d)
-  const summed = zeros(x.shape); // (B, T, d)
+  const summed = empty(x.shape); // (B, T, d)  every element written
   const rows = T * d;
   for (let b = 0; b < B; b++) {
     for (let r = 0; r < rows; r++) summed.data[b * rows + r] = x.data[b * rows + r] + P.data[r];

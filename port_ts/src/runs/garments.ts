@@ -15,9 +15,9 @@
 // Shape legend: n images, C = 1 channel, S = 8 image side, K classes, B batch.
 
 import type { Generator } from "../core/rng.ts";
-import type { IntTensor, Tensor } from "../core/ops.ts";
+import { type IntTensor, type Tensor, empty, inWorkspace, newWorkspace } from "../core/ops.ts";
 import type { Named } from "../core/golden.ts";
-import type { Params } from "../core/params.ts";
+import { type Params, copyParams } from "../core/params.ts";
 import type { Run } from "./schedule.ts";
 import { type Config, CaseError, get, positiveInt, positiveNumber } from "../core/caseConfig.ts";
 import { float64Digest } from "../core/digest.ts";
@@ -170,17 +170,18 @@ export function vitSetup(config: Config, rng: Generator): VitRun {
   const { trainImages, trainLabels, testImages, testLabels } = data;
   const shown = firstOfEachClass(testLabels, model.classes); // (K,)
   const P = SIDE * SIDE;
-  const stepFn: StepFn = (p, t) => {
+  const ws = newWorkspace(); // the step's memory, reused by every step (core/ops.ts)
+  const stepFn: StepFn = (p, t) => inWorkspace(ws, () => {
     const idx = batchIndices(t, batch, nTrain);
-    const images: Tensor = { shape: [batch, 1, SIDE, SIDE], data: new Float64Array(batch * P) };
+    const images = empty([batch, 1, SIDE, SIDE]); // every element written below
     const labels: IntTensor = { shape: [batch], data: new Int32Array(batch) };
     idx.forEach((i, j) => {
       images.data.set(trainImages.data.subarray(i * P, (i + 1) * P), j * P);
       labels.data[j] = trainLabels.data[i];
     });
     const { loss, cache } = vitLoss(p, model, images, labels);
-    return { loss, grads: vitLossBackward(cache) };
-  };
+    return { loss, grads: copyParams(vitLossBackward(cache)) };
+  });
   const evaluate = (p: Params): Named => {
     const { predictions, cache } = predict(p, model, testImages);
     const { loss: finalLoss } = vitLoss(p, model, testImages, testLabels);

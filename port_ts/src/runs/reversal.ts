@@ -23,8 +23,8 @@
 //                                       pass (T = tokens emitted, S = source steps)
 // and digests train_data, test_data (dataDigest), equal across engines.
 
-import type { IntTensor, Tensor } from "../core/ops.ts";
-import type { Params } from "../core/params.ts";
+import { type IntTensor, type Tensor, inWorkspace, newWorkspace } from "../core/ops.ts";
+import { type Params, copyParams } from "../core/params.ts";
 import type { Generator } from "../core/rng.ts";
 import type { Named } from "../core/golden.ts";
 import { type Config, CaseError, positiveInt } from "../core/caseConfig.ts";
@@ -88,10 +88,11 @@ export function reversalSetup(config: Config, rng: Generator): Run {
   const P = hi + 1;
   const lab = encodeInputs([LAB_EXAMPLE], hi);
 
-  const stepFn = (p: Params, t: number) => {
+  const ws = newWorkspace(); // the step's memory, reused by every step (core/ops.ts)
+  const stepFn = (p: Params, t: number) => inWorkspace(ws, () => {
     const { loss, cache } = reversalBatchLoss(p, model, takeRows(train, batchRows(nTrain, B, t)));
-    return { loss, grads: transformerLossBackward(cache) };
-  };
+    return { loss, grads: copyParams(transformerLossBackward(cache)) };
+  });
 
   const evaluate = (p: Params): Named => {
     const { loss: testLoss } = reversalBatchLoss(p, model, test);

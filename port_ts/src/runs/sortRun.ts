@@ -23,9 +23,9 @@
 //   lab.weights        (H, S, S)     the last block's attention over the lab's whole sequence
 // and digests train_data, test_data (sortingDigest), equal across engines.
 
-import type { IntTensor, Tensor } from "../core/ops.ts";
+import { type IntTensor, type Tensor, inWorkspace, newWorkspace } from "../core/ops.ts";
 import type { Named } from "../core/golden.ts";
-import type { Params } from "../core/params.ts";
+import { type Params, copyParams } from "../core/params.ts";
 import type { Generator } from "../core/rng.ts";
 import { type Config, CaseError, positiveInt } from "../core/caseConfig.ts";
 import { type DecoderLmConfig, decoderLmForward, decoderLmLoss, decoderLmLossBackward, initDecoderLmParams } from "../models/decoderLm.ts";
@@ -79,11 +79,12 @@ export function sortSetup(config: Config, rng: Generator): Run {
   const { prompts, pads } = leftPad(data.testInputs.map((x) => promptOf(x, A)), eos);
   const labPrompt: IntTensor = { shape: [1, LAB_EXAMPLE.length + 1], data: Int32Array.from(promptOf(LAB_EXAMPLE, A)) };
 
-  const stepFn = (p: Params, t: number) => {
+  const ws = newWorkspace(); // the step's memory, reused by every step (core/ops.ts)
+  const stepFn = (p: Params, t: number) => inWorkspace(ws, () => {
     const rows = takeSortRows(train, batchRows(nTrain, B, t));
     const { loss, cache } = decoderLmLoss(p, model, rows.tokens, rows.targets, rows.weights);
-    return { loss, grads: decoderLmLossBackward(cache) };
-  };
+    return { loss, grads: copyParams(decoderLmLossBackward(cache)) };
+  });
 
   const evaluate = (p: Params): Named => {
     const { loss: testLoss } = decoderLmLoss(p, model, test.tokens, test.targets, test.weights);

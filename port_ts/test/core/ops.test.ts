@@ -7,7 +7,10 @@
 // with the Wasm kernel forced ("wasm", even for the smallest products).
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { type Tensor, intTensor, matmul, matmulNT, matmulTn, meanLast, productEngine, sizeOf, sumLast, tensor } from "../../src/core/ops.ts";
+import {
+  type Tensor, empty, inWorkspace, intTensor, matmul, matmulNT, matmulTn, meanLast, newWorkspace, productEngine, sizeOf, sumLast, tensor, zeros,
+} from "../../src/core/ops.ts";
+import { copyParams } from "../../src/core/params.ts";
 
 /** A small deterministic generator (xorshift64*), independent of the port's generator. */
 function makeRandom(seed: number): () => number {
@@ -278,5 +281,89 @@ test("[wasm] infinities and NaN among many terms, every lane and pad position", 
         for (let j = 0; j < want.data.length; j++) assert.ok(Object.is(got.data[j], want.data[j]), `${what} [${a.shape}] @ [${b.shape}], element ${j}`);
       }
     }
+  } finally { productEngine.mode = "auto"; }
+});
+
+// ---- a training step's workspace (newWorkspace, inWorkspace, empty) ----
+
+/** x copied into a tensor of the active workspace (zeros draws from it). */
+function inWs(x: Tensor): Tensor {
+  const t = zeros(x.shape);
+  t.data.set(x.data);
+  return t;
+}
+
+test("[wasm] in a workspace (its tensors in the kernel's memory from the second step on) the products are the loop, bit for bit", () => {
+  const ws = newWorkspace();
+  productEngine.mode = "wasm";
+  try {
+    // the model's shapes (N a multiple of 4: B and O used in place; else copied), batched and shared b
+    const shapes: [number[], number[]][] = [[[448, 16], [16, 64]], [[448, 64], [64, 16]], [[16, 448], [448, 16]],
+      [[64, 7, 16], [16, 16]], [[128, 7, 7], [128, 7, 8]], [[128, 7, 8], [128, 8, 7]], [[448, 16], [16, 13]], [[3, 5, 9], [3, 9, 12]]];
+    for (let step = 0; step < 3; step++) {
+      const rand = makeRandom(11); // the same operands every step: the step's need is the previous one's
+      inWorkspace(ws, () => {
+        for (const [sa, sb] of shapes) {
+          const a = wild(rand, sa), b = wild(rand, sb);
+          const want = loopMatmul(a, b);
+          const at = inWs(a), bt = inWs(b), aT = inWs(transposeLast(a)), bT = inWs(transposeLast(b));
+          assertSameBits(matmul(at, bt), want, `step ${step}: [${sa}] @ [${sb}]`);
+          assertSameBits(matmulNT(at, bT), want, `step ${step}: NT [${sa}] @ [${sb}]`);
+          assertSameBits(matmulTn(aT, bt), want, `step ${step}: Tn [${sa}] @ [${sb}]`);
+          assertSameBits(matmul(a, bt), want, `step ${step}: a outside, b inside`);
+          assertSameBits(matmul(at, b), want, `step ${step}: a inside, b outside`);
+        }
+      });
+    }
+  } finally { productEngine.mode = "auto"; }
+});
+
+test("zeros in a workspace is +0 though an earlier step wrote there; outside one it is a new array", () => {
+  const ws = newWorkspace();
+  for (let step = 0; step < 3; step++) {
+    inWorkspace(ws, () => {
+      for (const n of [5, 1000, 3]) {
+        const z = zeros([n]);
+        for (const v of z.data) assert.ok(Object.is(v, 0), `step ${step}, zeros([${n}]): got ${v}`);
+        z.data.fill(-7); // what the next step's zeros must not show
+        empty([n]).data.fill(NaN);
+      }
+    });
+  }
+  const z = zeros([4]);
+  assert.equal(z.data.buffer.byteLength, 32); // its own array
+  assert.deepEqual(Array.from(empty([3]).data), [0, 0, 0]); // outside a workspace: new, so zeros
+});
+
+test("a workspace is one step at a time; what a step copies out (copyParams) outlives the next step", () => {
+  const ws = newWorkspace();
+  assert.throws(() => inWorkspace(ws, () => inWorkspace(ws, () => 0)), /already in use/);
+  assert.equal(inWorkspace(ws, () => 1), 1); // usable again after the refusal
+  const first = inWorkspace(ws, () => {
+    const g = zeros([6]);
+    g.data.set([1, -2, 3, -0, 5, 6]);
+    return copyParams({ g });
+  });
+  inWorkspace(ws, () => zeros([6]).data.fill(9));
+  assert.deepEqual(Array.from(first.g.data), [1, -2, 3, -0, 5, 6]);
+  assert.deepEqual(first.g.shape, [6]);
+});
+
+test("[wasm] a product whose copies do not fit below a pinned workspace runs in JavaScript, same bits; the next step reserves room", () => {
+  const ws = newWorkspace();
+  const rand = makeRandom(12);
+  const a = wild(rand, [2000, 150]), b = wild(rand, [150, 7]); // outside the workspace; N = 7: B packed, O copied
+  const want = loopMatmul(a, b);
+  const small = wild(rand, [8, 8]);
+  productEngine.mode = "wasm";
+  try {
+    const counts = () => ({ ...productEngine.counts });
+    productEngine.counts.wasm = 0;
+    productEngine.counts.js = 0;
+    inWorkspace(ws, () => inWs(small)); // the first step: ordinary memory, so the second one is pinned
+    inWorkspace(ws, () => { inWs(small); assertSameBits(matmul(a, b), want, "pinned, copies too large"); });
+    assert.deepEqual(counts(), { wasm: 0, js: 1 });
+    inWorkspace(ws, () => { inWs(small); assertSameBits(matmul(a, b), want, "pinned, room reserved"); });
+    assert.deepEqual(counts(), { wasm: 1, js: 1 });
   } finally { productEngine.mode = "auto"; }
 });
