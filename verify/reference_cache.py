@@ -165,7 +165,6 @@ class Outcome:
     used: bool
     directory: str = None
     key: str = None  # the environment key
-    why_not: str = None  # why the cache was not used
     hits: list = field(default_factory=list)  # case ids answered from the cache
     stored: list = field(default_factory=list)
     damaged: list = field(default_factory=list)  # entries found but not matching their manifest
@@ -174,14 +173,10 @@ class Outcome:
 
     def to_dict(self):
         return {
-            "used": self.used, "directory": self.directory, "key": self.key, "why_not": self.why_not,
+            "used": self.used, "directory": self.directory, "key": self.key,
             "from_cache": list(self.hits), "stored": list(self.stored), "damaged": list(self.damaged),
             "notes": list(self.notes), "seconds": round(self.seconds, 4),
         }
-
-
-def not_used(why):
-    return Outcome(used=False, why_not=why)
 
 
 class ReferenceCache:
