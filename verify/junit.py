@@ -43,7 +43,7 @@ def dumps(report):
     for name, command in report["engines"].items():
         ET.SubElement(props, "property", name=f"engine.{name}", value=command)
     cached = report.get("reference_cache") or {}
-    if cached.get("used") and cached.get("from_cache"):  # these cases' reference side was not run afresh
+    if cached.get("from_cache"):  # these cases' reference side was not run afresh
         ET.SubElement(props, "property", name="reference.from_cache", value=f"{len(cached['from_cache'])} case(s), key "
                                                                           f"{cached.get('key')}")
     plain = _Plain()

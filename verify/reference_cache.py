@@ -162,8 +162,7 @@ def _tree(path):
 class Outcome:
     """What the cache did in one run (the report's `reference_cache`)."""
 
-    used: bool
-    directory: str = None
+    directory: str
     key: str = None  # the environment key
     hits: list = field(default_factory=list)  # case ids answered from the cache
     stored: list = field(default_factory=list)
@@ -173,7 +172,7 @@ class Outcome:
 
     def to_dict(self):
         return {
-            "used": self.used, "directory": self.directory, "key": self.key,
+            "directory": self.directory, "key": self.key,
             "from_cache": list(self.hits), "stored": list(self.stored), "damaged": list(self.damaged),
             "notes": list(self.notes), "seconds": round(self.seconds, 4),
         }
@@ -186,7 +185,7 @@ class ReferenceCache:
         self.env = environment(self.root)
         self.env_key = _key(self.env)
         self.base = self.directory / self.env_key
-        self.outcome = Outcome(used=True, directory=str(self.directory), key=self.env_key)
+        self.outcome = Outcome(directory=str(self.directory), key=self.env_key)
         self._keys = {}
 
     def _entry(self, spec, assets):
@@ -259,7 +258,7 @@ class ReferenceCache:
             for spec in specs:
                 case_id = spec["id"]
                 status = run.statuses.get(case_id)
-                if case_id in self.outcome.hits or not status or status.get("ok") is not True or "from_cache" in status:
+                if not status or status.get("ok") is not True or "from_cache" in status:  # from_cache: a hit
                     continue
                 entry = self._entry(spec, assets)
                 if entry.exists() and case_id not in self.outcome.damaged:

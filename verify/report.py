@@ -385,7 +385,7 @@ def cache_lines(report, opening=False):
     """What the reference cache did (verify/reference_cache.py), so a run answered from it is never
     taken for a fresh run of the reference. opening: the line printed before the cases."""
     rc = report.get("reference_cache")
-    if not rc or not rc.get("used"):
+    if not rc:
         return []
     ran = sum(1 for c in report.get("cases", []) if c.get("status") != "not run") if not opening else report.get("ran")
     hits = len(rc.get("from_cache", []))
