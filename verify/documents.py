@@ -29,8 +29,8 @@ def _no_bare_constant(token):
 MAX_BYTES = 64 << 20  # a document larger than this is refused unread (the largest today, a report, is ~1 MB)
 
 
-# The parser's fast path: orjson, about six times faster than the stdlib's json on the engines'
-# documents (which are mostly arrays of float64), whose result is taken only where it is the
+# The parser's fast path: orjson, about three times faster than the stdlib's json on the engines'
+# documents (the check below included) (which are mostly arrays of float64), whose result is taken only where it is the
 # stdlib's to the bit: the same values, the same types, the same float64 bits. The two parsers
 # agree on every valid JSON text but in three ways, each of which sends the text to the stdlib:
 # orjson refuses what json accepts (bare NaN / Infinity, numbers beyond the float64 range, lone
