@@ -9,8 +9,9 @@
    run once `verify fetch-model` has fetched the model), N times, each watched from outside:
    its wall time, the CPU time (user + sys) of its whole process tree (the runner and every
    engine process it waited for), and the peak of the summed resident memory of the tree
-   (every process under the runner, /proc sampled every 50 ms). The runner's own work and its
-   share of the wall come from the run's JSON report (`timings`, docs/runner.md).
+   (every process under the runner, /proc sampled every 50 ms). The runner's own work (its CPU
+   time) and its share of the wall come from the run's JSON report (`timings`, docs/runner.md),
+   and so does the runner's time not waiting for the engines, which is printed beside it.
    --reference says how the reference's side is answered (docs/runner.md, "The reference cache"):
    `fresh` runs with --fresh (the reference runs every case); `cached` fills a private cache of
    this session with one run (reported as the cold run, not counted), then the N timed runs
@@ -195,13 +196,16 @@ def main():
         own = [r["timings"].get("sections", {}).get("runner's own work") for r in done]
         total = [r["timings"].get("total") for r in done]
         shares = [o / t for o, t in zip(own, total) if o is not None and t]
+        busy = [r["timings"].get("sections", {}).get("runner, not waiting") for r in done]
+        busy_shares = [b / t for b, t in zip(busy, total) if b is not None and t]
         peak = max(r["peak_rss"] for r in done)
-        figures[mode] = {"ratio": wall / y, "runner_share": shares, "peak_rss": peak}
+        figures[mode] = {"ratio": wall / y, "runner_share": shares, "runner_not_waiting_share": busy_shares, "peak_rss": peak}
         print(f"{mode}: ratio verify attention / yardstick = {wall:.2f} / {y:.2f} = {wall / y:.2f} "
               f"(budget <= {BUDGET_RATIO:g}); best run {min(r['wall'] for r in done) / y:.2f}")
         if shares:
-            print(f"{mode}: runner's own work {100 * statistics.median(shares):.1f} % of the wall "
-                  f"(budget <= {100 * BUDGET_SHARE:g} %)")
+            print(f"{mode}: runner's own work (its CPU) {100 * statistics.median(shares):.1f} % of the wall "
+                  f"(budget <= {100 * BUDGET_SHARE:g} %)"
+                  + (f"; the runner not waiting for the engines {100 * statistics.median(busy_shares):.1f} %" if busy_shares else ""))
         print(f"{mode}: peak memory of the process tree {peak / 1e6:.0f} MB (budget < {BUDGET_MEMORY / 1e9:g} GB)")
     print(f"load average (1, 5, 15 min) at the end: {load1[0]:.2f} {load1[1]:.2f} {load1[2]:.2f}"
           + ("  (other jobs were running: these are not the budgets' figures)" if max(load0[0], load1[0]) > 0.5 * os.cpu_count() else ""))
@@ -228,7 +232,7 @@ def _say(r, what):
     share = r["timings"].get("sections", {}).get("runner's own work")
     print(f"verify attention ({what}): exit {r['exit']}, {r['cases']} cases, "
           f"{r['wall']:.2f} s wall, {r['cpu']:.2f} s CPU (the whole tree, user + sys), "
-          f"runner's own work {share if share is None else f'{share:.2f} s'}, "
+          f"runner's own work {share if share is None else f'{share:.2f} s of CPU'}, "
           f"peak memory {r['peak_rss'] / 1e6:.0f} MB ({r['peak_processes']} processes)", flush=True)
     for note in r["notes"]:
         print(f"  {note}")

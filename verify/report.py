@@ -306,6 +306,9 @@ def _short(case):
     return text if len(text) <= 180 else text[:177] + "..."
 
 
+RUNNER_SECTIONS = ("runner's own work", "runner, not waiting")  # verify/timings.py
+
+
 def timing_lines(timings):
     """Where the wall time went (--timings)."""
     if not timings:
@@ -317,8 +320,9 @@ def timing_lines(timings):
                      f"  ({e['processes']} process{'es' if e['processes'] != 1 else ''} in turn"
                      + (f", at most {timings['jobs']} of all engines at once)" if timings.get("jobs") else ")"))
     for name, seconds in timings["sections"].items():
-        share = f"  ({100.0 * seconds / timings['total']:.0f} % of the wall)" if name == "runner's own work" and timings["total"] else ""
-        lines.append(f"  {name:<30} {seconds:7.2f} s{share}")
+        share = f"  ({100.0 * seconds / timings['total']:.0f} % of the wall)" if name in RUNNER_SECTIONS and timings["total"] else ""
+        unit = " of CPU" if name == "runner's own work" else ""  # verify/timings.py: its CPU time, the others wall
+        lines.append(f"  {name:<30} {seconds:7.2f} s{unit}{share}")
     families = sorted(timings["families"].items(), key=lambda kv: -sum(kv[1].values()))
     if families:
         lines.append("  case families (each engine's own seconds, slowest first):")

@@ -4,14 +4,23 @@ manager, plus the engines' own figures (start-up, run, the seconds each case too
 The engines, the replay and the first comparisons overlap (verify/schedule.py), so the sections
 do not add up to the wall: "engines" is the span from the first engine process's start to the last
 one's exit; each engine's `wall` is its own span; "runner's own work" is everything the runner's
-process did itself (start-up, reading, validating, comparing, reporting), measured as the wall
-minus the time it spent waiting for the engines."""
+process computed itself (start-up, reading, validating, comparing, reporting), measured as its CPU
+time (user and system, every thread). "runner, not waiting" is the wall minus the time the runner
+spent waiting for the engines: its own work plus the time the engines' processes held the cores it
+was ready to run on, so it exceeds the own work on a machine with fewer cores than processes."""
 
 import os
 import time
 from contextlib import contextmanager
 
 OWN_WORK = "runner's own work"
+NOT_WAITING = "runner, not waiting"
+
+
+def _cpu():
+    """CPU seconds this process has used (user and system, every thread), from its start."""
+    t = os.times()
+    return t.user + t.system
 
 
 def _process_age():
@@ -35,6 +44,7 @@ class Timings:
         self.started = time.monotonic() - (_process_age() if from_process_start else 0.0)
         self.waiting = 0.0  # seconds the runner spent waiting for engine processes
         self.jobs = None  # --jobs: engine processes at once
+        self.cpu_started = 0.0 if from_process_start else _cpu()
         if from_process_start:
             self.add("runner start-up", time.monotonic() - self.started)
 
@@ -72,7 +82,8 @@ class Timings:
     def to_dict(self):
         total = time.monotonic() - self.started
         sections = dict(self.sections)
-        sections[OWN_WORK] = max(0.0, total - self.waiting)
+        sections[OWN_WORK] = max(0.0, _cpu() - self.cpu_started)
+        sections[NOT_WAITING] = max(0.0, total - self.waiting)
         return {
             "total": round(total, 4),
             "sections": {k: round(v, 4) for k, v in sections.items()},
