@@ -135,6 +135,27 @@ def test_the_quick_look_at_json_text_misses_no_character_clean_escapes():
             assert json_text_is_clean(json.dumps([c, "\\" + c]))  # and no false alarm on what is clean
 
 
+def test_the_quick_look_at_orjsons_text_misses_no_character_clean_escapes():
+    """clean_data's quick look writes the value with orjson (_written_clean): every character of
+    the Basic Multilingual Plane and a sample beyond it, alone, after backslashes, as a key, is
+    found unclean whenever clean() would change it (a lone surrogate orjson refuses to write: the
+    walk decides), and plain ASCII text is found clean."""
+    import orjson
+    from verify.text import _written_clean
+    astral = [0x10000, 0x1F600, 0xE0001, 0x10FFFF]
+    for code in list(range(0x10000)) + astral:
+        c = chr(code)
+        if 0xd800 <= code < 0xe000:
+            with pytest.raises(TypeError):
+                orjson.dumps([c])
+            continue
+        changes = clean(c) != c
+        for text in (c, "\\" + c, "\\\\" + c, "\\\\\\" + c, "\"" + c, "a" + c + "b"):
+            assert not (changes and _written_clean(orjson.dumps({"k": [text], text: 1}))), (hex(code), text)
+        if not changes and code < 0x7f:
+            assert _written_clean(orjson.dumps([c, "\\" + c]))
+
+
 def test_clean_data_by_its_quick_look_gives_what_the_walk_gives():
     from hypothesis import given, strategies as st
     from verify.text import _clean_data

@@ -11,8 +11,9 @@ U+202A-U+202E, U+2066-U+2069). A character is written \\xHH when below U+0100 an
 otherwise; a backslash stays a backslash (the text is for reading, not for unescaping).
 """
 
-import json
 import re
+
+import orjson
 
 _BIDI = "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
 _UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff" + _BIDI + "]")
@@ -60,14 +61,22 @@ def json_text_is_clean(text):
 def clean_data(value):
     """A JSON-like value (a report) with every string, keys included, cleaned. What needs no
     change is returned as it is, not copied; each distinct string is looked at once. The common
-    case, nothing to change, is told by writing the value as JSON (in C) and looking at the text
-    once (json_text_is_clean); only a value that may hold something to change is walked."""
+    case, nothing to change, is told by writing the value as JSON (orjson, in C) and looking at
+    the text once (_written_clean); only a value that may hold something to change is walked."""
     try:
-        if json_text_is_clean(json.dumps(value)):
+        if _written_clean(orjson.dumps(value)):
             return value
-    except (TypeError, ValueError, RecursionError):  # not JSON as it is (a tuple key, a set): walk it
+    except (TypeError, ValueError, RecursionError):  # not JSON as orjson writes it (a tuple key, a set, a lone surrogate): walk it
         pass
     return _clean_data(value, {})
+
+
+def _written_clean(data):
+    """Whether JSON `data` as orjson writes it holds no string with a character clean() escapes.
+    orjson escapes the C0 controls as json does (\\b \\f \\n \\r \\t, else \\u00xx, lower-case) but
+    writes DEL and every non-ASCII character as it is: text with either is not shown clean here
+    (the walk decides), so what is left is ASCII for json_text_is_clean."""
+    return data.isascii() and b"\x7f" not in data and json_text_is_clean(data.decode("ascii"))
 
 
 def _clean_data(value, seen):
