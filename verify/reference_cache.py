@@ -204,23 +204,26 @@ class ReferenceCache:
             entry = self._entry(spec, assets)
             if not entry.is_dir():
                 continue
-            status = self._read(entry, spec["id"])
-            if status is None:
+            found = self._read(entry, spec["id"])
+            if found is None:
                 self.outcome.damaged.append(spec["id"])
                 continue
+            status, contents = found
             for name in case_files(spec["id"]):
-                source = entry / "out" / name
-                if source.is_dir():
-                    shutil.copytree(source, out_dir / name)
-                elif source.is_file():
-                    shutil.copyfile(source, out_dir / name)
+                if (entry / "out" / name).is_dir():  # a directory (the states), even an empty one
+                    (out_dir / name).mkdir(exist_ok=True)
+            for name, data in contents.items():  # the very bytes checked against the manifest
+                target = out_dir / name
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(data)
             answered[spec["id"]] = dict(status, from_cache=self._keys[spec["id"]])
             self.outcome.hits.append(spec["id"])
         self.outcome.seconds += time.monotonic() - t0
         return answered
 
     def _read(self, entry, case_id):
-        """The entry's status line when every file matches the manifest, else None."""
+        """(status line, {relative name: bytes}) when the status and every file match the
+        manifest, else None. Each file is read once: what is checked is what is copied."""
         try:
             manifest = json.loads((entry / "manifest.json").read_text(encoding="utf-8"))
             status_bytes = (entry / "status.json").read_bytes()
@@ -237,13 +240,18 @@ class ReferenceCache:
             files = manifest.get("files")
             if not isinstance(files, dict) or set(files) != set(found):
                 return None
+            contents = {}
             for name, path in found.items():
                 size, sha = files[name]
-                if path.stat().st_size != size or models.sha256_file(path) != sha:
+                if path.stat().st_size != size:
                     return None
+                data = path.read_bytes()
+                if len(data) != size or hashlib.sha256(data).hexdigest() != sha:
+                    return None
+                contents[name] = data
         except (OSError, ValueError, TypeError, AttributeError):
             return None
-        return status if status.get("ok") is True else None
+        return (status, contents) if status.get("ok") is True else None
 
     def store(self, run, specs, assets):
         """Keep the output of every case the reference ran afresh in this run and passed (status
