@@ -30,8 +30,8 @@ MAX_BYTES = 64 << 20  # a document larger than this is refused unread (the large
 
 
 # The parser's fast path: orjson, about three times faster than the stdlib's json on the engines'
-# documents (the check below included) (which are mostly arrays of float64), whose result is taken only where it is the
-# stdlib's to the bit: the same values, the same types, the same float64 bits. The two parsers
+# documents, mostly arrays of float64 (its check below included). Its result is taken only where
+# it is the stdlib's to the bit: the same values, the same types, the same float64 bits. The two parsers
 # agree on every valid JSON text but in three ways, each of which sends the text to the stdlib:
 # orjson refuses what json accepts (bare NaN / Infinity, numbers beyond the float64 range, lone
 # surrogate escapes: orjson raises, and json gives the result or the error it always gave); it
@@ -39,7 +39,7 @@ MAX_BYTES = 64 << 20  # a document larger than this is refused unread (the large
 # more, which only such an integer or a float that large gives, is read again by json; and it
 # parses nesting deeper than json's recursion limit, which the runner's later walks (the schema
 # validator) would then hit, so a document nested deeper than FAST_DEPTH is read again by json
-# too. tests/test_documents.py checks the agreement on generated texts.
+# too. tests/test_parse.py checks the agreement on generated and mutated texts and every golden.
 FAST_DEPTH = 64  # the engines' documents nest 5 deep; json refuses about 1000
 _BIG = 2.0 ** 63
 _SCALARS = frozenset((int, float, str, bool, type(None)))
