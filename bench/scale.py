@@ -12,7 +12,8 @@ cases  `python -m verify attention --timings --report FILE --case ID ...` on gro
        the list's order (so every file of the catalogue is drawn from), each selected by an exact
        pattern; `all` is every case of the kind, `each` every case alone (the training runs, whose
        costs differ by 30x, are shown one by one). Per run: the wall (timed here, from start to
-       exit), the CPU time of the whole process tree, the runner's own work and each engine's
+       exit), the CPU time of the whole process tree, the runner's own work (its CPU), the runner's
+       time not waiting for the engines and each engine's
        seconds on its cases (the report's `timings`, verify/timings.py), and a least-squares fit
        wall = fixed + per case x n (and the same for the runner's own work) over the sizes of a
        kind. Every run has VERIFY_FRESH=1 in its environment, so a runner with a reference cache
@@ -208,7 +209,8 @@ def verify_run(ids, verify_args):
     summary = doc.get("summary", {})
     return {"cases": len(doc.get("cases", [])), "selected": len(ids), "exit": proc.returncode, "wall": round(wall, 4),
             "cpu": round(usage.ru_utime + usage.ru_stime, 4), "report_total": timings.get("total"),
-            "own": timings.get("sections", {}).get("runner's own work"),
+            "own": timings.get("sections", {}).get("runner's own work"),  # its CPU (verify/timings.py)
+            "not_waiting": timings.get("sections", {}).get("runner, not waiting"),
             "engine_cases": {e: v.get("cases") for e, v in engines.items()},
             "engine_wall": {e: v.get("wall") for e, v in engines.items()}, "families": timings.get("families", {}),
             "reference_cache": doc.get("reference_cache"), "passed": summary.get("passed"),
@@ -421,21 +423,21 @@ def _ms(x):
 
 
 def cases_table(result):
-    lines = ["| kind | cases | wall s | wall / case s | CPU s (tree) | runner's own s | own / case s | own % of wall | "
-             "reference s (cases) | port s (cases) | replay s (cases) | passed |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = ["| kind | cases | wall s | wall / case s | CPU s (tree) | runner's own CPU s | own / case s | own % of wall | "
+             "runner not waiting s | reference s (cases) | port s (cases) | replay s (cases) | passed |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in result["rows"]:
         n = r["n"]
         eng = r["engine_cases"]
         exit_note = "" if r["exit"] == 0 else f" (exit {r['exit']})"
         lines.append(f"| {r['group']} | {r['label']} | {_s(r['wall'])} | {_s(r['wall'] / n, 3)} | {_s(r['cpu'])} | "
                      f"{_s(r['own'])} | {_s(None if r['own'] is None else r['own'] / n, 3)} | "
-                     f"{_s(None if r['own'] is None else 100 * r['own'] / r['wall'], 0)} | "
+                     f"{_s(None if r['own'] is None else 100 * r['own'] / r['wall'], 0)} | {_s(r.get('not_waiting'))} | "
                      f"{_s(eng.get('reference'))} | {_s(eng.get('port'))} | {_s(eng.get('replay'))} | "
                      f"{r['passed']} of {r['selected']}{exit_note} |")
     fits = [(g, f) for g, f in result["fits"].items() if f["wall"] or f["own"]]
     if fits:
-        lines += ["", "| kind | wall: fixed s | wall: per case s | runner's own: fixed s | runner's own: per case s |",
+        lines += ["", "| kind | wall: fixed s | wall: per case s | runner's own CPU: fixed s | runner's own CPU: per case s |",
                   "|---|---:|---:|---:|---:|"]
         for g, f in fits:
             w, o = f["wall"] or {}, f["own"] or {}
