@@ -26,23 +26,39 @@ export interface LayerNormCache {
   gamma: Tensor; // (d,)
 }
 
-export function layerNormForward(x: Tensor, gamma: Tensor, beta: Tensor, eps = EPS): { out: Tensor; cache: LayerNormCache } {
+/** LN(x), or LN(x + residual) when residual (x's shape) is given: the sum, one rounded add per
+ * element, formed row by row in xhat's array (AddNorm's x + dropout(y) without a tensor of its own). */
+export function layerNormForward(
+  x: Tensor, gamma: Tensor, beta: Tensor, eps = EPS, residual: Tensor | null = null,
+): { out: Tensor; cache: LayerNormCache } {
   const d = x.shape[x.shape.length - 1];
   if (gamma.data.length !== d || beta.data.length !== d || gamma.shape.length !== 1 || beta.shape.length !== 1) {
     throw new RangeError(`layer_norm: gamma and beta must have shape (${d},), got [${gamma.shape}] and [${beta.shape}]`);
   }
+  if (residual !== null && residual.data.length !== x.data.length) {
+    throw new RangeError(`layer_norm: the residual must have x's shape [${x.shape}], got [${residual.shape}]`);
+  }
   const rows = x.data.length / d;
   const mean = empty(x.shape.slice(0, -1)), rstd = empty(x.shape.slice(0, -1)); // (...)  every element written
   const xhat = empty(x.shape), out = empty(x.shape); // (..., d)  every element written
-  const X = x.data, H = xhat.data, O = out.data, G = gamma.data, Bt = beta.data;
+  const X = x.data, R = residual === null ? null : residual.data, H = xhat.data, O = out.data, G = gamma.data, Bt = beta.data;
   for (let r = 0; r < rows; r++) {
     const o = r * d;
     let sum = 0;
-    for (let k = 0; k < d; k++) sum += X[o + k];
+    if (R === null) {
+      for (let k = 0; k < d; k++) sum += X[o + k];
+    } else {
+      for (let k = 0; k < d; k++) {
+        const v = X[o + k] + R[o + k]; // the input of the norm
+        H[o + k] = v;
+        sum += v;
+      }
+    }
     const m = sum / d;
+    const In = R === null ? X : H; // the row normalised: x, or x + residual
     let sq = 0;
     for (let k = 0; k < d; k++) {
-      const c = X[o + k] - m;
+      const c = In[o + k] - m;
       H[o + k] = c; // xc for now
       sq += c * c;
     }

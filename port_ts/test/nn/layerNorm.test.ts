@@ -3,7 +3,7 @@
 // Backward: finite differences, the invariances of dx, and a constant row.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { tensor } from "../../src/core/ops.ts";
+import { empty, inWorkspace, newWorkspace, tensor } from "../../src/core/ops.ts";
 import { Generator } from "../../src/core/rng.ts";
 import { layerNormBackward, layerNormForward, EPS } from "../../src/nn/layerNorm.ts";
 import { layerNormParams } from "../../src/nn/init.ts";
@@ -110,4 +110,21 @@ test("a constant row passes dout * gamma * rstd minus its mean, rstd = 1 / sqrt(
   const rstd = 1 / Math.sqrt(EPS); // dxhat = [1, 2, 3], mean 2
   assert.deepEqual(Array.from(dx.data), [-1 * rstd, 0, 1 * rstd]);
   assert.deepEqual(Array.from(dgamma.data), [0, 0, 0]); // xhat = 0
+});
+
+test("a residual is added first: layerNormForward(x, ..., residual) gives the bits of LN(x + residual), in a workspace too", () => {
+  const g = new Generator(77);
+  const x = g.normal([3, 5, 16], 0, 3), y = g.normal([3, 5, 16], 0, 0.5), gamma = g.normal([16]), beta = g.normal([16]);
+  x.data[0] = 1e300; y.data[0] = -1e300; // a row whose sum cancels: the sum is formed before the mean
+  const summed = tensor(x.shape, x.data.map((v, i) => v + y.data[i]));
+  const want = layerNormForward(summed, gamma, beta);
+  const ws = newWorkspace();
+  inWorkspace(ws, () => { for (let i = 0; i < 6; i++) empty([x.data.length]).data.fill(NaN); }); // memory left dirty
+  const got = inWorkspace(ws, () => {
+    const { out, cache } = layerNormForward(x, gamma, beta, EPS, y);
+    return [out, cache.xhat, cache.mean, cache.rstd].map((t) => Array.from(t.data));
+  });
+  const wanted = [want.out, want.cache.xhat, want.cache.mean, want.cache.rstd].map((t) => Array.from(t.data));
+  ["out", "xhat", "mean", "rstd"].forEach((name, i) => assert.deepEqual(got[i], wanted[i], name));
+  assert.throws(() => layerNormForward(x, gamma, beta, EPS, g.normal([3, 16])), /residual must have x's shape \[3,5,16\]/);
 });
