@@ -119,7 +119,7 @@ export function encoderBlockBackward(dout: Tensor, cache: EncoderBlockCache): { 
   const { dx: dxRes, dy: da, dgamma: dgamma1, dbeta: dbeta1 } = addNormBackward(dy, cache.norm1); // (B, T, d)
   // inverts: A = MHA(X, X, X, lens)
   const { dxQ, dxKv, grads: attnGrads } = multiHeadAttentionBackward(da, cache.attn); // (B, T, d) each
-  const dx = addGrads(addGrads(dxRes, dxQ), dxKv); // X feeds the residual, the queries, the keys and values
+  const dx = addGrads(dxRes, dxQ, dxKv); // (dxRes + dxQ) + dxKv: X feeds the residual, the queries, the keys and values
   const grads: Params = {};
   for (const name of ["W_q", "W_k", "W_v", "W_o"]) grads[`attn.${name}`] = attnGrads[name];
   grads["ln1.gamma"] = dgamma1;
