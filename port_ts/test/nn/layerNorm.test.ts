@@ -128,3 +128,33 @@ test("a residual is added first: layerNormForward(x, ..., residual) gives the bi
   ["out", "xhat", "mean", "rstd"].forEach((name, i) => assert.deepEqual(got[i], wanted[i], name));
   assert.throws(() => layerNormForward(x, gamma, beta, EPS, g.normal([3, 16])), /residual must have x's shape \[3,5,16\]/);
 });
+
+test("backward gives the bits of its rule: dx row by row, dbeta and dgamma running sums over the rows in order from +0", () => {
+  const g = new Generator(78);
+  const x = g.normal([4, 9, 16], 0, 2), gamma = g.normal([16]), beta = g.normal([16]);
+  const dout = g.normal([4, 9, 16]);
+  for (let i = 0; i < dout.data.length; i += 7) dout.data[i] *= 1e12; // magnitudes where the order of the sums shows
+  const { cache } = layerNormForward(x, gamma, beta);
+  const D = dout.data, H = cache.xhat.data, G = gamma.data, d = 16, rows = D.length / d;
+  const wantDx = new Float64Array(D.length), wantDg = new Float64Array(d), wantDb = new Float64Array(d);
+  for (let r = 0; r < rows; r++) {
+    const o = r * d;
+    let s1 = 0, s2 = 0;
+    for (let k = 0; k < d; k++) {
+      wantDb[k] += D[o + k];
+      wantDg[k] += D[o + k] * H[o + k];
+      s1 += D[o + k] * G[k];
+      s2 += D[o + k] * G[k] * H[o + k];
+    }
+    for (let k = 0; k < d; k++) wantDx[o + k] = ((D[o + k] * G[k] - s1 / d) - H[o + k] * (s2 / d)) * cache.rstd.data[r];
+  }
+  const ws = newWorkspace();
+  inWorkspace(ws, () => { for (let i = 0; i < 6; i++) empty([D.length]).data.fill(NaN); }); // memory left dirty
+  const got = inWorkspace(ws, () => {
+    const { dx, dgamma, dbeta } = layerNormBackward(dout, cache);
+    return [dx, dgamma, dbeta].map((t) => Array.from(t.data));
+  });
+  assert.deepEqual(got[0], Array.from(wantDx), "dx");
+  assert.deepEqual(got[1], Array.from(wantDg), "dgamma");
+  assert.deepEqual(got[2], Array.from(wantDb), "dbeta");
+});
