@@ -45,20 +45,15 @@ export function layerNormForward(
   for (let r = 0; r < rows; r++) {
     const o = r * d;
     let sum = 0;
-    if (R === null) {
-      for (let k = 0; k < d; k++) sum += X[o + k];
-    } else {
-      for (let k = 0; k < d; k++) {
-        const v = X[o + k] + R[o + k]; // the input of the norm
-        H[o + k] = v;
-        sum += v;
-      }
+    for (let k = 0; k < d; k++) {
+      const v = R === null ? X[o + k] : X[o + k] + R[o + k]; // the row normalised: x, or x + residual
+      H[o + k] = v; // for now
+      sum += v;
     }
     const m = sum / d;
-    const In = R === null ? X : H; // the row normalised: x, or x + residual
     let sq = 0;
     for (let k = 0; k < d; k++) {
-      const c = In[o + k] - m;
+      const c = H[o + k] - m;
       H[o + k] = c; // xc for now
       sq += c * c;
     }
