@@ -63,7 +63,7 @@ export function ffnBackward(dout: Tensor, cache: FfnCache): { dx: Tensor; grads:
   // (dh is this function's own temporary), which saves an (..., F) allocation: the same values.
   // The same pass adds each row into db1, as linearBackward's db: rows in turn, from +0.
   const { x, W } = cache.lin1, F = W.shape[0], I = W.shape[1];
-  const dhPre = dh, D = dh.data, X = cache.h.data;
+  const D = dh.data, X = cache.h.data; // dh becomes dhPre
   const db1 = zeros([F]), DB = db1.data; // (F,)
   for (let r = 0; r < D.length; r += F) {
     for (let o = 0; o < F; o++) {

@@ -208,13 +208,15 @@ for (const mode of ["js", "wasm"] as const) {
             const { out, cache } = multiHeadAttentionForward(xQ, xKV, prm, H, lens, p, p > 0 ? new Generator(41) : null);
             const { dxQ, dxKv, grads } = multiHeadAttentionBackward(dout, cache);
             const copy = (t: Tensor) => t.data.slice();
-            return { out: copy(out), weights: copy(cache.weights), dxQ: copy(dxQ), dxKv: copy(dxKv), ...Object.fromEntries(Object.entries(grads).map(([n, t]) => [n, copy(t)])) };
+            const gradCopies: Record<string, Float64Array> = {};
+            for (const [n, t] of Object.entries(grads)) gradCopies[n] = copy(t);
+            return { out: copy(out), weights: copy(cache.weights), dxQ: copy(dxQ), dxKv: copy(dxKv), grads: gradCopies };
           });
           sameBits(got.out, want.out.data, `out, ${what}`);
           sameBits(got.weights, want.cache.weights.data, `weights, ${what}`);
           sameBits(got.dxQ, wantGrads.dxQ.data, `dxQ, ${what}`);
           sameBits(got.dxKv, wantGrads.dxKv.data, `dxKv, ${what}`);
-          for (const n of ["W_q", "W_k", "W_v", "W_o"] as const) sameBits(got[n], wantGrads[n].data, `d${n}, ${what}`);
+          for (const n of ["W_q", "W_k", "W_v", "W_o"] as const) sameBits(got.grads[n], wantGrads[n].data, `d${n}, ${what}`);
         }
       }
     } finally { productEngine.mode = "auto"; }
