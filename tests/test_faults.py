@@ -81,13 +81,13 @@ def _cut(path, start_marker, end_marker):
 
 
 def test_moving_a_function_to_another_module_keeps_its_faults(repo_root, tmp_path):
-    """keepMask (three faults) and the reference's masked_softmax_forward move to new modules:
+    """keptIn (three faults) and the reference's masked_softmax_forward move to new modules:
     every fault of the catalogue still loads, those follow their function, and applying one
     edits the new module only."""
     root = _copy_engines(repo_root, tmp_path)
     port = root / "port_ts/src/nn"
-    moved = _cut(port / "maskedSoftmax.ts", "/** The keep mask", "export function maskedSoftmaxForward")
-    (port / "keepMask.ts").write_text('import { type IntTensor, sizeOf } from "../core/ops.ts";\n\n' + moved)
+    moved = _cut(port / "maskedSoftmax.ts", "/** The keys kept in row r", "/** The keep mask")
+    (port / "keptIn.ts").write_text('import type { RowLengths } from "./maskedSoftmax.ts";\n\n' + moved)
     ref = root / "reference/nn"
     text = (ref / "masked_softmax.py").read_text()
     at = text.index("def masked_softmax_forward")
@@ -97,14 +97,14 @@ def test_moving_a_function_to_another_module_keeps_its_faults(repo_root, tmp_pat
     faults = {f.id: f for f in load(repo_root / "faults" / "attention.json", root, str)}
     assert len(faults) == len(load(repo_root / "faults" / "attention.json", repo_root, str))
     for fid in ("port.softmax.mask_polarity", "port.softmax.valid_len_off_by_one", "port.softmax.two_d_lens_by_batch"):
-        assert faults[fid].file == "port_ts/src/nn/keepMask.ts", faults[fid]
+        assert faults[fid].file == "port_ts/src/nn/keptIn.ts", faults[fid]
     assert faults["port.softmax.no_max_subtraction"].file == "port_ts/src/nn/maskedSoftmax.ts"
     assert faults["reference.softmax.mask_polarity"].file == "reference/nn/softmax_forward.py"
 
     into = tmp_path / "applied"
     edited = apply(faults["port.softmax.mask_polarity"], root, into)
-    assert edited == into / "port_ts/src/nn/keepMask.ts"
-    assert "k < len ? 0 : 1" in edited.read_text()
+    assert edited == into / "port_ts/src/nn/keptIn.ts"
+    assert "return K - (len < 0 ? 0 : len > K ? K : len);" in edited.read_text()
     assert (into / "port_ts/src/nn/maskedSoftmax.ts").read_text() == (port / "maskedSoftmax.ts").read_text()
 
 

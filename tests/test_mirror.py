@@ -32,7 +32,8 @@ PORT_ONE_SIDED = {
 # exported classes) with no twin, and why. Every other public name must have one.
 PORT_ONLY = {
     "core/ops": {"sizeOf", "zeros", "tensor", "intTensor",  # NumPy arrays need no constructors
-                 "newWorkspace", "inWorkspace", "empty"},  # a training step's reused memory; NumPy allocates its own
+                 "newWorkspace", "inWorkspace", "empty",  # a training step's reused memory; NumPy allocates its own
+                 "products"},  # strided batched products (head slices of multi-head attention); NumPy's views and matmul need none
     "core/params": {"copyParams"},  # copies the gradients out of that memory
     "core/rng": {"nextDouble"},  # the port draws one double at a time; NumPy draws whole arrays
 }

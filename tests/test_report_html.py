@@ -75,7 +75,7 @@ def _check_self_contained(text):
 @pytest.fixture(scope="module")
 def failing_html(repo_root, node, cases_dir, session_goldens, tmp_path_factory):  # noqa: F811
     tmp = tmp_path_factory.mktemp("html")
-    port = mutated_port(repo_root, node, tmp, "k < len ? 1 : 0", "k <= len ? 1 : 0")
+    port = mutated_port(repo_root, node, tmp, "len > K ? K : len;", "len + 1 > K ? K : len + 1;")
     page, report = tmp / "report.html", tmp / "report.json"
     proc = run_verify(repo_root, "attention", "--cases-dir", cases_dir, "--golden-dir", session_goldens,
                       "--port-cmd", port, "--html", page, "--report", report)

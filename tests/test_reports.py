@@ -18,7 +18,7 @@ from verify.compare import Tensor
 from verify.documents import parse
 from verify.report import Style, decode_lines, render
 
-ONE_CHARACTER = ("k < len ? 1 : 0", "k <= len ? 1 : 0")  # the mask keeps one key too many
+OFF_BY_ONE = ("len > K ? K : len;", "len + 1 > K ? K : len + 1;")  # the mask keeps one key too many (k <= len)
 
 
 @pytest.fixture(scope="module")
@@ -26,7 +26,7 @@ def failing_run(repo_root, node, cases_dir, session_goldens, tmp_path_factory): 
     """verify attention with the mutated port: (process, report dict, paths)."""
     tmp = tmp_path_factory.mktemp("failing")
     paths = {k: tmp / f"report.{k}" for k in ("json", "html", "xml")}
-    port = mutated_port(repo_root, node, tmp, *ONE_CHARACTER)
+    port = mutated_port(repo_root, node, tmp, *OFF_BY_ONE)
     proc = run_verify(repo_root, "attention", "--cases-dir", cases_dir, "--golden-dir", session_goldens,
                       "--port-cmd", port, "--report", paths["json"], "--html", paths["html"], "--junit", paths["xml"])
     return proc, parse(paths["json"].read_text()), paths

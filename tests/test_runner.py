@@ -202,7 +202,7 @@ def test_case_selection_by_glob_and_substring(verify_run):
 # --- a broken port ------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("old,new", [
-    ("k < len ? 1 : 0", "k <= len ? 1 : 0"),          # a mask bound off by one
+    ("len > K ? K : len;", "len + 1 > K ? K : len + 1;"),  # a mask bound off by one (k <= len kept)
     ("MASK_VALUE = -1e6", "MASK_VALUE = -10"),         # the masked fill (-1e2 slips through: see docs/runner.md)
     ("O[o + k] = O[o + k] / sum;", "O[o + k] = O[o + k] / (sum + 1e-3);"),     # a normaliser that is not quite the sum
 ])
@@ -417,7 +417,7 @@ def test_regen_reports_a_changed_golden_in_numbers(repo_root, cases_dir, goldens
 
 def test_regen_refuses_when_the_engines_disagree(repo_root, node, cases_dir, goldens, tmp_path):
     before = _snapshot(goldens)
-    port = mutated_port(repo_root, node, tmp_path, "k < len ? 1 : 0", "k <= len ? 1 : 0")
+    port = mutated_port(repo_root, node, tmp_path, "len > K ? K : len;", "len + 1 > K ? K : len + 1;")
     proc = run_verify(repo_root, "regen", "attention", "--cases-dir", cases_dir, "--golden-dir", goldens, "--port-cmd", port)
     assert proc.returncode == 1
     assert "engines disagree" in proc.stdout and "--force" in proc.stdout

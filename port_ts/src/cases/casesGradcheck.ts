@@ -93,13 +93,14 @@ export function runCheck(config: Config, rng: Generator, params: Params, lossFn:
   return outputs;
 }
 
-/** Where every FFN pre-activation of the blocks (their caches, in order) is > 0, block by block. */
-export function reluPattern(blocks: { ffn: { hPre: Tensor } }[]): Uint8Array {
+/** Where every FFN pre-activation of the blocks (their caches, in order) is > 0, block by block
+ * (read off the ReLU's output h: h > 0 exactly where the pre-activation is). */
+export function reluPattern(blocks: { ffn: { h: Tensor } }[]): Uint8Array {
   let total = 0;
-  for (const b of blocks) total += b.ffn.hPre.data.length;
+  for (const b of blocks) total += b.ffn.h.data.length;
   const out = new Uint8Array(total);
   let at = 0;
-  for (const b of blocks) for (const h of b.ffn.hPre.data) out[at++] = h > 0 ? 1 : 0;
+  for (const b of blocks) for (const h of b.ffn.h.data) out[at++] = h > 0 ? 1 : 0;
   return out;
 }
 

@@ -123,7 +123,14 @@ export function ldexp(x: number, k: number): number {
   return x * POW2[k + 1022];
 }
 
-/** exp(hi + lo), |lo| tiny beside hi (lo = 0 for exp itself). */
+const [P1, P2, P3, P4, P5] = EXP_P; // constants of expPair's unrolled horner(EXP_P, t)
+/** exp's constants, for the test that checks expPair's unrolled form against its formula. */
+export const EXP_CONSTANTS = { LN2_HI, LN2_LO, INV_LN2, EXP_OVER, EXP_UNDER, EXP_P } as const;
+
+/** exp(hi + lo), |lo| tiny beside hi (lo = 0 for exp itself). The hot path of the softmaxes:
+ * horner(EXP_P, t) written out (the same products and sums in the same order), and ldexp's
+ * common case (k in [-1022, 1023]: one exact multiply by POW2) inline; the same bits as the
+ * loop and the call (port_ts/test/core/mathlib.test.ts compares them). */
 function expPair(hi: number, lo: number): number {
   if (!(hi >= EXP_UNDER && hi <= EXP_OVER)) return hi > EXP_OVER ? Infinity : hi < EXP_UNDER ? 0 : hi;
   const k = Math.floor(hi * INV_LN2 + 0.5);
@@ -131,9 +138,9 @@ function expPair(hi: number, lo: number): number {
   const rLo = k * LN2_LO - lo;
   const r = rHi - rLo; // |r| <= ~ln2 / 2
   const t = r * r;
-  const c = r - t * horner(EXP_P, t);
+  const c = r - t * ((((P5 * t + P4) * t + P3) * t + P2) * t + P1);
   const y = 1 - ((rLo - (r * c) / (2 - c)) - rHi); // exp(r) in [~0.7, ~1.42]
-  return ldexp(y, k);
+  return k >= -1022 && k <= 1023 ? y * POW2[k + 1022] : ldexp(y, k);
 }
 
 /** e^x, within 1 ulp. */

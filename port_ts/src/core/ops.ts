@@ -136,7 +136,7 @@ function sameLead(a: readonly number[], b: readonly number[]): boolean {
 }
 
 // The one product kernel (docs/performance.md):
-//   O[oo + m*N + n] = sum over k = 0..K-1, in order from +0, of A[ao + m*sam + k*sak] * B[bo + k*sbk + n*sbn].
+//   O[oo + m*som + n] = sum over k = 0..K-1, in order from +0, of A[ao + m*sam + k*sak] * B[bo + k*sbk + n*sbn].
 // The strides give matmul (a row-major, b row-major), matmulNT (b transposed) and matmulTn
 // (a transposed). It computes a 2 x 4 block of outputs at a time, eight accumulators in one pass
 // over k, each its own in-order sum acc = acc + a*b from +0: the order of every output element is
@@ -144,11 +144,11 @@ function sameLead(a: readonly number[], b: readonly number[]): boolean {
 function productKernel(
   A: Float64Array, ao: number, sam: number, sak: number,
   B: Float64Array, bo: number, sbk: number, sbn: number,
-  O: Float64Array, oo: number, M: number, K: number, N: number,
+  O: Float64Array, oo: number, som: number, M: number, K: number, N: number,
 ): void {
   let m = 0;
   for (; m + 1 < M; m += 2) {
-    const a0 = ao + m * sam, a1 = a0 + sam, o0 = oo + m * N, o1 = o0 + N;
+    const a0 = ao + m * sam, a1 = a0 + sam, o0 = oo + m * som, o1 = o0 + som;
     let n = 0;
     for (; n + 3 < N; n += 4) {
       const b0 = bo + n * sbn, b1 = b0 + sbn, b2 = b1 + sbn, b3 = b2 + sbn;
@@ -175,7 +175,7 @@ function productKernel(
     }
   }
   if (m < M) { // the last row when M is odd: four columns at a time, then one
-    const a0 = ao + m * sam, o0 = oo + m * N;
+    const a0 = ao + m * sam, o0 = oo + m * som;
     let n = 0;
     for (; n + 3 < N; n += 4) {
       const b0 = bo + n * sbn, b1 = b0 + sbn, b2 = b1 + sbn, b3 = b2 + sbn;
@@ -239,14 +239,15 @@ function pinRegion(need: number): Float64Array | null {
 }
 
 /** `batch` products O_p = A_p B_p with productKernel's addressing (strides in elements), each
- * A_p at ao + p*aBatch, B_p at bo + p*bBatch (0: one B for all), O_p at p*M*N.
- * The Wasm kernel reads A, and B when it is already (K, N) row-major with N a multiple of 4,
+ * A_p at ao + p*aBatch, B_p at bo + p*bBatch (0: one B for all), O_p at oo + p*oBatch with rows
+ * som apart (matmul's: 0, N, M*N; a head's slice of a (B, T, d) tensor: h*D, d, T*d).
+ * The Wasm kernel reads A, and B when its rows have adjacent columns and N is a multiple of 4,
  * and writes O when N is such a multiple, in place when they are in its memory (a workspace's
  * tensors); the others it copies in (B packed) or out. */
-function products(
+export function products(
   A: Float64Array, ao: number, sam: number, sak: number, aBatch: number,
   B: Float64Array, bo: number, sbk: number, sbn: number, bBatch: number,
-  O: Float64Array, M: number, K: number, N: number, batch: number,
+  O: Float64Array, oo: number, som: number, oBatch: number, M: number, K: number, N: number, batch: number,
 ): void {
   const work = batch * M * K * N;
   let useWasm = wasmProduct !== null && work > 0 &&
@@ -255,7 +256,7 @@ function products(
   const Np = (N + 3) & ~3, nB = bBatch === 0 ? 1 : batch;
   const aSpan = (batch - 1) * aBatch + (M - 1) * sam + (K - 1) * sak + 1; // the span the batch reads of A
   const mem = useWasm ? wasmProduct!.memory.buffer : null;
-  const aIn = A.buffer === mem, bIn = B.buffer === mem && sbn === 1 && sbk === N && Np === N, oIn = O.buffer === mem && Np === N;
+  const aIn = A.buffer === mem, bIn = B.buffer === mem && sbn === 1 && Np === N, oIn = O.buffer === mem && Np === N;
   // the copies' layout at the bottom of the memory: A, then packed B, then O
   const aAt = 0, bAt = aIn ? 0 : (aSpan + 1) & ~1, oAt = bAt + (bIn ? 0 : nB * K * Np);
   if (useWasm) {
@@ -264,7 +265,9 @@ function products(
   }
   if (!useWasm) {
     if (work > 0) productEngine.counts.js++;
-    for (let p = 0; p < batch; p++) productKernel(A, ao + p * aBatch, sam, sak, B, bo + p * bBatch, sbk, sbn, O, p * M * N, M, K, N);
+    for (let p = 0; p < batch; p++) {
+      productKernel(A, ao + p * aBatch, sam, sak, B, bo + p * bBatch, sbk, sbn, O, oo + p * oBatch, som, M, K, N);
+    }
     return;
   }
   H = H!;
@@ -273,13 +276,16 @@ function products(
   let aPtr = aAt;
   if (aIn) aPtr = A.byteOffset / 8 + ao;
   else H.set(A.subarray(ao, ao + aSpan), aAt);
-  // B: read in place, or each (K, N) operand packed as (K, Np) rows, pad columns zero.
-  let bPtr = bAt;
-  if (bIn) bPtr = B.byteOffset / 8 + bo;
-  else {
+  // B: read in place (rows sbk apart), or each (K, N) operand packed as (K, Np) rows, pad columns zero.
+  let bPtr = bAt, bRow = Np, bStep = bBatch === 0 ? 0 : K * Np;
+  if (bIn) {
+    bPtr = B.byteOffset / 8 + bo;
+    bRow = sbk;
+    bStep = bBatch;
+  } else {
     for (let p = 0; p < nB; p++) {
       const src = bo + p * bBatch, dst = bAt + p * K * Np;
-      if (sbn === 1 && Np === N) H.set(B.subarray(src, src + K * N), dst);
+      if (sbn === 1 && sbk === N && Np === N) H.set(B.subarray(src, src + K * N), dst);
       else {
         for (let k = 0; k < K; k++) {
           const s = src + k * sbk, d = dst + k * Np;
@@ -289,15 +295,14 @@ function products(
       }
     }
   }
-  const bStep = bBatch === 0 ? 0 : bIn ? bBatch * 8 : K * Np * 8;
-  const oPtr = oIn ? O.byteOffset / 8 : oAt;
-  wasmProduct!.product(aPtr * 8, sam * 8, sak * 8, bPtr * 8, oPtr * 8, M, K, Np, batch,
-    aBatch * 8, bStep, M * Np * 8);
+  // O: written in place (rows som apart), or as (M, Np) rows of a scratch block, copied out below.
+  const oPtr = oIn ? O.byteOffset / 8 + oo : oAt, oRow = oIn ? som : Np, oStep = oIn ? oBatch : M * Np;
+  wasmProduct!.product(aPtr * 8, sam * 8, sak * 8, bPtr * 8, bRow * 8, oPtr * 8, oRow * 8, M, K, Np, batch,
+    aBatch * 8, bStep * 8, oStep * 8);
   if (oIn) return;
-  // O: the (M, Np) rows back into (M, N), pad columns dropped.
-  if (Np === N) O.set(H.subarray(oAt, oAt + batch * M * N));
-  else {
-    for (let r = 0, s = oAt, d = 0; r < batch * M; r++, s += Np, d += N) {
+  // O: the (M, Np) rows back into their places, pad columns dropped.
+  for (let p = 0, s = oAt; p < batch; p++) {
+    for (let m = 0, d = oo + p * oBatch; m < M; m++, s += Np, d += som) {
       for (let n = 0; n < N; n++) O[d + n] = H[s + n];
     }
   }
@@ -313,8 +318,8 @@ export function matmul(a: Tensor, b: Tensor): Tensor {
   const batch = leadSize(a.shape);
   const bStride = b.shape.length === 2 ? 0 : K * N;
   const out = empty([...a.shape.slice(0, -2), M, N]); // every element written
-  if (bStride === 0) products(a.data, 0, K, 1, 0, b.data, 0, N, 1, 0, out.data, batch * M, K, N, 1); // one b: rows of every batch
-  else products(a.data, 0, K, 1, M * K, b.data, 0, N, 1, bStride, out.data, M, K, N, batch);
+  if (bStride === 0) products(a.data, 0, K, 1, 0, b.data, 0, N, 1, 0, out.data, 0, N, 0, batch * M, K, N, 1); // one b: rows of every batch
+  else products(a.data, 0, K, 1, M * K, b.data, 0, N, 1, bStride, out.data, 0, N, M * N, M, K, N, batch);
   return out;
 }
 
@@ -328,8 +333,8 @@ export function matmulNT(a: Tensor, b: Tensor): Tensor {
   const batch = leadSize(a.shape);
   const bStride = b.shape.length === 2 ? 0 : N * K;
   const out = empty([...a.shape.slice(0, -2), M, N]); // every element written
-  if (bStride === 0) products(a.data, 0, K, 1, 0, b.data, 0, 1, K, 0, out.data, batch * M, K, N, 1); // one b: rows of every batch
-  else products(a.data, 0, K, 1, M * K, b.data, 0, 1, K, bStride, out.data, M, K, N, batch);
+  if (bStride === 0) products(a.data, 0, K, 1, 0, b.data, 0, 1, K, 0, out.data, 0, N, 0, batch * M, K, N, 1); // one b: rows of every batch
+  else products(a.data, 0, K, 1, M * K, b.data, 0, 1, K, bStride, out.data, 0, N, M * N, M, K, N, batch);
   return out;
 }
 
@@ -344,7 +349,7 @@ export function matmulTn(a: Tensor, b: Tensor): Tensor {
   const batch = leadSize(a.shape);
   const bStride = b.shape.length === 2 ? 0 : K * N;
   const out = empty([...a.shape.slice(0, -2), M, N]); // every element written
-  products(a.data, 0, 1, M, K * M, b.data, 0, N, 1, bStride, out.data, M, K, N, batch);
+  products(a.data, 0, 1, M, K * M, b.data, 0, N, 1, bStride, out.data, 0, N, M * N, M, K, N, batch);
   return out;
 }
 

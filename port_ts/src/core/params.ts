@@ -32,11 +32,19 @@ export function param(params: Params, name: string): Tensor {
   return t;
 }
 
-/** a + b elementwise, a new tensor of a's shape (the += of a tensor used twice). */
-export function addGrads(a: Tensor, b: Tensor): Tensor {
-  if (a.shape.length !== b.shape.length || a.shape.some((n, i) => n !== b.shape[i])) throw new RangeError(`addGrads: shapes [${a.shape}] and [${b.shape}] differ`);
+/** a + b elementwise, a new tensor of a's shape (the += of a tensor used twice); with c,
+ * (a + b) + c in the same pass (a tensor used three times: the two rounded adds in that order). */
+export function addGrads(a: Tensor, b: Tensor, c: Tensor | null = null): Tensor {
+  for (const t of c === null ? [b] : [b, c]) {
+    if (a.shape.length !== t.shape.length || a.shape.some((n, i) => n !== t.shape[i])) throw new RangeError(`addGrads: shapes [${a.shape}] and [${t.shape}] differ`);
+  }
   const out = empty(a.shape); // every element written
-  for (let i = 0; i < out.data.length; i++) out.data[i] = a.data[i] + b.data[i];
+  const O = out.data, A = a.data, B = b.data;
+  if (c === null) for (let i = 0; i < O.length; i++) O[i] = A[i] + B[i];
+  else {
+    const C = c.data;
+    for (let i = 0; i < O.length; i++) O[i] = (A[i] + B[i]) + C[i];
+  }
   return out;
 }
 

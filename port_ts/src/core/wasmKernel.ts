@@ -12,13 +12,15 @@
 //
 // Layout in the module's memory (byte addresses; every block 16-byte aligned):
 //   A    as the caller has it, read through byte strides sam (rows m) and sak (summed axis k);
-//   B    packed (K, Np) row-major, Np = N rounded up to a multiple of 4, pad columns zero;
-//   O    (M, Np) row-major; the pad columns are computed and never copied out.
+//   B    (K, Np) rows at byte stride bRow, Np = N rounded up to a multiple of 4: a caller's
+//        rows as they are (N a multiple of 4, columns adjacent), or packed with pad columns zero;
+//   O    (M, Np) rows at byte stride oRow: in the caller's tensor (N a multiple of 4), or in a
+//        scratch block whose pad columns are computed and never copied out.
 // A batch of products repeats this at byte strides aBatch, bBatch (0: one shared B), oBatch.
 // The kernel computes 4 rows x 4 columns per pass over k (eight f64x2 accumulators), then the
 // last M mod 4 rows (3, 2 or 1) together in one more pass per four columns.
 // The bytes are assembled below by a small encoder of the binary format (no external tool);
-// the whole module is 1655 bytes (productEngine.moduleBytes), far under the 4 KB limit for a synchronous
+// the whole module is 1650 bytes (productEngine.moduleBytes), far under the 4 KB limit for a synchronous
 // `new WebAssembly.Module` on a browser's main thread.
 
 // The few WebAssembly types used here (the core is type-checked without DOM or Node types).
@@ -28,8 +30,8 @@ interface WasmApi {
   Module: new (bytes: Uint8Array) => object;
   Instance: new (module: object) => { exports: Record<string, unknown> };
 }
-export type ProductFn = (aPtr: number, sam: number, sak: number, bPtr: number, oPtr: number, M: number, K: number,
-  Np: number, batch: number, aBatch: number, bBatch: number, oBatch: number) => void;
+export type ProductFn = (aPtr: number, sam: number, sak: number, bPtr: number, bRow: number, oPtr: number, oRow: number,
+  M: number, K: number, Np: number, batch: number, aBatch: number, bBatch: number, oBatch: number) => void;
 
 /** Unsigned LEB128, the binary format's integers (sizes, counts, opcodes, offsets). */
 function uleb(v: number): number[] {
@@ -43,12 +45,12 @@ function name(s: string): number[] { return sized([...s].map((c) => c.charCodeAt
 
 const I32 = 0x7f, V128 = 0x7b;
 
-/** The product kernel's bytes: one function `product` (12 i32 parameters, see ProductFn) and
+/** The product kernel's bytes: one function `product` (14 i32 parameters, see ProductFn) and
  * one exported memory `mem`. */
 function productModuleBytes(): number[] {
   // Locals: the 12 parameters, then i32 work locals, then v128 accumulators and operands.
-  const P = ["aPtr", "sam", "sak", "bPtr", "oPtr", "M", "K", "Np", "batch", "aBatch", "bBatch", "oBatch"];
-  const W = ["p", "m", "n", "k", "pa", "pb", "po", "rowB", "sam2", "sam3", "rowB2", "rowB3", "a0", "o0", "M4"];
+  const P = ["aPtr", "sam", "sak", "bPtr", "bRow", "oPtr", "oRow", "M", "K", "Np", "batch", "aBatch", "bBatch", "oBatch"];
+  const W = ["p", "m", "n", "k", "pa", "pb", "po", "sam2", "sam3", "oRow2", "oRow3", "a0", "o0", "M4"];
   const V = ["c00", "c01", "c10", "c11", "c20", "c21", "c30", "c31", "b0", "b1", "x"];
   const idx: Record<string, number> = {};
   [...P, ...W, ...V].forEach((s, i) => { idx[s] = i; });
@@ -73,11 +75,11 @@ function productModuleBytes(): number[] {
     const kBody = [
       ...get("pb"), ...load(0), ...set("b0"), ...get("pb"), ...load(16), ...set("b1"),
       ...accs.flatMap(([c0, c1], r) => [...loadX(r), ...mulAdd(c0, "b0"), ...mulAdd(c1, "b1")]),
-      ...inc("pa", get("sak")), ...inc("pb", get("rowB")), ...inc("k", i32(1)),
+      ...inc("pa", get("sak")), ...inc("pb", get("bRow")), ...inc("k", i32(1)),
       ...get("k"), ...get("K"), ltU, 0x0d, 0,                              // br_if k < K (K >= 1)
     ];
     const storeRow = (r: number) => {
-      const addr = [...get("po"), ...(r === 0 ? [] : [...get(["", "rowB", "rowB2", "rowB3"][r]), add])];
+      const addr = [...get("po"), ...(r === 0 ? [] : [...get(["", "oRow", "oRow2", "oRow3"][r]), add])];
       return [...addr, ...get(accs[r][0]), ...store(0), ...addr, ...get(accs[r][1]), ...store(16)];
     };
     // for n = 0, 4, .. < Np: the accumulators from +0, the pass over k, the stores
@@ -85,15 +87,14 @@ function productModuleBytes(): number[] {
       ...accs.flat().flatMap((c) => [...zero, ...set(c)]),
       ...get("a0"), ...get("m"), ...get("sam"), mul, add, ...set("pa"),
       ...get("bPtr"), ...get("p"), ...get("bBatch"), mul, add, ...get("n"), ...i32(8), mul, add, ...set("pb"),
-      ...get("o0"), ...get("m"), ...get("rowB"), mul, add, ...get("n"), ...i32(8), mul, add, ...set("po"),
+      ...get("o0"), ...get("m"), ...get("oRow"), mul, add, ...get("n"), ...i32(8), mul, add, ...set("po"),
       ...i32(0), ...set("k"), ...loop(kBody),
       ...Array.from({ length: R }, (_, r) => storeRow(r)).flat(),
       ...inc("n", i32(4)), ...get("n"), ...get("Np"), ltU, 0x0d, 0,
     ]);
   };
   const body = [
-    ...get("Np"), ...i32(8), mul, ...set("rowB"),
-    ...get("rowB"), ...i32(2), mul, ...set("rowB2"), ...get("rowB2"), ...get("rowB"), add, ...set("rowB3"),
+    ...get("oRow"), ...i32(2), mul, ...set("oRow2"), ...get("oRow2"), ...get("oRow"), add, ...set("oRow3"),
     ...get("sam"), ...i32(2), mul, ...set("sam2"), ...get("sam2"), ...get("sam"), add, ...set("sam3"),
     ...get("M"), ...i32(-4), and, ...set("M4"),                            // rows in blocks of 4
     ...loop([                                                               // for p = 0 .. batch-1 (batch >= 1)
@@ -115,7 +116,7 @@ function productModuleBytes(): number[] {
   const section = (id: number, content: number[]) => [id, ...sized(content)];
   return [
     0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00,                        // "\0asm", version 1
-    ...section(1, [1, 0x60, ...uleb(P.length), ...P.map(() => I32), 0]),   // type: (12 x i32) -> ()
+    ...section(1, [1, 0x60, ...uleb(P.length), ...P.map(() => I32), 0]),   // type: (14 x i32) -> ()
     ...section(3, [1, 0]),                                                  // function 0 has type 0
     ...section(5, [1, 0x00, 1]),                                            // memory: 1 page at least
     ...section(7, [2, ...name("product"), 0x00, 0, ...name("mem"), 0x02, 0]),

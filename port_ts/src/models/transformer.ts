@@ -79,7 +79,9 @@ export function embedPositions(
 
 /** dout (B, T, d) -> dE (V, d). */
 export function embedPositionsBackward(dout: Tensor, cache: EmbedCache): Tensor {
-  const dscaled = positionalEncodingBackward(dout, cache.pe); // inverts: x = PE(scaled)
+  // inverts: x = PE(scaled); at p = 0 its gradient is dout itself (positionalEncodingBackward's
+  // copy), read here without the copy
+  const dscaled = cache.pe.mask === null ? dout : positionalEncodingBackward(dout, cache.pe);
   const scale = Math.sqrt(dout.shape[dout.shape.length - 1]);
   const de = empty(dscaled.shape); // (B, T, d)  every element written
   for (let i = 0; i < de.data.length; i++) de.data[i] = dscaled.data[i] * scale; // inverts: scaled = e * sqrt(d)

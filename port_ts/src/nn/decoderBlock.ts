@@ -100,7 +100,7 @@ export function decoderBlockBackward(
   const { dx: dxRes, dy: ds, dgamma: dgamma1, dbeta: dbeta1 } = addNormBackward(dy, cache.norm1); // (B, T, d)
   // inverts: S = MHA_self(X, X, X, causal)
   const { dxQ, dxKv, grads: selfGrads } = multiHeadAttentionBackward(ds, cache.selfAttn); // (B, T, d) each
-  const dx = addGrads(addGrads(dxRes, dxQ), dxKv); // X feeds the residual, the queries, the keys and values
+  const dx = addGrads(dxRes, dxQ, dxKv); // (dxRes + dxQ) + dxKv: X feeds the residual, the queries, the keys and values
   const names = ["W_q", "W_k", "W_v", "W_o"];
   const grads: Params = {};
   for (const name of names) grads[`self_attn.${name}`] = selfGrads[name];

@@ -24,11 +24,11 @@
 //   dX = (dX_residual + dX_query) + dX_keyvalue   from AddNorm1, then MHA's x_q, then its x_kv
 
 import type { Generator } from "../core/rng.ts";
-import { type Tensor, type IntTensor, empty } from "../core/ops.ts";
+import type { Tensor, IntTensor } from "../core/ops.ts";
 import { type DropoutCache, dropoutBackward, dropoutForward } from "./dropout.ts";
 import { type FfnCache, ffnBackward, ffnForward } from "./ffn.ts";
 import { layerNormParams, linearParams } from "./init.ts";
-import { type LayerNormCache, layerNormBackward, layerNormForward } from "./layerNorm.ts";
+import { EPS, type LayerNormCache, layerNormBackward, layerNormForward } from "./layerNorm.ts";
 import { type MultiHeadAttentionCache, multiHeadAttentionBackward, multiHeadAttentionForward } from "./multiHeadAttention.ts";
 import { type Params, addGrads, param, subParams } from "../core/params.ts";
 
@@ -71,9 +71,7 @@ export function addNormForward(
 ): { out: Tensor; cache: AddNormCache } {
   // p = 0: the dropout is the identity, so y itself is added (no copy), and its cache says so
   const { out: dropped, cache: dropout } = dropoutP === 0 ? { out: y, cache: { mask: null, p: 0 } } : dropoutForward(y, dropoutP, rng); // (..., d)
-  const sum = empty(x.shape); // (..., d)  every element written
-  for (let i = 0; i < sum.data.length; i++) sum.data[i] = x.data[i] + dropped.data[i];
-  const { out, cache: ln } = layerNormForward(sum, gamma, beta); // (..., d)
+  const { out, cache: ln } = layerNormForward(x, gamma, beta, EPS, dropped); // (..., d)  LN(x + dropped), the sum formed inside
   return { out, cache: { dropout, ln } };
 }
 
@@ -121,7 +119,7 @@ export function encoderBlockBackward(dout: Tensor, cache: EncoderBlockCache): { 
   const { dx: dxRes, dy: da, dgamma: dgamma1, dbeta: dbeta1 } = addNormBackward(dy, cache.norm1); // (B, T, d)
   // inverts: A = MHA(X, X, X, lens)
   const { dxQ, dxKv, grads: attnGrads } = multiHeadAttentionBackward(da, cache.attn); // (B, T, d) each
-  const dx = addGrads(addGrads(dxRes, dxQ), dxKv); // X feeds the residual, the queries, the keys and values
+  const dx = addGrads(dxRes, dxQ, dxKv); // (dxRes + dxQ) + dxKv: X feeds the residual, the queries, the keys and values
   const grads: Params = {};
   for (const name of ["W_q", "W_k", "W_v", "W_o"]) grads[`attn.${name}`] = attnGrads[name];
   grads["ln1.gamma"] = dgamma1;

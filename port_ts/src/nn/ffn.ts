@@ -6,15 +6,15 @@
 // No dropout inside, as the book's PositionWiseFFN.
 // Backward walks it in reverse: linearBackward through W2, b2; the ReLU passes dh where
 // hPre > 0 and +0 elsewhere (hPre == 0 gets 0, as PyTorch's threshold_backward); then
-// linearBackward through W1, b1.
+// linearBackward through W1, b1. The forward applies the ReLU in place (hPre's array becomes h)
+// and the backward reads the rule off h: h > 0 exactly where hPre > 0.
 
-import { type Tensor, empty, zeros } from "../core/ops.ts";
+import { type Tensor, empty, matmul, matmulTn, zeros } from "../core/ops.ts";
 import { type LinearCache, linearBackward, linearForward } from "./linear.ts";
 
 export interface FfnCache {
   lin1: LinearCache;
-  hPre: Tensor; // (..., F)
-  h: Tensor; // (..., F)
+  h: Tensor; // (..., F) relu(hPre); h > 0 exactly where hPre > 0
   lin2: LinearCache;
 }
 
@@ -39,19 +39,42 @@ function param(params: Record<string, Tensor>, name: string): Tensor {
 }
 
 export function ffnForward(x: Tensor, params: Record<string, Tensor>): { out: Tensor; cache: FfnCache } {
-  const { out: hPre, cache: lin1 } = linearForward(x, param(params, "W1"), param(params, "b1")); // (..., F)
-  const h = relu(hPre); // (..., F)
+  const W1 = param(params, "W1"), b1 = param(params, "b1");
+  const { out: xw, cache: lin1 } = linearForward(x, W1, null); // (..., F)  x W1^T, the bias below
+  // hPre = x W1^T + b1 (linear's bias after the sum), then h = relu(hPre), in one pass over
+  // xw's array (this function's own): the same two roundings per element, no (..., F) copy
+  const F = W1.shape[0], h = xw, H = h.data, B1 = b1.data;
+  if (b1.shape.length !== 1 || B1.length !== F) throw new RangeError(`linear: bias must have shape (${F},), got [${b1.shape}]`);
+  for (let r = 0; r < H.length; r += F) {
+    for (let o = 0; o < F; o++) {
+      const v = H[r + o] + B1[o];
+      H[r + o] = v > 0 ? v : 0;
+    }
+  }
+  lin1.hasBias = true;
   const { out, cache: lin2 } = linearForward(h, param(params, "W2"), param(params, "b2")); // (..., d)
-  return { out, cache: { lin1, hPre, h, lin2 } };
+  return { out, cache: { lin1, h, lin2 } };
 }
 
 /** Returns dx (..., d) and the parameter gradients under W1, b1, W2, b2. */
 export function ffnBackward(dout: Tensor, cache: FfnCache): { dx: Tensor; grads: Record<string, Tensor> } {
   const { dx: dh, dW: dW2, db: db2 } = linearBackward(dout, cache.lin2); // inverts: out = h W2^T + b2
-  // inverts: h = relu(hPre); reluBackward's rule written into dh itself (dh is this function's
-  // own temporary), which saves an (..., F) allocation: the same values, element by element
-  const dhPre = dh, D = dh.data, X = cache.hPre.data;
-  for (let i = 0; i < D.length; i++) D[i] = X[i] > 0 ? D[i] : 0;
-  const { dx, dW: dW1, db: db1 } = linearBackward(dhPre, cache.lin1); // inverts: hPre = x W1^T + b1
-  return { dx, grads: { W1: dW1, b1: db1!, W2: dW2, b2: db2! } };
+  // inverts: h = relu(hPre); reluBackward's rule (hPre > 0, read as h > 0) written into dh itself
+  // (dh is this function's own temporary), which saves an (..., F) allocation: the same values.
+  // The same pass adds each row into db1, as linearBackward's db: rows in turn, from +0.
+  const { x, W } = cache.lin1, F = W.shape[0], I = W.shape[1];
+  const D = dh.data, X = cache.h.data; // dh becomes dhPre
+  const db1 = zeros([F]), DB = db1.data; // (F,)
+  for (let r = 0; r < D.length; r += F) {
+    for (let o = 0; o < F; o++) {
+      const g = X[r + o] > 0 ? D[r + o] : 0;
+      D[r + o] = g;
+      DB[o] += g;
+    }
+  }
+  // inverts: hPre = x W1^T + b1, as linearBackward: dW1 over rows in order, dx over F in order
+  const M = D.length / F;
+  const dW1 = matmulTn({ shape: [M, F], data: D }, { shape: [M, I], data: x.data }); // (F, I)
+  const dx = { shape: [...x.shape], data: matmul({ shape: [M, F], data: D }, W).data }; // (..., d)
+  return { dx, grads: { W1: dW1, b1: db1, W2: dW2, b2: db2! } };
 }

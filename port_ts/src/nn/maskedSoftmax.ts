@@ -10,57 +10,82 @@ export const MASK_VALUE = -1e6;
 
 export interface MaskedSoftmaxCache {
   out: Tensor;
-  keep: Uint8Array | null; // 1 where kept, per element of x; null when unmasked
+  lens: RowLengths | null; // how many keys of each row are kept; null when unmasked
 }
 
-/** The keep mask flattened like x: 1 where key k < the row's valid length. */
-export function keepMask(shape: readonly number[], validLens: IntTensor | null): Uint8Array | null {
+/** validLens read per row of x (B, ..., Q, K): row r belongs to batch element r / perBatch and,
+ * for 2-D lengths (B, Q), to query r mod Q. */
+export interface RowLengths {
+  data: Int32Array;
+  perBatch: number; // rows per batch element: (middle axes) * Q
+  Q: number;
+  twoD: boolean;
+}
+
+function rowLengths(shape: readonly number[], validLens: IntTensor | null): RowLengths | null {
   if (validLens === null) return null;
   const B = shape[0], Q = shape[shape.length - 2], K = shape[shape.length - 1];
-  const rows = sizeOf(shape) / K;
-  const perBatch = rows / B; // (middle axes) * Q rows per batch element
   const oneD = validLens.shape.length === 1 && validLens.shape[0] === B;
   const twoD = validLens.shape.length === 2 && validLens.shape[0] === B && validLens.shape[1] === Q;
   if (!oneD && !twoD) {
     throw new RangeError(`validLens must have shape (${B},) or (${B}, ${Q}), got (${validLens.shape})`);
   }
+  return { data: validLens.data, perBatch: sizeOf(shape) / K / B, Q, twoD };
+}
+
+/** The keys kept in row r: its length clamped to [0, K] (keys k < len are kept). */
+function keptIn(lens: RowLengths, r: number, K: number): number {
+  const b = Math.floor(r / lens.perBatch);
+  const len = lens.twoD ? lens.data[b * lens.Q + (r % lens.Q)] : lens.data[b];
+  return len < 0 ? 0 : len > K ? K : len;
+}
+
+/** The keep mask flattened like x: 1 where key k < the row's valid length (the rule
+ * maskedSoftmaxForward applies row by row). */
+export function keepMask(shape: readonly number[], validLens: IntTensor | null): Uint8Array | null {
+  const lens = rowLengths(shape, validLens);
+  if (lens === null) return null;
+  const K = shape[shape.length - 1], rows = sizeOf(shape) / K;
   const keep = new Uint8Array(rows * K);
-  for (let r = 0; r < rows; r++) {
-    const b = Math.floor(r / perBatch);
-    const len = oneD ? validLens.data[b] : validLens.data[b * Q + (r % Q)];
-    for (let k = 0; k < K; k++) keep[r * K + k] = k < len ? 1 : 0;
-  }
+  for (let r = 0; r < rows; r++) keep.fill(1, r * K, r * K + keptIn(lens, r, K));
   return keep;
 }
 
+/** Per row: v = x where kept, else MASK_VALUE; out = exp(v - max v) / (in-order sum of those).
+ * The masked keys are the row's last K - n (n = keptIn), so their v, exp and share of the sum
+ * are one value each, taken in key order as any other. */
 export function maskedSoftmaxForward(x: Tensor, validLens: IntTensor | null = null): { out: Tensor; cache: MaskedSoftmaxCache } {
   const K = x.shape[x.shape.length - 1];
-  const keep = keepMask(x.shape, validLens);
+  const lens = rowLengths(x.shape, validLens);
   const out = empty(x.shape); // every element written
   const X = x.data, O = out.data;
   for (let r = 0; r < X.length / K; r++) {
-    const o = r * K;
+    const o = r * K, n = lens === null ? K : keptIn(lens, r, K);
     let max = -Infinity;
-    for (let k = 0; k < K; k++) {
-      const v = keep === null || keep[o + k] ? X[o + k] : MASK_VALUE;
-      O[o + k] = v;
-      if (v > max) max = v;
-    }
+    for (let k = 0; k < n; k++) if (X[o + k] > max) max = X[o + k];
+    if (n < K && MASK_VALUE > max) max = MASK_VALUE;
     let sum = 0;
-    for (let k = 0; k < K; k++) {
-      const e = exp(O[o + k] - max);
+    for (let k = 0; k < n; k++) {
+      const e = exp(X[o + k] - max);
       O[o + k] = e;
       sum += e;
     }
+    if (n < K) {
+      const e = exp(MASK_VALUE - max);
+      for (let k = n; k < K; k++) {
+        O[o + k] = e;
+        sum += e;
+      }
+    }
     for (let k = 0; k < K; k++) O[o + k] = O[o + k] / sum;
   }
-  return { out, cache: { out, keep } };
+  return { out, cache: { out, lens } };
 }
 
 /** dout (B, ..., Q, K) -> dx of x's shape. Per row, with y = out:
  * dx = y * (dout - sum_k dout_k y_k), the sum in key order; 0 where the forward masked x. */
 export function maskedSoftmaxBackward(dout: Tensor, cache: MaskedSoftmaxCache): Tensor {
-  const { out, keep } = cache;
+  const { out, lens } = cache;
   if (dout.shape.length !== out.shape.length || dout.shape.some((s, i) => s !== out.shape[i])) {
     throw new RangeError(`maskedSoftmaxBackward: dout must have the output's shape (${out.shape}), got (${dout.shape})`);
   }
@@ -72,10 +97,10 @@ export function maskedSoftmaxBackward(dout: Tensor, cache: MaskedSoftmaxCache): 
     // O[o + k] = O[o + k] / sum, O = exp(v - max): the shift by the row max cancels
     let dot = 0;
     for (let k = 0; k < K; k++) dot += G[o + k] * Y[o + k];
-    for (let k = 0; k < K; k++) DX[o + k] = Y[o + k] * (G[o + k] - dot);
-    if (keep === null) continue;
-    // v = keep[o + k] ? X[o + k] : MASK_VALUE: a masked score is replaced by a constant
-    for (let k = 0; k < K; k++) if (!keep[o + k]) DX[o + k] = 0;
+    // v = kept ? x : MASK_VALUE: a masked score is replaced by a constant, its dx is 0
+    const n = lens === null ? K : keptIn(lens, r, K);
+    for (let k = 0; k < n; k++) DX[o + k] = Y[o + k] * (G[o + k] - dot);
+    for (let k = n; k < K; k++) DX[o + k] = 0;
   }
   return dx;
 }

@@ -63,6 +63,9 @@ export function positionalEncodingForward(
   for (let b = 0; b < B; b++) {
     for (let r = 0; r < rows; r++) summed.data[b * rows + r] = x.data[b * rows + r] + P.data[r];
   }
+  // p = 0: the dropout is the identity and summed is this function's own, so it is the output
+  // itself (dropoutForward would copy it)
+  if (dropoutP === 0) return { out: summed, cache: { dropout: { mask: null, p: 0 }, mask: null } };
   const { out, cache } = dropoutForward(summed, dropoutP, rng); // backward: d summed = d out via dropout
   return { out, cache: { dropout: cache, mask: cache.mask } };
 }

@@ -3,7 +3,7 @@
 // is tested by tests/test_mathlib.py (SHA-256 over ~1e6 inputs per function).
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { exp, expm1, log, sin, cos, tanh, ldexp, powLn, twoProd, specLog, TRIG_MAX } from "../../src/core/mathlib.ts";
+import { exp, expm1, log, sin, cos, tanh, ldexp, powLn, twoProd, specLog, horner, EXP_CONSTANTS, TRIG_MAX } from "../../src/core/mathlib.ts";
 
 /** The spacing of doubles at |want| (its ulp). */
 function ulp(want: number): number {
@@ -346,4 +346,66 @@ test("ldexp applies |k| beyond the exponent range in exact steps, rounding once 
   assert.equal(ldexp(MAX, -2099), 0); // (2 - 2^-52) 2^-1076 < 2^-1075
   assert.equal(ldexp(MAX, -5000), 0); // the clamp
   assert.ok(Object.is(ldexp(1, -5000), 0) && Object.is(ldexp(-MAX, -5000), -0));
+});
+
+// expPair as its formula reads (horner over EXP_P, then ldexp): the specification of the
+// unrolled, inlined form in mathlib.ts, which must give the same double for every input.
+function expByFormula(hi: number, lo: number): number {
+  const { LN2_HI, LN2_LO, INV_LN2, EXP_OVER, EXP_UNDER, EXP_P } = EXP_CONSTANTS;
+  if (!(hi >= EXP_UNDER && hi <= EXP_OVER)) return hi > EXP_OVER ? Infinity : hi < EXP_UNDER ? 0 : hi;
+  const k = Math.floor(hi * INV_LN2 + 0.5);
+  const rHi = hi - k * LN2_HI;
+  const rLo = k * LN2_LO - lo;
+  const r = rHi - rLo;
+  const t = r * r;
+  const c = r - t * horner(EXP_P, t);
+  const y = 1 - ((rLo - (r * c) / (2 - c)) - rHi);
+  return ldexp(y, k);
+}
+
+/** The double n ulps above x (n < 0: below), through the bits. */
+function ulpsFrom(x: number, n: number): number {
+  const v = new DataView(new ArrayBuffer(8));
+  v.setFloat64(0, x);
+  const bits = v.getBigInt64(0);
+  v.setBigInt64(0, x >= 0 ? bits + BigInt(n) : bits - BigInt(n));
+  return v.getFloat64(0);
+}
+
+test("exp and powLn give the bits of their formula (horner, ldexp) on edges and 400000 other inputs", () => {
+  const { EXP_OVER, EXP_UNDER } = EXP_CONSTANTS;
+  const xs: number[] = [0, -0, NaN, Infinity, -Infinity, 5e-324, -5e-324, 1e-300, -1e-300, 2 ** -30, -(2 ** -30),
+    Number.MAX_VALUE, -Number.MAX_VALUE, 1e6, -1e6, 0.5 * Math.LN2, -0.5 * Math.LN2];
+  // the overflow and underflow bounds, k = 1024 (ldexp's upward steps), the k = -1022 / -1023
+  // edge (ldexp's downward steps) and the subnormal results, a few ulps either side
+  for (const edge of [EXP_OVER, EXP_UNDER, 1023.5 * Math.LN2, -1022.5 * Math.LN2, -1021.5 * Math.LN2, -1074 * Math.LN2, -1075 * Math.LN2]) {
+    for (let n = -40; n <= 40; n++) xs.push(ulpsFrom(edge, n));
+  }
+  // the masked scores of maskedSoftmax: -1e6 minus a row's max, and a max of masked values only
+  for (const max of [0, -0, 1, -1, 3.25, -17.5, 1e3, -1e6, 1e6, 709, -745]) xs.push(-1e6 - max, max - 1e6, -1e6 - (-1e6));
+  let s = 12345; // a fixed linear congruential stream (no generator state shared with other tests)
+  const next = () => (s = (Math.imul(s, 1103515245) + 12345) >>> 0) / 2 ** 32;
+  for (let i = 0; i < 100000; i++) xs.push((next() * 2 - 1) * 760); // the whole finite range and past it
+  for (let i = 0; i < 100000; i++) xs.push((next() * 2 - 1) * 20); // softmax scores and logits
+  for (let i = 0; i < 50000; i++) xs.push(-708 - next() * 38); // results subnormal or near
+  const raw = new DataView(new ArrayBuffer(8));
+  for (let i = 0; i < 50000; i++) { // any bit pattern: every exponent, NaNs and infinities included
+    raw.setUint32(0, next() * 2 ** 32);
+    raw.setUint32(4, next() * 2 ** 32);
+    xs.push(raw.getFloat64(0));
+  }
+  let differ = 0, first = "";
+  for (const x of xs) {
+    const got = exp(x), want = expByFormula(x, 0);
+    if (!Object.is(got, want)) { if (differ++ === 0) first = `exp(${x}) = ${got}, the formula gives ${want}`; }
+  }
+  // powLn: the pair (y c0, its product error + y c1) reaches expPair with lo != 0
+  const LN = [9.210340371976184, -8.683024893528997e-16] as [number, number];
+  for (let i = 0; i < 100000; i++) {
+    const y = (next() * 2 - 1) * 80;
+    const p = y * LN[0], [, e] = twoProd(y, LN[0]);
+    const got = powLn(LN, y), want = expByFormula(p, e + y * LN[1]);
+    if (!Object.is(got, want)) { if (differ++ === 0) first = `powLn(ln 10000, ${y}) = ${got}, the formula gives ${want}`; }
+  }
+  assert.equal(differ, 0, `${differ} inputs differ from the formula; first: ${first}`);
 });

@@ -8,7 +8,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import {
-  type Tensor, empty, inWorkspace, intTensor, matmul, matmulNT, matmulTn, meanLast, newWorkspace, productEngine, sizeOf, sumLast, tensor, zeros,
+  type Tensor, empty, inWorkspace, intTensor, matmul, matmulNT, matmulTn, meanLast, newWorkspace, productEngine, products, sizeOf, sumLast, tensor, zeros,
 } from "../../src/core/ops.ts";
 import { copyParams } from "../../src/core/params.ts";
 
@@ -367,3 +367,66 @@ test("[wasm] a product whose copies do not fit below a pinned workspace runs in 
     assert.deepEqual(counts(), { wasm: 1, js: 1 });
   } finally { productEngine.mode = "auto"; }
 });
+
+// products on head slices: A, B and O read and written through strides (a head h of a (B, T, d)
+// tensor is offset h*D, rows d apart, batch T*d apart), as multiHeadAttention calls it. The
+// specification is the loop over the same addresses; every element products does not own must
+// keep its value (a kernel writing its pad columns in place would overwrite the next head's).
+type Strides = [number, number, number, number]; // offset, row (m or k), column (k or n), batch
+function loopProducts(A: Float64Array, a: Strides, B: Float64Array, b: Strides, O: Float64Array, o: [number, number, number],
+  M: number, K: number, N: number, batch: number): void {
+  for (let p = 0; p < batch; p++) {
+    for (let m = 0; m < M; m++) {
+      for (let n = 0; n < N; n++) {
+        let acc = 0;
+        for (let k = 0; k < K; k++) acc = acc + A[a[0] + p * a[3] + m * a[1] + k * a[2]] * B[b[0] + p * b[3] + k * b[1] + n * b[2]];
+        O[o[0] + p * o[2] + m * o[1] + n] = acc;
+      }
+    }
+  }
+}
+
+/** The six head-slice products of multi-head attention's forward and backward, for batch Bt,
+ *  T queries, S keys, H heads of D features (d = H D), head h. */
+function headCases(Bt: number, T: number, S: number, H: number, D: number, h: number) {
+  const d = H * D;
+  // [what, A's size, A strides, B's size, B strides, O's size, O strides, M, K, N]
+  return [
+    ["scores = q_h k_h^T", Bt * T * d, [h * D, d, 1, T * d], Bt * S * d, [h * D, 1, d, S * d], Bt * H * T * S, [h * T * S, S, H * T * S], T, D, S],
+    ["out_h = w_h v_h", Bt * H * T * S, [h * T * S, S, 1, H * T * S], Bt * S * d, [h * D, d, 1, S * d], Bt * T * d, [h * D, d, T * d], T, S, D],
+    ["dv_h = w_h^T dout_h", Bt * H * T * S, [h * T * S, 1, S, H * T * S], Bt * T * d, [h * D, d, 1, T * d], Bt * S * d, [h * D, d, S * d], S, T, D],
+  ] as [string, number, Strides, number, Strides, number, [number, number, number], number, number, number][];
+}
+
+for (const mode of ["js", "wasm"] as const) {
+  test(`[${mode}] products on head slices (strided A, B and O) are the loop, bit for bit, and touch nothing else, in a workspace and outside`, () => {
+    const ws = newWorkspace();
+    productEngine.mode = mode;
+    try {
+      // D = 8: B and O in place under Wasm (rows of the (B, T, d) tensor); D = 3, 6: packed, copied out
+      const dims: [number, number, number, number, number][] = [[5, 7, 6, 2, 8], [3, 4, 9, 3, 3], [2, 5, 5, 2, 6], [4, 7, 7, 1, 8], [1, 9, 4, 4, 4]];
+      for (let step = 0; step < 3; step++) {
+        const rand = makeRandom(12);
+        inWorkspace(ws, () => {
+          for (const [Bt, T, S, H, D] of dims) {
+            for (let h = 0; h < H; h++) {
+              for (const [what, na, as, nb, bs, no, os, M, K, N] of headCases(Bt, T, S, H, D, h)) {
+                for (const inside of [true, false]) {
+                  const a = wild(rand, [na]).data, b = wild(rand, [nb]).data;
+                  const A = inside ? zeros([na]).data : new Float64Array(na), B = inside ? zeros([nb]).data : new Float64Array(nb);
+                  A.set(a); B.set(b);
+                  const O = inside ? zeros([no]).data : new Float64Array(no);
+                  for (let i = 0; i < no; i++) O[i] = 1000 + i; // sentinels
+                  const want = Float64Array.from(O);
+                  loopProducts(a, as, b, bs, want, os, M, K, N, Bt);
+                  products(A, as[0], as[1], as[2], as[3], B, bs[0], bs[1], bs[2], bs[3], O, os[0], os[1], os[2], M, K, N, Bt);
+                  assertSameBits({ shape: [no], data: O }, want, `step ${step}, ${what}, B ${Bt} T ${T} S ${S} H ${H} D ${D} h ${h}${inside ? ", in the workspace" : ""}`);
+                }
+              }
+            }
+          }
+        });
+      }
+    } finally { productEngine.mode = "auto"; }
+  });
+}

@@ -5,6 +5,7 @@ import assert from "node:assert/strict";
 import { tensor } from "../../src/core/ops.ts";
 import { Generator } from "../../src/core/rng.ts";
 import { ffnBackward, ffnForward, relu, reluBackward } from "../../src/nn/ffn.ts";
+import { linearBackward, linearForward } from "../../src/nn/linear.ts";
 import { checkFd, dot, tolerance } from "../toolkit.ts";
 
 test("x = [1, -1] through F = 3 hidden units, computed by hand", () => {
@@ -15,8 +16,7 @@ test("x = [1, -1] through F = 3 hidden units, computed by hand", () => {
     b2: tensor([2], [0.25, 0]),
   };
   const { out, cache } = ffnForward(tensor([1, 2], [1, -1]), params);
-  assert.deepEqual(Array.from(cache.hPre.data), [1, -1, -0.5]);
-  assert.deepEqual(Array.from(cache.h.data), [1, 0, 0]);
+  assert.deepEqual(Array.from(cache.h.data), [1, 0, 0]); // relu of hPre = [1, -1, -0.5]
   assert.deepEqual(out.shape, [1, 2]);
   assert.deepEqual(Array.from(out.data), [1.25, 4]);
 });
@@ -44,14 +44,37 @@ test("backward matches finite differences for x and every parameter (no step cro
   const x = g.normal([2, 3, 4]), dout = g.normal([2, 3, 4]);
   const params = { W1: g.uniform([5, 4], -0.5, 0.5), b1: g.uniform([5], -0.5, 0.5), W2: g.uniform([4, 5], -0.45, 0.45), b2: g.uniform([4], -0.45, 0.45) };
   const { out: _o, cache } = ffnForward(x, params);
-  const pattern = Array.from(cache.hPre.data, (v) => v > 0);
+  const pattern = Array.from(cache.h.data, (v) => v > 0);
   const { dx, grads } = ffnBackward(dout, cache);
   const f = () => {
     const r = ffnForward(x, params);
-    assert.deepEqual(Array.from(r.cache.hPre.data, (v) => v > 0), pattern, "a step crossed a ReLU kink");
+    assert.deepEqual(Array.from(r.cache.h.data, (v) => v > 0), pattern, "a step crossed a ReLU kink");
     return dot(r.out, dout);
   };
   checkFd("dx", f, x, dx, tolerance("ffn", "fd_in_order"));
   for (const k of ["W1", "b1", "W2", "b2"] as const) checkFd(`d${k}`, f, params[k], grads[k], tolerance("ffn", "fd_in_order"));
   assert.ok(pattern.includes(true) && pattern.includes(false), "both sides of the ReLU are exercised");
+});
+
+test("forward and backward give the bits of Linear, relu, Linear composed (the ReLU in place, its gate read off h)", () => {
+  const g = new Generator(36);
+  const x = g.normal([3, 4, 4]), dout = g.normal([3, 4, 4]);
+  const params = { W1: g.uniform([6, 4], -0.5, 0.5), b1: g.uniform([6], -0.5, 0.5), W2: g.uniform([4, 6], -0.4, 0.4), b2: g.uniform([4], -0.4, 0.4) };
+  // hidden units 0 and 1 get exact 0 and -0 pre-activations: W1's rows 0, b1's entries 0 and -0
+  params.W1.data.fill(0, 0, 8);
+  params.b1.data[0] = 0;
+  params.b1.data[1] = -0;
+  const { out: hPre, cache: lin1 } = linearForward(x, params.W1, params.b1);
+  const h = relu(hPre);
+  const { out: want, cache: lin2 } = linearForward(h, params.W2, params.b2);
+  const { dx: dh, dW: dW2, db: db2 } = linearBackward(dout, lin2);
+  const { dx: wantDx, dW: dW1, db: db1 } = linearBackward(reluBackward(dh, hPre), lin1);
+  const { out, cache } = ffnForward(x, params);
+  assert.ok(Array.from(hPre.data).some((v) => v < 0) && Array.from(hPre.data).some((v) => v > 0), "both sides of the ReLU");
+  assert.deepEqual(Array.from(out.data), Array.from(want.data));
+  const { dx, grads } = ffnBackward(dout, cache);
+  assert.deepEqual(Array.from(dx.data), Array.from(wantDx.data));
+  for (const [k, w] of [["W1", dW1], ["b1", db1!], ["W2", dW2], ["b2", db2!]] as const) {
+    assert.deepEqual(Array.from(grads[k].data), Array.from(w.data), `d${k}`);
+  }
 });

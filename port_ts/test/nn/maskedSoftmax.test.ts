@@ -3,8 +3,9 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { Generator } from "../../src/core/rng.ts";
-import { intTensor, tensor, type IntTensor, type Tensor } from "../../src/core/ops.ts";
-import { maskedSoftmaxForward, keepMask, maskedSoftmaxBackward } from "../../src/nn/maskedSoftmax.ts";
+import { empty, inWorkspace, intTensor, newWorkspace, tensor, type IntTensor, type Tensor } from "../../src/core/ops.ts";
+import { MASK_VALUE, maskedSoftmaxForward, keepMask, maskedSoftmaxBackward } from "../../src/nn/maskedSoftmax.ts";
+import { exp } from "../../src/core/mathlib.ts";
 import { dot, fdError, tolerance } from "../toolkit.ts";
 
 // Tolerances, each with its reason.
@@ -133,4 +134,66 @@ test("backward: masked scores and length-0 rows get exactly 0; every row of dx s
     assert.ok(Math.abs(sum(row)) <= SHIFT, `row ${r} of dx sums to ${sum(row)}`);
   });
   assert.throws(() => maskedSoftmaxBackward(g.normal([2, 3, 4]), maskedSoftmaxForward(x).cache), /output's shape \(2,3,5\)/);
+});
+
+// The masked softmax element by element, as its rule reads: v = kept ? x : MASK_VALUE through
+// keepMask, max, exp and the in-order sum over all K keys, then the backward's dot over all K
+// and 0 where masked. maskedSoftmaxForward / Backward handle the masked tail of a row in one
+// go; they must give these bits.
+function naiveForward(x: Tensor, lens: IntTensor | null): Float64Array {
+  const K = x.shape[x.shape.length - 1], keep = keepMask(x.shape, lens), out = new Float64Array(x.data.length);
+  for (let o = 0; o < out.length; o += K) {
+    let max = -Infinity;
+    for (let k = 0; k < K; k++) {
+      out[o + k] = keep === null || keep[o + k] ? x.data[o + k] : MASK_VALUE;
+      if (out[o + k] > max) max = out[o + k];
+    }
+    let s = 0;
+    for (let k = 0; k < K; k++) { out[o + k] = exp(out[o + k] - max); s += out[o + k]; }
+    for (let k = 0; k < K; k++) out[o + k] = out[o + k] / s;
+  }
+  return out;
+}
+
+function naiveBackward(dout: Tensor, y: Float64Array, keep: Uint8Array | null, K: number): Float64Array {
+  const dx = new Float64Array(y.length);
+  for (let o = 0; o < y.length; o += K) {
+    let d = 0;
+    for (let k = 0; k < K; k++) d += dout.data[o + k] * y[o + k];
+    for (let k = 0; k < K; k++) dx[o + k] = keep === null || keep[o + k] ? y[o + k] * (dout.data[o + k] - d) : 0;
+  }
+  return dx;
+}
+
+function sameBits(got: Float64Array, want: Float64Array, what: string): void {
+  for (let i = 0; i < want.length; i++) {
+    assert.ok(Object.is(got[i], want[i]), `${what}: element ${i} is ${got[i]}, the rule gives ${want[i]}`);
+  }
+}
+
+test("forward and backward give the bits of the element-by-element rule, for any lengths (0, K, beyond K, negative)", () => {
+  const g = new Generator(10);
+  const cases: [number[], IntTensor | null][] = [
+    [[3, 2, 7], null],
+    [[3, 2, 7], intTensor([3], [0, 7, 3])],
+    [[4, 2, 3, 7], intTensor([4], [1, 9, -2, 6])], // beyond K and negative: all kept, none kept
+    [[2, 2, 3, 5], intTensor([2, 3], [1, 2, 3, 0, 5, 8])], // 2-D (B, Q), as the causal mask
+    [[2, 4, 1], intTensor([2], [0, 1])],
+  ];
+  for (const [shape, lens] of cases) {
+    const x = g.normal(shape, 0, 3);
+    x.data[0] = -0; x.data[x.data.length - 1] = 800; // a signed zero, a score whose exp overflows unshifted
+    const { out, cache } = maskedSoftmaxForward(x, lens);
+    const what = `shape (${shape}), lens ${lens && Array.from(lens.data)}`;
+    sameBits(out.data, naiveForward(x, lens), `forward, ${what}`);
+    const dout = g.normal(shape);
+    // in a workspace whose memory holds NaN from before: every element must be written
+    const ws = newWorkspace();
+    inWorkspace(ws, () => { for (let i = 0; i < 4; i++) empty([out.data.length]).data.fill(NaN); });
+    const dx = inWorkspace(ws, () => maskedSoftmaxBackward(dout, cache).data.slice());
+    sameBits(dx, naiveBackward(dout, out.data, keepMask(shape, lens), shape[shape.length - 1]), `backward, ${what}`);
+  }
+  // all kept scores below the mask value: the max is then MASK_VALUE's, the masked keys dominate
+  const low = tensor([1, 1, 4], [-2e6, -3e6, -2.5e6, -1e7]);
+  sameBits(maskedSoftmaxForward(low, intTensor([1], [2])).out.data, naiveForward(low, intTensor([1], [2])), "scores below -1e6");
 });
