@@ -9,7 +9,7 @@
 // linearBackward through W1, b1. The forward applies the ReLU in place (hPre's array becomes h)
 // and the backward reads the rule off h: h > 0 exactly where hPre > 0.
 
-import { type Tensor, empty, matmul, matmulTn, zeros } from "../core/ops.ts";
+import { type Tensor, empty, zeros } from "../core/ops.ts";
 import { type LinearCache, linearBackward, linearForward } from "./linear.ts";
 
 export interface FfnCache {
@@ -40,7 +40,7 @@ function param(params: Record<string, Tensor>, name: string): Tensor {
 
 export function ffnForward(x: Tensor, params: Record<string, Tensor>): { out: Tensor; cache: FfnCache } {
   const W1 = param(params, "W1"), b1 = param(params, "b1");
-  const { out: xw, cache: lin1 } = linearForward(x, W1, null); // (..., F)  x W1^T, the bias below
+  const { out: xw, cache: lin1 } = linearForward(x, W1, null); // (..., F)  x W1^T, the bias below (lin1: no bias, db1 is the backward's own)
   // hPre = x W1^T + b1 (linear's bias after the sum), then h = relu(hPre), in one pass over
   // xw's array (this function's own): the same two roundings per element, no (..., F) copy
   const F = W1.shape[0], h = xw, H = h.data, B1 = b1.data;
@@ -51,7 +51,6 @@ export function ffnForward(x: Tensor, params: Record<string, Tensor>): { out: Te
       H[r + o] = v > 0 ? v : 0;
     }
   }
-  lin1.hasBias = true;
   const { out, cache: lin2 } = linearForward(h, param(params, "W2"), param(params, "b2")); // (..., d)
   return { out, cache: { lin1, h, lin2 } };
 }
@@ -62,7 +61,7 @@ export function ffnBackward(dout: Tensor, cache: FfnCache): { dx: Tensor; grads:
   // inverts: h = relu(hPre); reluBackward's rule (hPre > 0, read as h > 0) written into dh itself
   // (dh is this function's own temporary), which saves an (..., F) allocation: the same values.
   // The same pass adds each row into db1, as linearBackward's db: rows in turn, from +0.
-  const { x, W } = cache.lin1, F = W.shape[0], I = W.shape[1];
+  const F = cache.lin1.W.shape[0];
   const D = dh.data, X = cache.h.data; // dh becomes dhPre
   const db1 = zeros([F]), DB = db1.data; // (F,)
   for (let r = 0; r < D.length; r += F) {
@@ -72,9 +71,7 @@ export function ffnBackward(dout: Tensor, cache: FfnCache): { dx: Tensor; grads:
       DB[o] += g;
     }
   }
-  // inverts: hPre = x W1^T + b1, as linearBackward: dW1 over rows in order, dx over F in order
-  const M = D.length / F;
-  const dW1 = matmulTn({ shape: [M, F], data: D }, { shape: [M, I], data: x.data }); // (F, I)
-  const dx = { shape: [...x.shape], data: matmul({ shape: [M, F], data: D }, W).data }; // (..., d)
+  // inverts: hPre = x W1^T (+ b1, whose gradient is db1 above)
+  const { dx, dW: dW1 } = linearBackward(dh, cache.lin1);
   return { dx, grads: { W1: dW1, b1: db1, W2: dW2, b2: db2! } };
 }
