@@ -11,6 +11,7 @@ import pytest
 
 from verify.documents import DocumentError, Schemas, _items_valid
 
+CASE_VALUES = [0, 1, 2.0, 2.5, -1, True, False, None, "", "x", "forward", "9bad id", [], {}, {"a": 1}, math.nan, 2 ** 60]
 ITEMS = [0, 1, -3, 2.0, 2.5, -0.0, math.inf, -math.inf, math.nan, True, False, None, "NaN", "Infinity",
          "-Infinity", "nan", "", [], {}, 10**30, 1e300]
 
@@ -52,8 +53,11 @@ def _mutate(doc, rng):
         doc[part][name] = rng.choice([None, [], "x", 3])
     elif r < 0.93:
         doc[part] = rng.choice([None, [], "x", {}])
-    elif r < 0.96:
+    elif r < 0.945:
         doc[rng.choice(["schema_version", "generator", "extra", "case"])] = rng.choice([2, "", None, {}, 1])
+    elif r < 0.96 and isinstance(doc.get("case"), dict):  # inside the echoed case: each distinct case validated once
+        case = doc["case"]
+        case[rng.choice(["seed", "kind", "id", "config", "extra", "op"])] = rng.choice(CASE_VALUES)
     else:
         doc.pop(rng.choice(["inputs", "outputs", "case", "engine"]), None)
     return doc
@@ -72,6 +76,21 @@ def test_the_quick_path_accepts_exactly_what_the_schema_accepts(schemas, base):
         assert schemas._golden_quick.valid(doc) == expected, json.dumps(doc)[:400]
         seen[expected] += 1
     assert min(seen.values()) > 400, seen  # both verdicts well exercised
+
+
+def test_the_echoed_case_is_remembered_by_its_value_and_types(repo_root, base):
+    # A fresh Schemas, so the remembered cases are this test's: a case valid with seed 1 (or 2.0,
+    # an integer to JSON Schema) says nothing of the same case with seed true or 1.5, which differ
+    # from it only in type or by a fraction (a key comparing by Python equality would take
+    # true == 1).
+    schemas = Schemas(repo_root / "golden" / "schemas")
+    quick, full = schemas._golden_quick, schemas._validators["golden"]
+    assert quick.case is not None  # the top level constrains each property by its own schema
+    for seed in [1, True, 2.0, 1.5, 1, False, 0, None]:
+        doc = json.loads(json.dumps(base))
+        doc["case"]["seed"] = seed
+        assert quick.valid(doc) == full.is_valid(doc) == (type(seed) is not bool and seed is not None
+                                                          and float(seed).is_integer()), seed
 
 
 def test_a_refused_document_gets_the_full_validators_message(schemas, base):

@@ -213,8 +213,9 @@ class _GoldenQuick:
     `inputs` / `outputs` by the same two definitions (`tensors`: the name pattern; `tensor`: the
     body). So: the document is validated with `inputs` and `outputs` emptied; each tensor name is
     validated once per process (a name is valid or not whatever document holds it); each tensor
-    body is validated with its data emptied, once per distinct body (dtype, shape, keys); and the
-    data items are checked by _items_valid. All of it goes through the schema itself; only the
+    body is validated with its data emptied, once per distinct body (dtype, shape, keys); the
+    echoed case once per distinct case (its JSON text, keys sorted); and the data items are
+    checked by _items_valid. All of it goes through the schema itself; only the
     items rule is restated, and tests/test_documents.py fuzzes it against the full validator.
 
     valid() returning False means "not shown valid": Schemas.check then runs the full validator,
@@ -225,6 +226,15 @@ class _GoldenQuick:
     def __init__(self, schema, registry):
         base = schema["$id"]
         self.top = Draft202012Validator(schema, registry=registry)
+        # The echoed case, validated once per distinct case (both engines echo the same one) when
+        # the top level only constrains each property by its own schema: the top level is then
+        # validated with `case` allowed to be anything (still required), and the case on its own.
+        self.case = None
+        if set(schema) <= self.TOP_KEYWORDS and "case" in schema.get("properties", {}):
+            self.top = Draft202012Validator(dict(schema, properties=dict(schema["properties"], case=True)),
+                                            registry=registry)
+            self.case = Draft202012Validator({"$ref": f"{base}#/properties/case"}, registry=registry)
+        self._cases = {}
         self.tensor = Draft202012Validator({"$ref": f"{base}#/$defs/tensor"}, registry=registry)
         self.tensors = Draft202012Validator({"$ref": f"{base}#/$defs/tensors"}, registry=registry)
         # A name alone, through the rule `tensors` gives names (a pattern), when that is all the
@@ -236,6 +246,17 @@ class _GoldenQuick:
         self._names, self._bodies = {}, {}
 
     TENSORS_KEYWORDS = frozenset(("type", "propertyNames", "additionalProperties", "description", "title"))
+    TOP_KEYWORDS = frozenset(("$schema", "$id", "title", "description", "type", "required", "additionalProperties",
+                              "properties", "$defs"))
+
+    def _case_ok(self, case):
+        try:
+            key = json.dumps(case, sort_keys=True)  # types kept: 2 and 2.0, 1 and true, null and NaN differ
+        except (TypeError, ValueError, RecursionError):
+            return self.case.is_valid(case)
+        if key not in self._cases:
+            self._cases[key] = self.case.is_valid(case)
+        return self._cases[key]
 
     def _name_ok(self, name):
         if name not in self._names:
@@ -267,6 +288,8 @@ class _GoldenQuick:
                 if not (self._name_ok(name) and self._body_ok(body)):
                     return False
             skeleton[part] = {}
+        if self.case is not None and "case" in document and not self._case_ok(document["case"]):
+            return False
         return self.top.is_valid(skeleton)
 
 
