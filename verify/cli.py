@@ -21,7 +21,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from . import advice, browsers, catalogue, diff, engines, export, faults, goldens, html, junit, lifecycle, models, suite
+from . import advice, catalogue, engines, goldens, lifecycle, models, suite
+# browsers, diff, export, faults, html and junit are imported by the commands and options that use
+# them: `verify attention` alone does not pay for their imports.
 from . import reference_cache
 from . import verdict
 from . import inspect as inspect_cmd  # not `import inspect`: that would shadow the standard library's
@@ -310,9 +312,11 @@ def _write_outputs(args, report, timings, out, json_paths=()):
         with timings.section("report: json"):
             _write(target, dumps(dict(report, timings=timings.to_dict())), "JSON report")
     if args.html:
+        from . import html
         with timings.section("report: html"):
             _write(args.html, html.dumps(dict(report, timings=report.get("timings") or timings.to_dict())), "HTML report")
     if args.junit:
+        from . import junit
         with timings.section("report: junit"):
             _write(args.junit, junit.dumps(dict(report, timings=report.get("timings") or timings.to_dict())), "JUnit XML")
 
@@ -354,6 +358,7 @@ def cmd_verify(args, out):
         finally:
             progress.clear()
         if args.browser:
+            from . import browsers
             with timings.section("engines: browsers"):
                 report["browsers"] = browsers.run(project.context(args.timeout), selected, {c.id for c in every},
                                                   engine_list[0], Path(work) / "reference", args.browser,
@@ -446,6 +451,7 @@ def cmd_regen(args, out):
             except OSError as exc:
                 raise InputError(f"could not write the new goldens ({exc.strerror or exc}); "
                                  f"{project.display(project.golden_dir)} is as it was before") from None
+    from . import diff
     for name, (change, new, old) in plan.items():
         print(f"{name}: {len(change.changed)} changed, {len(change.added)} added, {len(change.removed)} removed, "
               f"{change.unchanged} unchanged", file=out)
@@ -503,6 +509,7 @@ def cmd_show(args, out):
 
 
 def cmd_export(args, out):
+    from . import export
     project = Project(args, args.suite)
     _, selected = project.cases(args.case)
     out_dir = args.out or project.root / "exports" / args.suite
@@ -512,6 +519,7 @@ def cmd_export(args, out):
 
 
 def cmd_diff(args, out):
+    from . import diff
     root = repo_root()
     rev, paths = args.rev, list(args.paths)
     if rev is None and len(paths) == 1:  # `verify diff HEAD`
@@ -554,6 +562,7 @@ def _main(argv=None):
         if args.command == "diff":
             return cmd_diff(args, out)
         if args.command == "faults":
+            from . import faults
             return faults.run(args, out, Project(args, args.suite))
         return cmd_verify(args, out)
     except InputError as exc:
