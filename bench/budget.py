@@ -5,6 +5,9 @@
 1. The yardstick: PyTorch float64 eager on one thread trains the reversal model (the case
    train.reversal: its seed, data, batches, Adam at its lr, the book's clipping) for its 600
    steps, timed in this process (wall and CPU; the set-up of data and parameters not counted).
+   It is taken again right before every timed run of verify attention, and each run is divided
+   by its own yardstick: on a shared machine the load drifts (one session here saw the yardstick
+   take 6.7 s and 15 s), and a run and the yardstick just before it see about the same.
 2. `python -m verify attention --timings ARGS` (every case the catalogue has; the pretrained ones
    run once `verify fetch-model` has fetched the model), N times, each watched from outside:
    its wall time, the CPU time (user + sys) of its whole process tree (the runner and every
@@ -17,9 +20,8 @@
    this session with one run (reported as the cold run, not counted), then the N timed runs
    answer the reference from it (the port runs every case afresh in every run); `both` (the
    default) does the fresh runs, then the cached ones.
-3. The yardstick again, so a change of load shows as two different yardsticks.
 
-It prints each figure, the ratio of the median full run to the mean yardstick (budget <= 3),
+It prints each figure, the median over the runs of each run's ratio to its yardstick (budget <= 3),
 the runner's share (budget <= 10 %) and the peak memory (budget < 1.5 GB), with the load
 average before and after: figures taken while other jobs run are not the budgets' figures.
 ARGS go to `verify attention` (e.g. `--jobs 1`). Exits 0 when every run of verify attention
@@ -171,9 +173,8 @@ def main():
     load0 = os.getloadavg()
     print(f"load average (1, 5, 15 min) at the start: {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f}; "
           f"{os.cpu_count()} cores", flush=True)
-    yard = [yardstick()]
-    print(f"yardstick (torch float64 eager, 1 thread, {_case()['config']['steps']} reversal training steps): "
-          f"{yard[0][0]:.2f} s wall, {yard[0][1]:.2f} s CPU", flush=True)
+    print(f"yardstick: torch float64 eager, 1 thread, {_case()['config']['steps']} reversal training steps, "
+          "taken before each timed run", flush=True)
     modes = {"fresh": ["fresh"], "cached": ["cached"], "both": ["fresh", "cached"]}[a.reference]
     runs = {mode: [] for mode in modes}
     with tempfile.TemporaryDirectory(prefix="budget-reference-cache-") as cache:
@@ -183,25 +184,28 @@ def main():
                 cold = full_run(a.args, where)
                 _say(cold, "cold: fills the cache, not counted")
             for i in range(a.runs):
+                yard_wall, yard_cpu = yardstick()
+                print(f"yardstick: {yard_wall:.2f} s wall, {yard_cpu:.2f} s CPU", flush=True)
                 r = full_run(a.args, where)
+                r["yardstick"] = [yard_wall, yard_cpu]
                 runs[mode].append(r)
                 _say(r, f"{mode}, run {i + 1}")
-    yard.append(yardstick())
-    print(f"yardstick again: {yard[1][0]:.2f} s wall, {yard[1][1]:.2f} s CPU", flush=True)
     load1 = os.getloadavg()
-    y = statistics.mean(w for w, _ in yard)
     figures = {}
     for mode, done in runs.items():
-        wall = statistics.median(r["wall"] for r in done)
+        ratios = [r["wall"] / r["yardstick"][0] for r in done]
+        ratio = statistics.median(ratios)
         own = [r["timings"].get("sections", {}).get("runner's own work") for r in done]
         total = [r["timings"].get("total") for r in done]
         shares = [o / t for o, t in zip(own, total) if o is not None and t]
         busy = [r["timings"].get("sections", {}).get("runner, not waiting") for r in done]
         busy_shares = [b / t for b, t in zip(busy, total) if b is not None and t]
         peak = max(r["peak_rss"] for r in done)
-        figures[mode] = {"ratio": wall / y, "runner_share": shares, "runner_not_waiting_share": busy_shares, "peak_rss": peak}
-        print(f"{mode}: ratio verify attention / yardstick = {wall:.2f} / {y:.2f} = {wall / y:.2f} "
-              f"(budget <= {BUDGET_RATIO:g}); best run {min(r['wall'] for r in done) / y:.2f}")
+        figures[mode] = {"ratio": ratio, "ratios": ratios, "runner_share": shares,
+                         "runner_not_waiting_share": busy_shares, "peak_rss": peak}
+        pairs = ", ".join(f"{r['wall']:.2f} / {r['yardstick'][0]:.2f}" for r in done)
+        print(f"{mode}: ratio verify attention / its yardstick = {ratio:.2f}, the median of "
+              f"{', '.join(f'{q:.2f}' for q in ratios)} ({pairs} s) (budget <= {BUDGET_RATIO:g}); best run {min(ratios):.2f}")
         if shares:
             print(f"{mode}: runner's own work (its CPU) {100 * statistics.median(shares):.1f} % of the wall "
                   f"(budget <= {100 * BUDGET_SHARE:g} %)"
@@ -211,7 +215,7 @@ def main():
           + ("  (other jobs were running: these are not the budgets' figures)" if max(load0[0], load1[0]) > 0.5 * os.cpu_count() else ""))
     if a.json:
         _write_whole(Path(a.json), json.dumps({
-            "load": [load0, load1], "yardstick": yard, "args": a.args, "figures": figures,
+            "load": [load0, load1], "args": a.args, "figures": figures,
             "runs": {mode: [{k: v for k, v in r.items() if k != "output"} for r in done] for mode, done in runs.items()},
         }, indent=1) + "\n")
     return 0 if all(r["exit"] == 0 for done in runs.values() for r in done) else 1
