@@ -6,7 +6,8 @@
 // port_ts/test/core/ops.test.ts checks them bit for bit against the naive loops.
 // Shape legend: ... leading (batch) axes, M rows, K summed axis, N columns.
 
-import { PRODUCT_MODULE, instantiateProduct } from "./wasmKernel.ts";
+import { PRODUCT_MODULE, instantiateProduct, instantiateRows, rowModule } from "./wasmKernel.ts";
+import { EXP_CONSTANTS, exp } from "./mathlib.ts";
 
 export interface Tensor {
   shape: number[];
@@ -237,6 +238,65 @@ function pinRegion(need: number): Float64Array | null {
   pinnedAt = at;
   return H.subarray(at, at + need);
 }
+
+const ROW_MODULE = rowModule(EXP_CONSTANTS);
+const wasmRows = wasmProduct === null ? null : instantiateRows(ROW_MODULE, wasmProduct.memory);
+
+/** x's byte address in the kernels' memory, or -1 when it is elsewhere or the JavaScript path is
+ * forced (productEngine.mode "js"). */
+function addressOf(x: Float64Array): number {
+  return wasmRows !== null && productEngine.mode !== "js" && x.buffer === wasmProduct!.memory.buffer ? x.byteOffset : -1;
+}
+
+/** Elementwise passes of a training step in the Wasm row kernels (core/wasmKernel.ts) when their
+ * operands lie in the kernels' memory (a pinned workspace's tensors), each element or output in
+ * its own lane, the same operations in the same order as the JavaScript written beside each use;
+ * `biasRelu` and `reluGate` return false where they did not run (the caller's loop then runs),
+ * `exp` runs its loop itself for what the kernel leaves. A setting of the port, not a function
+ * of the maths: the reference has no twin. */
+export const rowKernels = {
+  /** Whether the row kernels exist (WebAssembly SIMD), their module's size, and how many calls
+   * ran in them (a test resets it, so a silent fallback cannot pass for the kernels). */
+  simd: wasmRows !== null,
+  moduleBytes: ROW_MODULE.length,
+  wasmRuns: 0,
+  /** H (rows, F) = relu(H + b) per row, b (F,): nn/ffn.ts's fused bias and ReLU. */
+  biasRelu(H: Float64Array, b: Float64Array, F: number): boolean {
+    if (F > scratchWant) scratchWant = F; // b's copy, below the next step's workspace
+    const h = addressOf(H);
+    if (h < 0 || F < 2 || F % 2 !== 0 || H.length < F || H.length % F !== 0) return false;
+    const scratch = wasmHeap(F);
+    if (scratch === null) return false;
+    scratch.set(b.subarray(0, F), 0);
+    rowKernels.wasmRuns++;
+    wasmRows!.biasRelu(h, 0, H.length / F, F);
+    return true;
+  },
+  /** D (rows, F) gated where X > 0, and DB (F,) the gated columns' in-order sums: nn/ffn.ts's ReLU backward. */
+  reluGate(D: Float64Array, X: Float64Array, DB: Float64Array, F: number): boolean {
+    const d = addressOf(D), x = addressOf(X), db = addressOf(DB);
+    if (d < 0 || x < 0 || db < 0 || F < 2 || F % 2 !== 0 || D.length < F || D.length % F !== 0 || X.length !== D.length) return false;
+    rowKernels.wasmRuns++;
+    wasmRows!.reluGate(d, x, db, D.length / F, F);
+    return true;
+  },
+  /** P[i] = exp(P[i]) for every i (mathlib's exp, the same bits). */
+  exp(P: Float64Array): void {
+    const p = addressOf(P), n = P.length;
+    let i = 0;
+    if (p >= 0) {
+      rowKernels.wasmRuns++;
+      for (;;) {
+        i = wasmRows!.expRange(p, i, n);
+        if (i + 4 > n) break; // the last n - i < 4 elements
+        P[i] = exp(P[i]); // four the kernel left to the scalar exp (one of them needs ldexp's steps):
+        P[i + 1] = exp(P[i + 1]); // the first pair here, the kernel again from the second
+        i += 2;
+      }
+    }
+    for (; i < n; i++) P[i] = exp(P[i]);
+  },
+};
 
 /** `batch` products O_p = A_p B_p with productKernel's addressing (strides in elements), each
  * A_p at ao + p*aBatch, B_p at bo + p*bBatch (0: one B for all), O_p at oo + p*oBatch with rows

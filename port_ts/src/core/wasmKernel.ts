@@ -28,7 +28,7 @@ export interface WasmMemory { readonly buffer: ArrayBuffer; grow(pages: number):
 interface WasmApi {
   validate(bytes: Uint8Array): boolean;
   Module: new (bytes: Uint8Array) => object;
-  Instance: new (module: object) => { exports: Record<string, unknown> };
+  Instance: new (module: object, imports?: Record<string, Record<string, unknown>>) => { exports: Record<string, unknown> };
 }
 export type ProductFn = (aPtr: number, sam: number, sak: number, bPtr: number, bRow: number, oPtr: number, oRow: number,
   M: number, K: number, Np: number, batch: number, aBatch: number, bBatch: number, oBatch: number) => void;
@@ -136,6 +136,194 @@ export function instantiateProduct(): { product: ProductFn; memory: WasmMemory }
     if (!wasm.validate(bytes)) return null;
     const { exports } = new wasm.Instance(new wasm.Module(bytes));
     return { product: exports.product as ProductFn, memory: exports.mem as WasmMemory };
+  } catch {
+    return null;
+  }
+}
+
+// ---- the row kernels: elementwise passes of a training step, on the product module's memory ----
+//
+// A second module (it imports the product module's memory, so a step's tensors are its operands
+// as they stand) with three functions, each lane of an f64x2 a DIFFERENT element or output:
+//   biasRelu(h, b, rows, F)         h[r, o] = relu(h[r, o] + b[o]) over (rows, F), F even: the
+//                                   rounded add, then v where v > 0 else +0 (NaN gives +0), as
+//                                   the FFN's fused pass (nn/ffn.ts); the select is a bit mask
+//   reluGate(d, x, db, rows, F)     d[r, o] = x[r, o] > 0 ? d[r, o] : +0, and db[o] = the sum of
+//                                   the gated column over r in row order from +0 (F even)
+//   expRange(p, i, n) -> i32        p[j] = exp(p[j]) for j = i, i+1, .. four at a time (two f64x2),
+//                                   mathlib's expPair (lo = 0) as it reads, lane by lane (the same
+//                                   +, -, *, /, floor and scaling by 2^k, every one IEEE binary64;
+//                                   no FMA); returns the first j not done: the start of four with a
+//                                   lane whose k is outside [-1022, 1023] (results near the overflow
+//                                   or subnormal: ldexp's steps, left to the scalar exp), or of the
+//                                   last n - j < 4 elements, or n.
+// Addresses are bytes; every pointer 8-byte aligned (the loads assume nothing more).
+
+export interface RowFns {
+  biasRelu(h: number, b: number, rows: number, F: number): void;
+  reluGate(d: number, x: number, db: number, rows: number, F: number): void;
+  expRange(p: number, i: number, n: number): number;
+}
+
+/** Signed LEB128 (i32.const immediates). */
+function sleb(v: number): number[] {
+  const out: number[] = [];
+  for (;;) {
+    const byte = v & 0x7f;
+    v >>= 7;
+    if ((v === 0 && (byte & 0x40) === 0) || (v === -1 && (byte & 0x40) !== 0)) { out.push(byte); return out; }
+    out.push(byte | 0x80);
+  }
+}
+
+function rowModuleBytes(constants: { LN2_HI: number; LN2_LO: number; INV_LN2: number; EXP_OVER: number; EXP_UNDER: number; EXP_P: readonly number[] }): number[] {
+  const simd = (op: number, ...imm: number[]) => [0xfd, ...uleb(op), ...imm];
+  const load = simd(0x00, 3, 0), store = simd(0x0b, 3, 0);                // v128.load / store, align 8, offset 0
+  const f64x2 = (v: number) => {                                          // v128.const (v, v)
+    const b = new Uint8Array(new Float64Array([v, v]).buffer);
+    return simd(0x0c, ...b);
+  };
+  const [ADD, SUB, MUL, DIV] = [0xf0, 0xf1, 0xf2, 0xf3].map((op) => simd(op));
+  const [LT, GT, LE, GE] = [0x49, 0x4a, 0x4b, 0x4c].map((op) => simd(op)); // f64x2 comparisons: all-ones lanes
+  const AND = simd(0x4e), ANDNOT = simd(0x4f), BITSELECT = simd(0x52), ANY = simd(0x53), FLOOR = simd(0x75);
+  const TRUNC_I32 = simd(0xfc), EXTEND_I64 = simd(0xc7), SHL_I64 = simd(0xcb), ADD_I64 = simd(0xce);
+  const i32 = (v: number) => [0x41, ...sleb(v)];
+  const add = 0x6a, mul = 0x6c, ltU = 0x49;
+  const loop = (body: number[]) => [0x03, 0x40, ...body, 0x0b];
+  const get = (i: number) => [0x20, i], set = (i: number) => [0x21, i], tee = (i: number) => [0x22, i];
+  const incBy = (i: number, by: number[]) => [...get(i), ...by, add, ...set(i)];
+
+  // biasRelu(h 0, b 1, rows 2, F 3); locals: end 4, rowEnd 5, q 6; v 7 (v128)
+  const biasRelu = [
+    ...get(0), ...get(2), ...get(3), mul, ...i32(8), mul, add, ...set(4),  // end = h + rows F 8
+    ...loop([
+      ...get(1), ...set(6), ...get(0), ...get(3), ...i32(8), mul, add, ...set(5),
+      ...loop([
+        ...get(0), ...get(0), ...load, ...get(6), ...load, ...ADD, ...tee(7), // v = h + b
+        ...get(7), ...f64x2(0), ...GT, ...AND, ...store,                  // h = v & (v > 0)
+        ...incBy(0, i32(16)), ...incBy(6, i32(16)),
+        ...get(0), ...get(5), ltU, 0x0d, 0,
+      ]),
+      ...get(0), ...get(4), ltU, 0x0d, 0,
+    ]),
+  ];
+  // reluGate(d 0, x 1, db 2, rows 3, F 4); locals: r 5, pdb 6, dbEnd 7; g 8 (v128)
+  // rows in turn, the columns' running sums in db (which starts at +0): db[o] = db[o] + g
+  const reluGate = [
+    ...get(2), ...get(4), ...i32(8), mul, add, ...set(7),
+    ...get(2), ...set(6), ...loop([                                          // db = +0
+      ...get(6), ...f64x2(0), ...store, ...incBy(6, i32(16)), ...get(6), ...get(7), ltU, 0x0d, 0,
+    ]),
+    ...i32(0), ...set(5),
+    ...loop([                                                               // for r = 0 .. rows-1
+      ...get(2), ...set(6),
+      ...loop([                                                             // for o = 0, 2, .. < F
+        ...get(0), ...get(0), ...load, ...get(1), ...load, ...f64x2(0), ...GT, ...AND, ...tee(8), ...store,
+        ...get(6), ...get(6), ...load, ...get(8), ...ADD, ...store,          // db = db + g, row order
+        ...incBy(0, i32(16)), ...incBy(1, i32(16)), ...incBy(6, i32(16)),
+        ...get(6), ...get(7), ltU, 0x0d, 0,
+      ]),
+      ...incBy(5, i32(1)), ...get(5), ...get(3), ltU, 0x0d, 0,
+    ]),
+  ];
+  // expRange(p 0, i 1, n 2) -> i32; i32 local a 3; v128 locals: the constants, then per pair
+  // x, k, rHi, rLo, r, t, c, y, inR. Two pairs a pass (four elements, their chains side by
+  // side); a pass with a lane left to the scalar exp returns i, its first element.
+  const { LN2_HI, LN2_LO, INV_LN2, EXP_OVER, EXP_UNDER, EXP_P } = constants;
+  const [P1, P2, P3, P4, P5] = EXP_P;
+  const PAIRS = 2;
+  const C = [LN2_HI, LN2_LO, INV_LN2, EXP_OVER, EXP_UNDER, P1, P2, P3, P4, P5, 0.5, 1, 2, -1022, 1023, Infinity, 0];
+  const cLocal = (v: number) => 4 + C.findIndex((c) => Object.is(c, v));
+  const cst = (v: number) => get(cLocal(v));
+  const bias = 4 + C.length, V0 = bias + 1;                               // i64x2 1023 (the exponent bias), then the pairs' locals
+  const L = (j: number, name: string) => V0 + 9 * j + ["x", "k", "rHi", "rLo", "r", "t", "c", "y", "inR"].indexOf(name);
+  const pairs = Array.from({ length: PAIRS }, (_, j) => j);
+  const expRange = [
+    ...C.flatMap((v, j) => [...f64x2(v), ...set(4 + j)]),                // the constants, once
+    ...simd(0x0c, ...new Uint8Array(new BigInt64Array([1023n, 1023n]).buffer)), ...set(bias),
+    0x02, 0x40, 0x03, 0x40,                                                 // block { loop {
+    ...get(1), ...i32(2 * PAIRS), add, ...get(2), 0x4b /* i32.gt_u */, 0x0d, 1, // if i + 2 PAIRS > n: break
+    ...get(0), ...get(1), ...i32(8), mul, add, ...set(3),
+    ...pairs.flatMap((j) => {
+      const g = (n: string) => get(L(j, n)), st = (n: string) => set(L(j, n));
+      return [
+        ...get(3), ...simd(0x00, 3, ...uleb(16 * j)), ...st("x"),
+        ...g("x"), ...cst(EXP_UNDER), ...GE, ...g("x"), ...cst(EXP_OVER), ...LE, ...AND, ...st("inR"),
+        ...g("x"), ...cst(INV_LN2), ...MUL, ...cst(0.5), ...ADD, ...FLOOR, ...st("k"), // k = floor(x / ln2 + 1/2)
+      ];
+    }),
+    // a lane in range whose k is outside [-1022, 1023]: the scalar exp (ldexp's steps)
+    ...pairs.flatMap((j) => [...get(L(j, "inR")), ...get(L(j, "k")), ...cst(-1022), ...GE, ...get(L(j, "k")), ...cst(1023), ...LE, ...AND, ...ANDNOT,
+      ...(j > 0 ? simd(0x50) : [])]),                                      // v128.or over the pairs
+    ...ANY, 0x04, 0x40, ...get(1), 0x0f, 0x0b,                              // if any: return i
+    ...pairs.flatMap((j) => {
+      const g = (n: string) => get(L(j, n)), st = (n: string) => set(L(j, n)), te = (n: string) => tee(L(j, n));
+      return [
+        ...g("x"), ...g("k"), ...cst(LN2_HI), ...MUL, ...SUB, ...st("rHi"),   // rHi = x - k LN2_HI
+        ...g("k"), ...cst(LN2_LO), ...MUL, ...st("rLo"),                     // rLo = k LN2_LO (- 0)
+        ...g("rHi"), ...g("rLo"), ...SUB, ...te("r"), ...g("r"), ...MUL, ...st("t"), // r = rHi - rLo; t = r r
+      ];
+    }),
+    ...pairs.flatMap((j) => {
+      const g = (n: string) => get(L(j, n)), st = (n: string) => set(L(j, n));
+      return [
+        ...g("r"), ...g("t"),                                               // c = r - t (((((P5 t + P4) t + P3) t + P2) t + P1)
+        ...cst(P5), ...g("t"), ...MUL, ...cst(P4), ...ADD, ...g("t"), ...MUL, ...cst(P3), ...ADD,
+        ...g("t"), ...MUL, ...cst(P2), ...ADD, ...g("t"), ...MUL, ...cst(P1), ...ADD, ...MUL, ...SUB, ...st("c"),
+      ];
+    }),
+    ...pairs.flatMap((j) => {
+      const g = (n: string) => get(L(j, n)), st = (n: string) => set(L(j, n));
+      return [
+        ...cst(1), ...g("rLo"), ...g("r"), ...g("c"), ...MUL, ...cst(2), ...g("c"), ...SUB, ...DIV, ...SUB,
+        ...g("rHi"), ...SUB, ...SUB,                                        // y = 1 - ((rLo - (r c) / (2 - c)) - rHi)
+        ...g("k"), ...TRUNC_I32, ...EXTEND_I64, ...get(bias), ...ADD_I64,
+        ...i32(52), ...SHL_I64, ...MUL, ...st("y"),                         // y 2^k, 2^k from its bits
+      ];
+    }),
+    // lanes out of range: +inf above, +0 below, x itself (NaN)
+    ...pairs.flatMap((j) => {
+      const g = (n: string) => get(L(j, n));
+      return [
+        ...get(3), ...g("y"),
+        ...cst(Infinity), ...cst(0), ...g("x"), ...g("x"), ...cst(EXP_UNDER), ...LT, ...BITSELECT,
+        ...g("x"), ...cst(EXP_OVER), ...GT, ...BITSELECT,
+        ...g("inR"), ...BITSELECT, ...simd(0x0b, 3, ...uleb(16 * j)),
+      ];
+    }),
+    ...incBy(1, i32(2 * PAIRS)), 0x0c, 0,                                   //   i += 2 PAIRS; continue
+    0x0b, 0x0b,                                                             // } }
+    ...get(1),
+  ];
+  const expLocals = V0 + 9 * PAIRS - 4;
+  const code = (params: number, i32Locals: number, vLocals: number, body: number[]) =>
+    sized([...uleb(2), ...uleb(i32Locals - params), I32, ...uleb(vLocals), V128, ...body, 0x0b]);
+  const section = (id: number, content: number[]) => [id, ...sized(content)];
+  const fnType = (params: number, results: number) => [0x60, ...uleb(params), ...new Array(params).fill(I32), ...uleb(results), ...new Array(results).fill(I32)];
+  return [
+    0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00,
+    ...section(1, [3, ...fnType(4, 0), ...fnType(5, 0), ...fnType(3, 1)]),
+    ...section(2, [1, ...name("k"), ...name("mem"), 0x02, 0x00, 1]),        // import k.mem: memory, 1 page at least
+    ...section(3, [3, 0, 1, 2]),
+    ...section(7, [3, ...name("biasRelu"), 0x00, 0, ...name("reluGate"), 0x00, 1, ...name("expRange"), 0x00, 2]),
+    ...section(10, [3, ...code(4, 7, 1, biasRelu), ...code(5, 8, 1, reluGate), ...code(3, 4, expLocals, expRange)]),
+  ];
+}
+
+/** The row kernels' module for the exp constants given (mathlib's, passed in so that this file
+ * keeps no copy of them). */
+export function rowModule(constants: Parameters<typeof rowModuleBytes>[0]): Uint8Array {
+  return new Uint8Array(rowModuleBytes(constants));
+}
+
+/** The row kernels on `memory` (the product module's), or null where they cannot be compiled. */
+export function instantiateRows(bytes: Uint8Array, memory: WasmMemory): RowFns | null {
+  const wasm = (globalThis as { WebAssembly?: WasmApi }).WebAssembly;
+  if (wasm === undefined) return null;
+  try {
+    if (!wasm.validate(bytes)) return null;
+    const { exports } = new wasm.Instance(new wasm.Module(bytes), { k: { mem: memory } });
+    return exports as unknown as RowFns;
   } catch {
     return null;
   }

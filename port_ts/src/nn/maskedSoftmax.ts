@@ -3,8 +3,7 @@
 // query) or (B, Q) (one length per query row). Key k of a row is kept when k < len; masked
 // scores are replaced by -1e6, not -Infinity, so a row with length 0 gets uniform weights 1/K.
 
-import { type Tensor, type IntTensor, empty, sizeOf } from "../core/ops.ts";
-import { exp } from "../core/mathlib.ts";
+import { type Tensor, type IntTensor, empty, rowKernels, sizeOf } from "../core/ops.ts";
 
 export const MASK_VALUE = -1e6;
 
@@ -52,31 +51,29 @@ export function keepMask(shape: readonly number[], validLens: IntTensor | null):
 }
 
 /** Per row: v = x where kept, else MASK_VALUE; out = exp(v - max v) / (in-order sum of those).
- * The masked keys are the row's last K - n (n = keptIn), so their v, exp and share of the sum
- * are one value each, taken in key order as any other. */
+ * The masked keys are the row's last K - n (n = keptIn), so their v is one value, MASK_VALUE.
+ * The shifted scores of every row are written first, their exps taken in one pass over the
+ * tensor (ops.rowKernels.exp: mathlib's exp, two at a time in Wasm when out is in its memory),
+ * then each row summed in key order and divided. */
 export function maskedSoftmaxForward(x: Tensor, validLens: IntTensor | null = null): { out: Tensor; cache: MaskedSoftmaxCache } {
   const K = x.shape[x.shape.length - 1];
   const lens = rowLengths(x.shape, validLens);
   const out = empty(x.shape); // every element written
-  const X = x.data, O = out.data;
-  for (let r = 0; r < X.length / K; r++) {
+  const X = x.data, O = out.data, rows = X.length / K;
+  for (let r = 0; r < rows; r++) {
     const o = r * K, n = lens === null ? K : keptIn(lens, r, K);
     let max = -Infinity;
     for (let k = 0; k < n; k++) if (X[o + k] > max) max = X[o + k];
     if (n < K && MASK_VALUE > max) max = MASK_VALUE;
+    for (let k = 0; k < n; k++) O[o + k] = X[o + k] - max;
+    const masked = MASK_VALUE - max;
+    for (let k = n; k < K; k++) O[o + k] = masked;
+  }
+  rowKernels.exp(O); // exp(v - max), element by element
+  for (let r = 0; r < rows; r++) {
+    const o = r * K;
     let sum = 0;
-    for (let k = 0; k < n; k++) {
-      const e = exp(X[o + k] - max);
-      O[o + k] = e;
-      sum += e;
-    }
-    if (n < K) {
-      const e = exp(MASK_VALUE - max);
-      for (let k = n; k < K; k++) {
-        O[o + k] = e;
-        sum += e;
-      }
-    }
+    for (let k = 0; k < K; k++) sum += O[o + k];
     for (let k = 0; k < K; k++) O[o + k] = O[o + k] / sum;
   }
   return { out, cache: { out, lens } };
