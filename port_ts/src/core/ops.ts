@@ -280,6 +280,37 @@ export const rowKernels = {
     wasmRows!.reluGate(d, x, db, D.length / F, F);
     return true;
   },
+  /** nn/layerNorm.ts's forward over rows of d (its loops, two rows at a time): H = xhat, O = out,
+   * M = mean, S = rstd from X (+ R). */
+  layerNorm(X: Float64Array, R: Float64Array | null, G: Float64Array, B: Float64Array, H: Float64Array, O: Float64Array,
+    M: Float64Array, S: Float64Array, d: number, eps: number): boolean {
+    if (2 * d > scratchWant) scratchWant = 2 * d; // gamma's and beta's copies, below the next step's workspace
+    const x = addressOf(X), r = R === null ? 0 : addressOf(R), h = addressOf(H), o = addressOf(O), m = addressOf(M), s = addressOf(S);
+    const rows = M.length;
+    if (x < 0 || r < 0 || h < 0 || o < 0 || m < 0 || s < 0 || d < 1 || rows < 1) return false;
+    const scratch = wasmHeap(2 * d);
+    if (scratch === null) return false;
+    scratch.set(G.subarray(0, d), 0);
+    scratch.set(B.subarray(0, d), d);
+    rowKernels.wasmRuns++;
+    wasmRows!.lnForward(x, r, R === null ? 0 : 1, 0, d * 8, h, o, m, s, rows, d, eps);
+    return true;
+  },
+  /** nn/layerNorm.ts's backward (its loops, two rows at a time, then the column sums two columns
+   * at a time, d even): DX, DG = dgamma, DB = dbeta from D = dout, H = xhat, G = gamma, S = rstd. */
+  layerNormBackward(D: Float64Array, H: Float64Array, G: Float64Array, S: Float64Array, DX: Float64Array,
+    DG: Float64Array, DB: Float64Array, d: number): boolean {
+    if (d > scratchWant) scratchWant = d; // gamma's copy, below the next step's workspace
+    const dd = addressOf(D), h = addressOf(H), s = addressOf(S), dx = addressOf(DX), dg = addressOf(DG), db = addressOf(DB);
+    const rows = S.length;
+    if (dd < 0 || h < 0 || s < 0 || dx < 0 || dg < 0 || db < 0 || d < 2 || d % 2 !== 0 || rows < 1) return false;
+    const scratch = wasmHeap(d);
+    if (scratch === null) return false;
+    scratch.set(G.subarray(0, d), 0);
+    rowKernels.wasmRuns++;
+    wasmRows!.lnBackward(dd, h, 0, s, dx, db, dg, rows, d);
+    return true;
+  },
   /** P[i] = exp(P[i]) for every i (mathlib's exp, the same bits). */
   exp(P: Float64Array): void {
     const p = addressOf(P), n = P.length;

@@ -144,7 +144,7 @@ export function instantiateProduct(): { product: ProductFn; memory: WasmMemory }
 // ---- the row kernels: elementwise passes of a training step, on the product module's memory ----
 //
 // A second module (it imports the product module's memory, so a step's tensors are its operands
-// as they stand) with three functions, each lane of an f64x2 a DIFFERENT element or output:
+// as they stand) with five functions, each lane of an f64x2 a DIFFERENT element or output:
 //   biasRelu(h, b, rows, F)         h[r, o] = relu(h[r, o] + b[o]) over (rows, F), F even: the
 //                                   rounded add, then v where v > 0 else +0 (NaN gives +0), as
 //                                   the FFN's fused pass (nn/ffn.ts); the select is a bit mask
@@ -157,12 +157,27 @@ export function instantiateProduct(): { product: ProductFn; memory: WasmMemory }
 //                                   lane whose k is outside [-1022, 1023] (results near the overflow
 //                                   or subnormal: ldexp's steps, left to the scalar exp), or of the
 //                                   last n - j < 4 elements, or n.
+//   lnForward(x, res, hasRes, g, b, h, out, mean, rstd, rows, d, eps)
+//                                   nn/layerNorm.ts's forward loops, lane 0 row r and lane 1 row
+//                                   r + 1 (the last row, when rows is odd, in both lanes: the same
+//                                   values stored twice to the same places): v = x (+ res), the
+//                                   in-order sum, m = sum / d, c = h - m, the in-order sum of c c,
+//                                   s = 1 / sqrt(sq / d + eps) (f64x2.sqrt: correctly rounded, as
+//                                   Math.sqrt), h = c s, out = h g[k] + b[k]
+//   lnBackward(dout, h, g, rstd, dx, db, dg, rows, d)
+//                                   its backward: per row pair the two in-order sums of dxhat =
+//                                   dout g[k] and dxhat h, then dx = ((dxhat - m1) - h m2) s;
+//                                   then db, dg: running sums from +0 over the rows in turn, two
+//                                   columns a lane pair (d even)
 // Addresses are bytes; every pointer 8-byte aligned (the loads assume nothing more).
 
 export interface RowFns {
   biasRelu(h: number, b: number, rows: number, F: number): void;
   reluGate(d: number, x: number, db: number, rows: number, F: number): void;
   expRange(p: number, i: number, n: number): number;
+  lnForward(x: number, res: number, hasRes: number, g: number, b: number, h: number, out: number, mean: number, rstd: number,
+    rows: number, d: number, eps: number): void;
+  lnBackward(dout: number, h: number, g: number, rstd: number, dx: number, db: number, dg: number, rows: number, d: number): void;
 }
 
 /** Signed LEB128 (i32.const immediates). */
@@ -296,17 +311,130 @@ function rowModuleBytes(constants: { LN2_HI: number; LN2_LO: number; INV_LN2: nu
     ...get(1),
   ];
   const expLocals = V0 + 9 * PAIRS - 4;
+  // ---- layer norm, two rows a pass: lane 0 row r, lane 1 row r + 1 (row r again when r is
+  // the last: both lanes then compute the same values and store them to the same places)
+  const loadZero = (off = 0) => simd(0x5d, 3, ...uleb(off));              // v128.load64_zero
+  const loadLane = (lane: number) => simd(0x57, 3, 0, lane);              // v128.load64_lane
+  const storeLane = (lane: number) => simd(0x5b, 3, 0, lane);             // v128.store64_lane
+  const SPLAT = simd(0x14), SQRT = simd(0xef);
+  const select = 0x1b;
+  // the two rows' element k: base pointers b0, b1 (locals) plus the byte offset k8
+  const gather = (b0: number, b1: number, k8: number) =>                  // (b1 + k8 address, [b0 + k8 element, 0]) -> both
+    [...get(b1), ...get(k8), add, ...get(b0), ...get(k8), add, ...loadZero(), ...loadLane(1)];
+  const scatter = (b0: number, b1: number, k8: number, v: number) => [
+    ...get(b0), ...get(k8), add, ...get(v), ...storeLane(0),
+    ...get(b1), ...get(k8), add, ...get(v), ...storeLane(1),
+  ];
+  // lnForward(x 0, res 1, hasRes 2, g 3, b 4, h 5, out 6, mean 7, rstd 8, rows 9, d 10, eps 11 f64)
+  // i32 locals: r 12, r1 13, d8 14, k8 15, x0 16, x1 17, q0 18, q1 19, h0 20, h1 21, o0 22, o1 23
+  // v128 locals: v 24, sum 25, m 26, s 27, dd 28, epsv 29
+  const rowPtrs = (base: number, p0: number, p1: number) => [              // p0 = base + r d8, p1 = base + r1 d8
+    ...get(base), ...get(12), ...get(14), mul, add, ...set(p0),
+    ...get(base), ...get(13), ...get(14), mul, add, ...set(p1),
+  ];
+  const statStore = (base: number, v: number) => [
+    ...get(base), ...get(12), ...i32(8), mul, add, ...get(v), ...storeLane(0),
+    ...get(base), ...get(13), ...i32(8), mul, add, ...get(v), ...storeLane(1),
+  ];
+  const kLoop = (body: number[]) => [...i32(0), ...set(15), ...loop([...body, ...incBy(15, i32(8)), ...get(15), ...get(14), ltU, 0x0d, 0])];
+  const pairLoop = (body: number[]) => [                                   // for r = 0, 2, .. < rows; r1 = min(r + 1, rows - 1)
+    ...i32(0), ...set(12),
+    ...loop([
+      ...get(12), ...i32(1), add, ...get(12), ...get(12), ...i32(1), add, ...get(9), ltU, select, ...set(13),
+      ...body,
+      ...incBy(12, i32(2)), ...get(12), ...get(9), ltU, 0x0d, 0,
+    ]),
+  ];
+  const lnForward = [
+    ...get(10), ...i32(8), mul, ...set(14),
+    ...get(10), 0xb8 /* f64.convert_i32_u */, ...SPLAT, ...set(28),
+    ...get(11), ...SPLAT, ...set(29),
+    ...pairLoop([
+      ...rowPtrs(0, 16, 17), ...rowPtrs(1, 18, 19), ...rowPtrs(5, 20, 21), ...rowPtrs(6, 22, 23),
+      ...f64x2(0), ...set(25),
+      ...kLoop([                                                            // v = x (+ res); h = v; sum = sum + v
+        ...gather(16, 17, 15), ...set(24),
+        ...get(2), 0x04, 0x40, ...get(24), ...gather(18, 19, 15), ...ADD, ...set(24), 0x0b,
+        ...scatter(20, 21, 15, 24),
+        ...get(25), ...get(24), ...ADD, ...set(25),
+      ]),
+      ...get(25), ...get(28), ...DIV, ...set(26), ...statStore(7, 26),      // m = sum / d
+      ...f64x2(0), ...set(25),
+      ...kLoop([                                                            // c = h - m; h = c; sq = sq + c c
+        ...gather(20, 21, 15), ...get(26), ...SUB, ...set(24),
+        ...scatter(20, 21, 15, 24),
+        ...get(25), ...get(24), ...get(24), ...MUL, ...ADD, ...set(25),
+      ]),
+      ...f64x2(1), ...get(25), ...get(28), ...DIV, ...get(29), ...ADD, ...SQRT, ...DIV, ...set(27), // s = 1 / sqrt(sq / d + eps)
+      ...statStore(8, 27),
+      ...kLoop([                                                            // h = h s; out = h g[k] + b[k]
+        ...gather(20, 21, 15), ...get(27), ...MUL, ...set(24),
+        ...scatter(20, 21, 15, 24),
+        ...get(24), ...get(3), ...get(15), add, ...simd(0x0a, 3, 0), ...MUL, ...get(4), ...get(15), add, ...simd(0x0a, 3, 0), ...ADD, ...set(24),
+        ...scatter(22, 23, 15, 24),
+      ]),
+    ]),
+  ];
+  // lnBackward(dout 0, h 1, g 2, rstd 3, dx 4, db 5, dg 6, rows 7, d 8) (rows at 9 as pairLoop
+  // reads it: copied); i32 locals: rowsCopy 9, d8 14 as above, r 12, r1 13, k8 15, d0 16, d1 17,
+  // h0 18, h1 19, x0 20, x1 21, pc 22, end 23; v128: v 24, sum1 25, sum2 26, s 27, dd 28, m1 29, m2 30, hv 31
+  const lnBackward = [
+    ...get(7), ...set(9),
+    ...get(8), ...i32(8), mul, ...set(14),
+    ...get(8), 0xb8, ...SPLAT, ...set(28),
+    ...pairLoop([
+      ...rowPtrs(0, 16, 17), ...rowPtrs(1, 18, 19), ...rowPtrs(4, 20, 21),
+      ...f64x2(0), ...set(25), ...f64x2(0), ...set(26),
+      ...kLoop([                                                            // dxhat = dout g[k]; sum1 = sum1 + dxhat; sum2 = sum2 + dxhat h
+        ...gather(16, 17, 15), ...get(2), ...get(15), add, ...simd(0x0a, 3, 0), ...MUL, ...set(24),
+        ...get(25), ...get(24), ...ADD, ...set(25),
+        ...get(26), ...get(24), ...gather(18, 19, 15), ...MUL, ...ADD, ...set(26),
+      ]),
+      ...get(25), ...get(28), ...DIV, ...set(29), ...get(26), ...get(28), ...DIV, ...set(30),
+      ...get(3), ...get(13), ...i32(8), mul, add, ...get(3), ...get(12), ...i32(8), mul, add, ...loadZero(), ...loadLane(1), ...set(27),
+      ...kLoop([                                                            // dx = ((dxhat - m1) - h m2) s
+        ...gather(16, 17, 15), ...get(2), ...get(15), add, ...simd(0x0a, 3, 0), ...MUL, ...get(29), ...SUB,
+        ...gather(18, 19, 15), ...get(30), ...MUL, ...SUB, ...get(27), ...MUL, ...set(24),
+        ...scatter(20, 21, 15, 24),
+      ]),
+    ]),
+    // db[k] = sum over rows of dout[r, k], dg[k] = of dout[r, k] h[r, k]: rows in turn, two
+    // columns a lane pair, the running sums in db and dg from +0 (d even)
+    ...i32(0), ...set(15), ...loop([
+      ...get(5), ...get(15), add, ...f64x2(0), ...store, ...get(6), ...get(15), add, ...f64x2(0), ...store,
+      ...incBy(15, i32(16)), ...get(15), ...get(14), ltU, 0x0d, 0,
+    ]),
+    ...get(0), ...set(16), ...get(1), ...set(18),
+    ...get(0), ...get(7), ...get(14), mul, add, ...set(23),
+    ...loop([
+      ...i32(0), ...set(15),
+      ...loop([
+        ...get(16), ...load, ...set(24),
+        ...get(5), ...get(15), add, ...get(5), ...get(15), add, ...load, ...get(24), ...ADD, ...store,
+        ...get(6), ...get(15), add, ...get(6), ...get(15), add, ...load, ...get(24), ...get(18), ...load, ...MUL, ...ADD, ...store,
+        ...incBy(16, i32(16)), ...incBy(18, i32(16)), ...incBy(15, i32(16)),
+        ...get(15), ...get(14), ltU, 0x0d, 0,
+      ]),
+      ...get(16), ...get(23), ltU, 0x0d, 0,
+    ]),
+  ];
   const code = (params: number, i32Locals: number, vLocals: number, body: number[]) =>
     sized([...uleb(2), ...uleb(i32Locals - params), I32, ...uleb(vLocals), V128, ...body, 0x0b]);
   const section = (id: number, content: number[]) => [id, ...sized(content)];
   const fnType = (params: number, results: number) => [0x60, ...uleb(params), ...new Array(params).fill(I32), ...uleb(results), ...new Array(results).fill(I32)];
+  const F64 = 0x7c;
+  const lnType = [0x60, 12, ...new Array(11).fill(I32), F64, 0];
+  const codeF = (i32Locals: number, vLocals: number, body: number[]) =>  // after lnForward's 12 parameters
+    sized([...uleb(2), ...uleb(i32Locals), I32, ...uleb(vLocals), V128, ...body, 0x0b]);
   return [
     0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00,
-    ...section(1, [3, ...fnType(4, 0), ...fnType(5, 0), ...fnType(3, 1)]),
+    ...section(1, [5, ...fnType(4, 0), ...fnType(5, 0), ...fnType(3, 1), ...lnType, ...fnType(9, 0)]),
     ...section(2, [1, ...name("k"), ...name("mem"), 0x02, 0x00, 1]),        // import k.mem: memory, 1 page at least
-    ...section(3, [3, 0, 1, 2]),
-    ...section(7, [3, ...name("biasRelu"), 0x00, 0, ...name("reluGate"), 0x00, 1, ...name("expRange"), 0x00, 2]),
-    ...section(10, [3, ...code(4, 7, 1, biasRelu), ...code(5, 8, 1, reluGate), ...code(3, 4, expLocals, expRange)]),
+    ...section(3, [5, 0, 1, 2, 3, 4]),
+    ...section(7, [5, ...name("biasRelu"), 0x00, 0, ...name("reluGate"), 0x00, 1, ...name("expRange"), 0x00, 2,
+      ...name("lnForward"), 0x00, 3, ...name("lnBackward"), 0x00, 4]),
+    ...section(10, [5, ...code(4, 7, 1, biasRelu), ...code(5, 8, 1, reluGate), ...code(3, 4, expLocals, expRange),
+      ...codeF(12, 6, lnForward), ...code(9, 24, 8, lnBackward)]),
   ];
 }
 
