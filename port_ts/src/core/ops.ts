@@ -6,7 +6,7 @@
 // port_ts/test/core/ops.test.ts checks them bit for bit against the naive loops.
 // Shape legend: ... leading (batch) axes, M rows, K summed axis, N columns.
 
-import { PRODUCT_MODULE, instantiateProduct, instantiateRows, rowModule } from "./wasmKernel.ts";
+import { PRODUCT_MODULE, instantiateProduct, instantiateProductT, instantiateRows, rowModule } from "./wasmKernel.ts";
 import { EXP_CONSTANTS, exp } from "./mathlib.ts";
 
 export interface Tensor {
@@ -197,17 +197,18 @@ function productKernel(
 }
 
 const wasmProduct = instantiateProduct();
+const wasmProductT = wasmProduct === null ? null : instantiateProductT(wasmProduct.memory); // the gathering kernel, on the same memory
 let heap = new Float64Array(0); // a view of the module's memory, renewed when it grows
 
 /** Which kernel runs the products. "auto": Wasm SIMD when available and the product is large
  * enough to repay the copies (WASM_MIN_WORK multiply-adds), else productKernel; "js" and "wasm"
  * force one (the tests run both on the same shapes; "wasm" falls back to productKernel where
- * `simd` is false). `simd` tells whether the Wasm kernel exists, `moduleBytes` the size of its
+ * `simd` is false). `simd` tells whether the Wasm kernel exists (`gather`: its gathering twin), `moduleBytes` the size of its
  * module, `counts` how many products (calls with work) each kernel has run: a host resets it and
  * reports it, so a fallback is never silent. A setting, not a function: the reference has no twin. */
 export const productEngine: {
-  mode: "auto" | "js" | "wasm"; readonly simd: boolean; readonly moduleBytes: number; readonly counts: { wasm: number; js: number };
-} = { mode: "auto", simd: wasmProduct !== null, moduleBytes: PRODUCT_MODULE.length, counts: { wasm: 0, js: 0 } };
+  mode: "auto" | "js" | "wasm"; readonly simd: boolean; readonly gather: boolean; readonly moduleBytes: number; readonly counts: { wasm: number; js: number };
+} = { mode: "auto", simd: wasmProduct !== null, gather: wasmProductT !== null, moduleBytes: PRODUCT_MODULE.length, counts: { wasm: 0, js: 0 } };
 const WASM_MIN_WORK = 4096;
 
 let scratchWant = 0; // the most doubles the products' copies have needed
@@ -334,7 +335,9 @@ export const rowKernels = {
  * som apart (matmul's: 0, N, M*N; a head's slice of a (B, T, d) tensor: h*D, d, T*d).
  * The Wasm kernel reads A, and B when its rows have adjacent columns and N is a multiple of 4,
  * and writes O when N is such a multiple, in place when they are in its memory (a workspace's
- * tensors); the others it copies in (B packed) or out. */
+ * tensors); the others it copies in (B packed) or out, except that B and O both in its memory
+ * go to the gathering kernel (wasmKernel.ts, productT), which reads B at any strides and writes
+ * any N in place. */
 export function products(
   A: Float64Array, ao: number, sam: number, sak: number, aBatch: number,
   B: Float64Array, bo: number, sbk: number, sbn: number, bBatch: number,
@@ -348,10 +351,13 @@ export function products(
   const aSpan = (batch - 1) * aBatch + (M - 1) * sam + (K - 1) * sak + 1; // the span the batch reads of A
   const mem = useWasm ? wasmProduct!.memory.buffer : null;
   const aIn = A.buffer === mem, bIn = B.buffer === mem && sbn === 1 && Np === N, oIn = O.buffer === mem && Np === N;
+  // B and O both in the memory, but B's columns apart or N not a multiple of 4: the gathering
+  // kernel reads B and writes O as they stand (no packed copy, no copy out)
+  const gather = wasmProductT !== null && !bIn && B.buffer === mem && O.buffer === mem;
   // the copies' layout at the bottom of the memory: A, then packed B, then O
-  const aAt = 0, bAt = aIn ? 0 : (aSpan + 1) & ~1, oAt = bAt + (bIn ? 0 : nB * K * Np);
+  const aAt = 0, bAt = aIn ? 0 : (aSpan + 1) & ~1, oAt = bAt + (bIn || gather ? 0 : nB * K * Np);
   if (useWasm) {
-    H = wasmHeap(oIn ? oAt : oAt + batch * M * Np);
+    H = wasmHeap(oIn || gather ? oAt : oAt + batch * M * Np);
     if (H === null) useWasm = false;
   }
   if (!useWasm) {
@@ -367,6 +373,11 @@ export function products(
   let aPtr = aAt;
   if (aIn) aPtr = A.byteOffset / 8 + ao;
   else H.set(A.subarray(ao, ao + aSpan), aAt);
+  if (gather) {
+    wasmProductT!(aPtr * 8, sam * 8, sak * 8, B.byteOffset + bo * 8, sbk * 8, sbn * 8, O.byteOffset + oo * 8, som * 8, M, K, N, batch,
+      aBatch * 8, bBatch * 8, oBatch * 8);
+    return;
+  }
   // B: read in place (rows sbk apart), or each (K, N) operand packed as (K, Np) rows, pad columns zero.
   let bPtr = bAt, bRow = Np, bStep = bBatch === 0 ? 0 : K * Np;
   if (bIn) {

@@ -456,3 +456,120 @@ export function instantiateRows(bytes: Uint8Array, memory: WasmMemory): RowFns |
     return null;
   }
 }
+
+// ---- the gathering product: B read in place at any strides, O written in place for any N ----
+//
+// A third module (importing the same memory) with one function, productT: the products of the
+// product module above, every output its own in-order accumulator from +0 (f64x2.mul then
+// f64x2.add per lane, lanes = outputs (m, n) and (m, n + 1)), 4 rows x 4 columns a pass, then the
+// last M mod 4 rows. What differs is where B and O are: B's element (k, n) is read at
+// bPtr + k bK + n bCol (bytes), two columns gathered into one f64x2 (v128.load64_zero, then
+// v128.load64_lane), so a transposed operand (a head's keys, k_h^T) is read as it stands; a
+// column past N - 1 in the last pass reads column N - 1 again (its lanes are never stored); and
+// O's last N mod 4 columns are stored lane by lane (v128.store64_lane), so O needs no pad
+// columns. multi-head attention's scores q_h k_h^T and their backward's dout_h v_h^T (N = 7
+// keys) run here on the projections as they stand, without a packed copy of B or a copy of O.
+export type ProductTFn = (aPtr: number, sam: number, sak: number, bPtr: number, bK: number, bCol: number, oPtr: number, oRow: number,
+  M: number, K: number, N: number, batch: number, aBatch: number, bBatch: number, oBatch: number) => void;
+
+function productTModuleBytes(): number[] {
+  const P = ["aPtr", "sam", "sak", "bPtr", "bK", "bCol", "oPtr", "oRow", "M", "K", "N", "batch", "aBatch", "bBatch", "oBatch"];
+  const W = ["p", "m", "n", "k", "pa", "pb0", "pb1", "pb2", "pb3", "po", "sam2", "sam3", "oRow2", "oRow3", "a0", "o0", "b0p", "M4", "last"];
+  const V = ["c00", "c01", "c10", "c11", "c20", "c21", "c30", "c31", "b0", "b1", "x"];
+  const idx: Record<string, number> = {};
+  [...P, ...W, ...V].forEach((s, i) => { idx[s] = i; });
+  const get = (s: string) => [0x20, idx[s]], set = (s: string) => [0x21, idx[s]];
+  const i32 = (v: number) => [0x41, ...sleb(v)];
+  const add = 0x6a, mul = 0x6c, ltU = 0x49, leU = 0x4d, geU = 0x4f, and = 0x71, select = 0x1b;
+  const simd = (op: number, ...imm: number[]) => [0xfd, ...uleb(op), ...imm];
+  const splat = () => simd(0x0a, 3, 0);
+  const store = (offset: number) => simd(0x0b, 3, ...uleb(offset));
+  const loadZero = simd(0x5d, 3, 0), loadLane1 = simd(0x57, 3, 0, 1);
+  const storeLane = (offset: number, lane: number) => simd(0x5b, 3, ...uleb(offset), lane);
+  const f64x2Add = simd(0xf0), f64x2Mul = simd(0xf2);
+  const zero = simd(0x0c, ...new Array(16).fill(0));
+  const loop = (body: number[]) => [0x03, 0x40, ...body, 0x0b];
+  const block = (body: number[]) => [0x02, 0x40, ...body, 0x0b];
+  const inc = (s: string, by: number[]) => [...get(s), ...by, add, ...set(s)];
+  const mulAdd = (acc: string, b: string) => [...get(acc), ...get("x"), ...get(b), ...f64x2Mul, ...f64x2Add, ...set(acc)];
+  const loadX = (r: number) => [...get("pa"), ...(r === 0 ? [] : [...get(["", "sam", "sam2", "sam3"][r]), add]), ...splat(), ...set("x")];
+  const rows = (R: number) => {
+    const accs = Array.from({ length: R }, (_, r) => [`c${r}0`, `c${r}1`]);
+    const kBody = [
+      ...get("pb1"), ...get("pb0"), ...loadZero, ...loadLane1, ...set("b0"),  // columns n, n + 1 at step k
+      ...get("pb3"), ...get("pb2"), ...loadZero, ...loadLane1, ...set("b1"),  // columns n + 2, n + 3
+      ...accs.flatMap(([c0, c1], r) => [...loadX(r), ...mulAdd(c0, "b0"), ...mulAdd(c1, "b1")]),
+      ...inc("pa", get("sak")), ...["pb0", "pb1", "pb2", "pb3"].flatMap((pb) => inc(pb, get("bK"))), ...inc("k", i32(1)),
+      ...get("k"), ...get("K"), ltU, 0x0d, 0,
+    ];
+    const rowAddr = (r: number) => [...get("po"), ...(r === 0 ? [] : [...get(["", "oRow", "oRow2", "oRow3"][r]), add])];
+    const storeFull = (r: number) => [...rowAddr(r), ...get(accs[r][0]), ...store(0), ...rowAddr(r), ...get(accs[r][1]), ...store(16)];
+    const storePart = (r: number) => [                                      // columns n .. N - 1 < n + 3
+      ...rowAddr(r), ...get(accs[r][0]), ...storeLane(0, 0),
+      ...get("n"), ...i32(1), add, ...get("N"), ltU, 0x04, 0x40, ...rowAddr(r), ...get(accs[r][0]), ...storeLane(8, 1), 0x0b,
+      ...get("n"), ...i32(2), add, ...get("N"), ltU, 0x04, 0x40, ...rowAddr(r), ...get(accs[r][1]), ...storeLane(16, 0), 0x0b,
+    ];
+    // column n + j's pointer, column N - 1's past the end
+    const colPtr = (j: number) => [
+      ...get("b0p"), ...get("n"), ...i32(j), add, ...get("last"), ...get("n"), ...i32(j), add, ...get("N"), ltU, select,
+      ...get("bCol"), mul, add, ...set(`pb${j}`),
+    ];
+    return loop([
+      ...accs.flat().flatMap((c) => [...zero, ...set(c)]),
+      ...get("a0"), ...get("m"), ...get("sam"), mul, add, ...set("pa"),
+      ...[0, 1, 2, 3].flatMap(colPtr),
+      ...get("o0"), ...get("m"), ...get("oRow"), mul, add, ...get("n"), ...i32(8), mul, add, ...set("po"),
+      ...i32(0), ...set("k"), ...loop(kBody),
+      ...get("n"), ...i32(4), add, ...get("N"), leU, 0x04, 0x40,           // if n + 4 <= N: all four columns
+      ...Array.from({ length: R }, (_, r) => storeFull(r)).flat(),
+      0x05, ...Array.from({ length: R }, (_, r) => storePart(r)).flat(), 0x0b,
+      ...inc("n", i32(4)), ...get("n"), ...get("N"), ltU, 0x0d, 0,
+    ]);
+  };
+  const body = [
+    ...get("oRow"), ...i32(2), mul, ...set("oRow2"), ...get("oRow2"), ...get("oRow"), add, ...set("oRow3"),
+    ...get("sam"), ...i32(2), mul, ...set("sam2"), ...get("sam2"), ...get("sam"), add, ...set("sam3"),
+    ...get("M"), ...i32(-4), and, ...set("M4"),
+    ...get("N"), ...i32(1), 0x6b /* i32.sub */, ...set("last"),
+    ...loop([                                                               // for p = 0 .. batch-1 (batch >= 1)
+      ...get("aPtr"), ...get("p"), ...get("aBatch"), mul, add, ...set("a0"),
+      ...get("bPtr"), ...get("p"), ...get("bBatch"), mul, add, ...set("b0p"),
+      ...get("oPtr"), ...get("p"), ...get("oBatch"), mul, add, ...set("o0"),
+      ...i32(0), ...set("m"),
+      ...block(loop([
+        ...get("m"), ...get("M4"), geU, 0x0d, 1,
+        ...i32(0), ...set("n"), ...rows(4), ...inc("m", i32(4)), 0x0c, 0,
+      ])),
+      ...[3, 2, 1].flatMap((R) => [
+        ...get("m"), ...i32(R), add, ...get("M"), leU, 0x04, 0x40,
+        ...i32(0), ...set("n"), ...rows(R), ...inc("m", i32(R)), 0x0b,
+      ]),
+      ...inc("p", i32(1)), ...get("p"), ...get("batch"), ltU, 0x0d, 0,
+    ]),
+  ];
+  const code = sized([...uleb(2), ...uleb(W.length), I32, ...uleb(V.length), V128, ...body, 0x0b]);
+  const section = (id: number, content: number[]) => [id, ...sized(content)];
+  return [
+    0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00,
+    ...section(1, [1, 0x60, ...uleb(P.length), ...P.map(() => I32), 0]),
+    ...section(2, [1, ...name("k"), ...name("mem"), 0x02, 0x00, 1]),        // import k.mem: the product module's memory
+    ...section(3, [1, 0]),
+    ...section(7, [1, ...name("productT"), 0x00, 0]),
+    ...section(10, [1, ...code]),
+  ];
+}
+
+export const PRODUCT_T_MODULE = new Uint8Array(productTModuleBytes());
+
+/** productT on `memory` (the product module's), or null where it cannot be compiled. */
+export function instantiateProductT(memory: WasmMemory): ProductTFn | null {
+  const wasm = (globalThis as { WebAssembly?: WasmApi }).WebAssembly;
+  if (wasm === undefined) return null;
+  try {
+    if (!wasm.validate(PRODUCT_T_MODULE)) return null;
+    const { exports } = new wasm.Instance(new wasm.Module(PRODUCT_T_MODULE), { k: { mem: memory } });
+    return exports.productT as ProductTFn;
+  } catch {
+    return null;
+  }
+}
