@@ -10,6 +10,7 @@ export const MASK_VALUE = -1e6;
 export interface MaskedSoftmaxCache {
   out: Tensor;
   lens: RowLengths | null; // how many keys of each row are kept; null when unmasked
+  kept: Float64Array | null; // (rows,) keptIn of each row, as the forward read it; null when unmasked
 }
 
 /** validLens read per row of x (B, ..., Q, K): row r belongs to batch element r / perBatch and,
@@ -50,6 +51,13 @@ export function keepMask(shape: readonly number[], validLens: IntTensor | null):
   return keep;
 }
 
+/** keptIn of every row r = 0 .. rows-1, once for the forward and its backward. */
+function keptCounts(lens: RowLengths, rows: number, K: number): Float64Array {
+  const kept = empty([rows]).data; // every element written
+  for (let r = 0; r < rows; r++) kept[r] = keptIn(lens, r, K);
+  return kept;
+}
+
 /** Per row: v = x where kept, else MASK_VALUE; out = exp(v - max v) / (in-order sum of those).
  * The masked keys are the row's last K - n (n = keptIn), so their v is one value, MASK_VALUE.
  * The shifted scores of every row are written first, their exps taken in one pass over the
@@ -60,8 +68,9 @@ export function maskedSoftmaxForward(x: Tensor, validLens: IntTensor | null = nu
   const lens = rowLengths(x.shape, validLens);
   const out = empty(x.shape); // every element written
   const X = x.data, O = out.data, rows = X.length / K;
+  const kept = lens === null ? null : keptCounts(lens, rows, K);
   for (let r = 0; r < rows; r++) {
-    const o = r * K, n = lens === null ? K : keptIn(lens, r, K);
+    const o = r * K, n = kept === null ? K : kept[r];
     let max = -Infinity;
     for (let k = 0; k < n; k++) if (X[o + k] > max) max = X[o + k];
     if (n < K && MASK_VALUE > max) max = MASK_VALUE;
@@ -76,13 +85,13 @@ export function maskedSoftmaxForward(x: Tensor, validLens: IntTensor | null = nu
     for (let k = 0; k < K; k++) sum += O[o + k];
     for (let k = 0; k < K; k++) O[o + k] = O[o + k] / sum;
   }
-  return { out, cache: { out, lens } };
+  return { out, cache: { out, lens, kept } };
 }
 
 /** dout (B, ..., Q, K) -> dx of x's shape. Per row, with y = out:
  * dx = y * (dout - sum_k dout_k y_k), the sum in key order; 0 where the forward masked x. */
 export function maskedSoftmaxBackward(dout: Tensor, cache: MaskedSoftmaxCache): Tensor {
-  const { out, lens } = cache;
+  const { out, kept } = cache;
   if (dout.shape.length !== out.shape.length || dout.shape.some((s, i) => s !== out.shape[i])) {
     throw new RangeError(`maskedSoftmaxBackward: dout must have the output's shape (${out.shape}), got (${dout.shape})`);
   }
@@ -95,7 +104,7 @@ export function maskedSoftmaxBackward(dout: Tensor, cache: MaskedSoftmaxCache): 
     let dot = 0;
     for (let k = 0; k < K; k++) dot += G[o + k] * Y[o + k];
     // v = kept ? x : MASK_VALUE: a masked score is replaced by a constant, its dx is 0
-    const n = lens === null ? K : keptIn(lens, r, K);
+    const n = kept === null ? K : kept[r];
     for (let k = 0; k < n; k++) DX[o + k] = Y[o + k] * (G[o + k] - dot);
     for (let k = n; k < K; k++) DX[o + k] = 0;
   }
