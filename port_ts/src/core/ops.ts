@@ -312,6 +312,31 @@ export const rowKernels = {
     wasmRows!.lnBackward(dd, h, 0, s, dx, db, dg, rows, d);
     return true;
   },
+  /** nn/maskedSoftmax.ts's forward before the exps, rows of K (kept: each row's kept count, or
+   * null: all): O = X - max where kept, maskValue - max elsewhere. */
+  softmaxShift(X: Float64Array, O: Float64Array, kept: Float64Array | null, K: number, maskValue: number): boolean {
+    const x = addressOf(X), o = addressOf(O), k = kept === null ? 0 : addressOf(kept), rows = K > 0 ? O.length / K : 0;
+    if (x < 0 || o < 0 || k < 0 || rows < 1) return false;
+    rowKernels.wasmRuns++;
+    wasmRows!.smShift(x, o, k, kept === null ? 0 : 1, rows, K, maskValue);
+    return true;
+  },
+  /** ... and after them: each row of O divided by its in-order sum. */
+  softmaxNormalize(O: Float64Array, K: number): boolean {
+    const o = addressOf(O), rows = K > 0 ? O.length / K : 0;
+    if (o < 0 || rows < 1) return false;
+    rowKernels.wasmRuns++;
+    wasmRows!.smNorm(o, rows, K);
+    return true;
+  },
+  /** nn/maskedSoftmax.ts's backward: DX = Y (G - in-order sum of G Y) where kept, +0 elsewhere. */
+  softmaxBackward(G: Float64Array, Y: Float64Array, DX: Float64Array, kept: Float64Array | null, K: number): boolean {
+    const g = addressOf(G), y = addressOf(Y), dx = addressOf(DX), k = kept === null ? 0 : addressOf(kept), rows = K > 0 ? Y.length / K : 0;
+    if (g < 0 || y < 0 || dx < 0 || k < 0 || rows < 1) return false;
+    rowKernels.wasmRuns++;
+    wasmRows!.smBack(g, y, dx, k, kept === null ? 0 : 1, rows, K);
+    return true;
+  },
   /** P[i] = exp(P[i]) for every i (mathlib's exp, the same bits). */
   exp(P: Float64Array): void {
     const p = addressOf(P), n = P.length;

@@ -144,7 +144,7 @@ export function instantiateProduct(): { product: ProductFn; memory: WasmMemory }
 // ---- the row kernels: elementwise passes of a training step, on the product module's memory ----
 //
 // A second module (it imports the product module's memory, so a step's tensors are its operands
-// as they stand) with five functions, each lane of an f64x2 a DIFFERENT element or output:
+// as they stand) with eight functions, each lane of an f64x2 a DIFFERENT element or output:
 //   biasRelu(h, b, rows, F)         h[r, o] = relu(h[r, o] + b[o]) over (rows, F), F even: the
 //                                   rounded add, then v where v > 0 else +0 (NaN gives +0), as
 //                                   the FFN's fused pass (nn/ffn.ts); the select is a bit mask
@@ -169,6 +169,12 @@ export function instantiateProduct(): { product: ProductFn; memory: WasmMemory }
 //                                   dout g[k] and dxhat h, then dx = ((dxhat - m1) - h m2) s;
 //                                   then db, dg: running sums from +0 over the rows in turn, two
 //                                   columns a lane pair (d even)
+//   smShift, smNorm, smBack         nn/maskedSoftmax.ts's loops, two rows a pass as above, each
+//                                   lane with its row's kept count n (key k kept where k < n):
+//                                   the max over kept keys (x > max), the mask value if a key is
+//                                   masked and above it, o = x - max or mask - max; then (after
+//                                   expRange) each row's in-order sum and o / sum; backward the
+//                                   in-order dot of dout and y, dx = y (dout - dot) or +0
 // Addresses are bytes; every pointer 8-byte aligned (the loads assume nothing more).
 
 export interface RowFns {
@@ -178,6 +184,9 @@ export interface RowFns {
   lnForward(x: number, res: number, hasRes: number, g: number, b: number, h: number, out: number, mean: number, rstd: number,
     rows: number, d: number, eps: number): void;
   lnBackward(dout: number, h: number, g: number, rstd: number, dx: number, db: number, dg: number, rows: number, d: number): void;
+  smShift(x: number, o: number, kept: number, hasKept: number, rows: number, K: number, mask: number): void;
+  smNorm(o: number, rows: number, K: number): void;
+  smBack(g: number, y: number, dx: number, kept: number, hasKept: number, rows: number, K: number): void;
 }
 
 /** Signed LEB128 (i32.const immediates). */
@@ -422,19 +431,76 @@ function rowModuleBytes(constants: { LN2_HI: number; LN2_LO: number; INV_LN2: nu
     sized([...uleb(2), ...uleb(i32Locals - params), I32, ...uleb(vLocals), V128, ...body, 0x0b]);
   const section = (id: number, content: number[]) => [id, ...sized(content)];
   const fnType = (params: number, results: number) => [0x60, ...uleb(params), ...new Array(params).fill(I32), ...uleb(results), ...new Array(results).fill(I32)];
+  // ---- masked softmax, two rows a pass (the same odd-row rule), per lane its kept count n
+  // (kept[r] as a double, or K unmasked): key k is kept where k < n
+  const shrU = 0x76, f64FromI32 = 0xb8;
+  const kSplat = [...get(15), ...i32(3), shrU, f64FromI32, ...SPLAT];    // (k, k) from the byte offset k8
+  const keptPair = (kept: number, has: number, nv: number, K: number) => [ // nv = (kept[r], kept[r1]), or (K, K)
+    ...get(kept), ...get(13), ...i32(8), mul, add, ...get(kept), ...get(12), ...i32(8), mul, add, ...loadZero(), ...loadLane(1),
+    ...get(K), f64FromI32, ...SPLAT, ...get(has), select, ...set(nv),
+  ];
+  // smShift(x 0, o 1, kept 2, hasKept 3, rows 4, K 5, mask 6 f64: nn/maskedSoftmax.ts's MASK_VALUE);
+  // i32: rows 9, r 12, r1 13, d8 14, k8 15, x0 16, x1 17, o0 18, o1 19; v128: nv 20, max 21, v 22,
+  // keep 23, mk 24, maskv 25
+  // max over the kept keys (if x > max: max = x), MASK_VALUE if a key is masked and above it;
+  // then o = x - max where kept, MASK_VALUE - max elsewhere
+  const smShift = [
+    ...get(4), ...set(9), ...get(5), ...i32(8), mul, ...set(14), ...get(6), ...SPLAT, ...set(25),
+    ...pairLoop([
+      ...rowPtrs(0, 16, 17), ...rowPtrs(1, 18, 19), ...keptPair(2, 3, 20, 5),
+      ...f64x2(-Infinity), ...set(21),
+      ...kLoop([
+        ...gather(16, 17, 15), ...set(22),
+        ...get(22), ...get(21), ...get(22), ...get(21), ...GT, ...kSplat, ...get(20), ...LT, ...AND, ...BITSELECT, ...set(21),
+      ]),
+      ...get(20), ...get(5), f64FromI32, ...SPLAT, ...LT, ...get(25), ...get(21), ...GT, ...AND, ...set(24),
+      ...get(25), ...get(21), ...get(24), ...BITSELECT, ...set(21),
+      ...kLoop([
+        ...gather(16, 17, 15), ...get(21), ...SUB, ...get(25), ...get(21), ...SUB, ...kSplat, ...get(20), ...LT, ...BITSELECT, ...set(22),
+        ...scatter(18, 19, 15, 22),
+      ]),
+    ]),
+  ];
+  // smNorm(o 0, rows 1, K 2); i32: rows 9, r 12, r1 13, d8 14, k8 15, o0 16, o1 17; v128: sum 18, v 19
+  // per row the in-order sum from +0, then o = o / sum
+  const smNorm = [
+    ...get(1), ...set(9), ...get(2), ...i32(8), mul, ...set(14),
+    ...pairLoop([
+      ...rowPtrs(0, 16, 17), ...f64x2(0), ...set(18),
+      ...kLoop([...get(18), ...gather(16, 17, 15), ...ADD, ...set(18)]),
+      ...kLoop([...gather(16, 17, 15), ...get(18), ...DIV, ...set(19), ...scatter(16, 17, 15, 19)]),
+    ]),
+  ];
+  // smBack(g 0, y 1, dx 2, kept 3, hasKept 4, rows 5, K 6); i32: rows 9, r 12, r1 13, d8 14, k8 15,
+  // g0 16, g1 17, y0 18, y1 19, x0 20, x1 21; v128: nv 22, dot 23, v 24
+  // dot = in-order sum of g y from +0; dx = y (g - dot) where kept, +0 elsewhere (a bit mask)
+  const smBack = [
+    ...get(5), ...set(9), ...get(6), ...i32(8), mul, ...set(14),
+    ...pairLoop([
+      ...rowPtrs(0, 16, 17), ...rowPtrs(1, 18, 19), ...rowPtrs(2, 20, 21), ...keptPair(3, 4, 22, 6),
+      ...f64x2(0), ...set(23),
+      ...kLoop([...get(23), ...gather(16, 17, 15), ...gather(18, 19, 15), ...MUL, ...ADD, ...set(23)]),
+      ...kLoop([
+        ...gather(18, 19, 15), ...gather(16, 17, 15), ...get(23), ...SUB, ...MUL, ...kSplat, ...get(22), ...LT, ...AND, ...set(24),
+        ...scatter(20, 21, 15, 24),
+      ]),
+    ]),
+  ];
   const F64 = 0x7c;
-  const lnType = [0x60, 12, ...new Array(11).fill(I32), F64, 0];
+  const lnType = [0x60, 12, ...new Array(11).fill(I32), F64, 0], smType = [0x60, 7, ...new Array(6).fill(I32), F64, 0];
   const codeF = (i32Locals: number, vLocals: number, body: number[]) =>  // after lnForward's 12 parameters
     sized([...uleb(2), ...uleb(i32Locals), I32, ...uleb(vLocals), V128, ...body, 0x0b]);
   return [
     0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00,
-    ...section(1, [5, ...fnType(4, 0), ...fnType(5, 0), ...fnType(3, 1), ...lnType, ...fnType(9, 0)]),
+    ...section(1, [8, ...fnType(4, 0), ...fnType(5, 0), ...fnType(3, 1), ...lnType, ...fnType(9, 0), ...smType, ...fnType(3, 0), ...fnType(7, 0)]),
     ...section(2, [1, ...name("k"), ...name("mem"), 0x02, 0x00, 1]),        // import k.mem: memory, 1 page at least
-    ...section(3, [5, 0, 1, 2, 3, 4]),
-    ...section(7, [5, ...name("biasRelu"), 0x00, 0, ...name("reluGate"), 0x00, 1, ...name("expRange"), 0x00, 2,
-      ...name("lnForward"), 0x00, 3, ...name("lnBackward"), 0x00, 4]),
-    ...section(10, [5, ...code(4, 7, 1, biasRelu), ...code(5, 8, 1, reluGate), ...code(3, 4, expLocals, expRange),
-      ...codeF(12, 6, lnForward), ...code(9, 24, 8, lnBackward)]),
+    ...section(3, [8, 0, 1, 2, 3, 4, 5, 6, 7]),
+    ...section(7, [8, ...name("biasRelu"), 0x00, 0, ...name("reluGate"), 0x00, 1, ...name("expRange"), 0x00, 2,
+      ...name("lnForward"), 0x00, 3, ...name("lnBackward"), 0x00, 4, ...name("smShift"), 0x00, 5, ...name("smNorm"), 0x00, 6,
+      ...name("smBack"), 0x00, 7]),
+    ...section(10, [8, ...code(4, 7, 1, biasRelu), ...code(5, 8, 1, reluGate), ...code(3, 4, expLocals, expRange),
+      ...codeF(12, 6, lnForward), ...code(9, 24, 8, lnBackward), ...code(7, 20, 6, smShift), ...code(3, 18, 2, smNorm),
+      ...code(7, 22, 3, smBack)]),
   ];
 }
 

@@ -61,29 +61,34 @@ function keptCounts(lens: RowLengths, rows: number, K: number): Float64Array {
 /** Per row: v = x where kept, else MASK_VALUE; out = exp(v - max v) / (in-order sum of those).
  * The masked keys are the row's last K - n (n = keptIn), so their v is one value, MASK_VALUE.
  * The shifted scores of every row are written first, their exps taken in one pass over the
- * tensor (ops.rowKernels.exp: mathlib's exp, two at a time in Wasm when out is in its memory),
- * then each row summed in key order and divided. */
+ * tensor (ops.rowKernels.exp: mathlib's exp), then each row summed in key order and divided;
+ * each of these in Wasm when the tensors lie in its memory (ops.rowKernels). */
 export function maskedSoftmaxForward(x: Tensor, validLens: IntTensor | null = null): { out: Tensor; cache: MaskedSoftmaxCache } {
   const K = x.shape[x.shape.length - 1];
   const lens = rowLengths(x.shape, validLens);
   const out = empty(x.shape); // every element written
   const X = x.data, O = out.data, rows = X.length / K;
   const kept = lens === null ? null : keptCounts(lens, rows, K);
-  for (let r = 0; r < rows; r++) {
-    const o = r * K, n = kept === null ? K : kept[r];
-    let max = -Infinity;
-    for (let k = 0; k < n; k++) if (X[o + k] > max) max = X[o + k];
-    if (n < K && MASK_VALUE > max) max = MASK_VALUE;
-    for (let k = 0; k < n; k++) O[o + k] = X[o + k] - max;
-    const masked = MASK_VALUE - max;
-    for (let k = n; k < K; k++) O[o + k] = masked;
+  // the three steps in Wasm (rows two at a time, exps four) when the tensors are in its memory
+  if (!rowKernels.softmaxShift(X, O, kept, K, MASK_VALUE)) {
+    for (let r = 0; r < rows; r++) {
+      const o = r * K, n = kept === null ? K : kept[r];
+      let max = -Infinity;
+      for (let k = 0; k < n; k++) if (X[o + k] > max) max = X[o + k];
+      if (n < K && MASK_VALUE > max) max = MASK_VALUE;
+      for (let k = 0; k < n; k++) O[o + k] = X[o + k] - max;
+      const masked = MASK_VALUE - max;
+      for (let k = n; k < K; k++) O[o + k] = masked;
+    }
   }
   rowKernels.exp(O); // exp(v - max), element by element
-  for (let r = 0; r < rows; r++) {
-    const o = r * K;
-    let sum = 0;
-    for (let k = 0; k < K; k++) sum += O[o + k];
-    for (let k = 0; k < K; k++) O[o + k] = O[o + k] / sum;
+  if (!rowKernels.softmaxNormalize(O, K)) {
+    for (let r = 0; r < rows; r++) {
+      const o = r * K;
+      let sum = 0;
+      for (let k = 0; k < K; k++) sum += O[o + k];
+      for (let k = 0; k < K; k++) O[o + k] = O[o + k] / sum;
+    }
   }
   return { out, cache: { out, lens, kept } };
 }
@@ -98,6 +103,8 @@ export function maskedSoftmaxBackward(dout: Tensor, cache: MaskedSoftmaxCache): 
   const K = out.shape[out.shape.length - 1];
   const dx = empty(out.shape); // every element written
   const Y = out.data, G = dout.data, DX = dx.data;
+  // the loop below in Wasm, two rows at a time, when the tensors are in its memory (ops.rowKernels)
+  if (rowKernels.softmaxBackward(G, Y, DX, kept, K)) return dx;
   for (let r = 0; r < Y.length / K; r++) {
     const o = r * K;
     // O[o + k] = O[o + k] / sum, O = exp(v - max): the shift by the row max cancels
