@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import { existsSync, readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import type { Generator } from "../src/core/rng.ts";
-import type { Tensor } from "../src/core/ops.ts";
+import { type Tensor, inWorkspace, newWorkspace, productEngine, rowKernels, zeros } from "../src/core/ops.ts";
 
 /** A JSON file of test data in port_ts/test/ (small-configs.json, safetensors-hostile.json). */
 export function fixture<T>(name: string): T {
@@ -135,4 +135,32 @@ export function pickCoordinates(rng: Generator, g: Tensor, n: number, minGrad: n
   const out: number[] = [];
   for (let k = 0; k < n && ok.length > 0; k++) out.push(ok[rng.integers([1], 0, ok.length).data[0]]);
   return out;
+}
+
+/** fn run twice on the same inputs: with the JavaScript loops forced (productEngine.mode "js"),
+ * then in the second step of a workspace (its tensors in the Wasm kernels' memory, so the row
+ * kernels of core/ops.ts run where they apply); fn gets `inWs`, which copies a tensor into the
+ * active workspace, and returns copies of its results. Asserts the row kernels ran (at least
+ * `wasmCalls` calls) and that every result has the same bits both ways; returns the JavaScript
+ * results. */
+export function sameBitsInKernels(what: string, fn: (inWs: (t: Tensor) => Tensor) => Float64Array[], wasmCalls = 1): Float64Array[] {
+  const inWs = (t: Tensor): Tensor => { const z = zeros(t.shape); z.data.set(t.data); return z; };
+  productEngine.mode = "js";
+  let want: Float64Array[];
+  try { want = fn(inWs); } finally { productEngine.mode = "auto"; }
+  assert.ok(rowKernels.simd, "the Wasm row kernels exist under Node 24 (else this would test the fallback)");
+  const ws = newWorkspace();
+  inWorkspace(ws, () => fn(inWs)); // the first step sizes the workspace: the second lies in the kernels' memory
+  rowKernels.wasmRuns = 0;
+  const got = inWorkspace(ws, () => fn(inWs));
+  assert.ok(rowKernels.wasmRuns >= wasmCalls, `${what}: ${rowKernels.wasmRuns} row-kernel calls, expected at least ${wasmCalls}`);
+  assert.equal(got.length, want.length);
+  got.forEach((g, j) => {
+    assert.equal(g.length, want[j].length, `${what}: result ${j}'s size`);
+    const a = new BigUint64Array(g.buffer, g.byteOffset, g.length), b = new BigUint64Array(want[j].buffer, want[j].byteOffset, g.length);
+    for (let i = 0; i < a.length; i++) {
+      if (a[i] !== b[i]) assert.fail(`${what}: result ${j}, element ${i} is ${g[i]} in the kernels, ${want[j][i]} in the loops`);
+    }
+  });
+  return want;
 }

@@ -4,7 +4,7 @@
 // Backward: dE (V, d) starts at +0 and row id of dE gets dout[n, :] added for every token n in
 // row-major order of tokens, so a repeated id accumulates its rows in token order.
 
-import { type Tensor, type IntTensor, zeros } from "../core/ops.ts";
+import { type Tensor, type IntTensor, empty, zeros } from "../core/ops.ts";
 
 export interface EmbeddingCache {
   tokens: IntTensor; // (...)
@@ -17,13 +17,14 @@ export function embeddingForward(tokens: IntTensor, E: Tensor): { out: Tensor; c
   }
   if (E.shape.length !== 2) throw new RangeError(`embedding: table E must be (V, d), got [${E.shape}]`);
   const V = E.shape[0], d = E.shape[1];
-  const out = zeros([...tokens.shape, d]); // (..., d)
-  for (let n = 0; n < tokens.data.length; n++) {
-    const id = tokens.data[n];
+  const out = empty([...tokens.shape, d]); // (..., d)  every element written
+  const T = tokens.data, O = out.data, W = E.data;
+  for (let n = 0; n < T.length; n++) {
+    const id = T[n];
     if (id < 0 || id >= V) {
       throw new RangeError(`embedding: token id ${id} at flat index ${n} is outside [0, ${V}); the vocabulary has ${V} rows`);
     }
-    out.data.set(E.data.subarray(id * d, (id + 1) * d), n * d);
+    for (let k = 0, src = id * d, dst = n * d; k < d; k++) O[dst + k] = W[src + k]; // the row copied (no view per token)
   }
   return { out, cache: { tokens, V } };
 }

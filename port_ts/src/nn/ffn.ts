@@ -9,7 +9,7 @@
 // linearBackward through W1, b1. The forward applies the ReLU in place (hPre's array becomes h)
 // and the backward reads the rule off h: h > 0 exactly where hPre > 0.
 
-import { type Tensor, empty, zeros } from "../core/ops.ts";
+import { type Tensor, empty, rowKernels, zeros } from "../core/ops.ts";
 import { type LinearCache, linearBackward, linearForward } from "./linear.ts";
 
 export interface FfnCache {
@@ -45,10 +45,12 @@ export function ffnForward(x: Tensor, params: Record<string, Tensor>): { out: Te
   // xw's array (this function's own): the same two roundings per element, no (..., F) copy
   const F = W1.shape[0], h = xw, H = h.data, B1 = b1.data;
   if (b1.shape.length !== 1 || B1.length !== F) throw new RangeError(`linear: bias must have shape (${F},), got [${b1.shape}]`);
-  for (let r = 0; r < H.length; r += F) {
-    for (let o = 0; o < F; o++) {
-      const v = H[r + o] + B1[o];
-      H[r + o] = v > 0 ? v : 0;
+  if (!rowKernels.biasRelu(H, B1, F)) { // the same pass in Wasm, two columns a time, when H is in its memory
+    for (let r = 0; r < H.length; r += F) {
+      for (let o = 0; o < F; o++) {
+        const v = H[r + o] + B1[o];
+        H[r + o] = v > 0 ? v : 0;
+      }
     }
   }
   const { out, cache: lin2 } = linearForward(h, param(params, "W2"), param(params, "b2")); // (..., d)
@@ -64,11 +66,13 @@ export function ffnBackward(dout: Tensor, cache: FfnCache): { dx: Tensor; grads:
   const F = cache.lin1.W.shape[0];
   const D = dh.data, X = cache.h.data; // dh becomes dhPre
   const db1 = zeros([F]), DB = db1.data; // (F,)
-  for (let r = 0; r < D.length; r += F) {
-    for (let o = 0; o < F; o++) {
-      const g = X[r + o] > 0 ? D[r + o] : 0;
-      D[r + o] = g;
-      DB[o] += g;
+  if (!rowKernels.reluGate(D, X, DB, F)) { // the same gate and sums in Wasm, two columns a time, when in its memory
+    for (let r = 0; r < D.length; r += F) {
+      for (let o = 0; o < F; o++) {
+        const g = X[r + o] > 0 ? D[r + o] : 0;
+        D[r + o] = g;
+        DB[o] += g;
+      }
     }
   }
   // inverts: hPre = x W1^T (+ b1, whose gradient is db1 above)

@@ -15,7 +15,7 @@
 // where mean() is the in-order sum over the row's d features divided by d (see layer_norm.py
 // for the derivation). Exact for constant rows too (xhat = 0 there).
 
-import { type Tensor, empty } from "../core/ops.ts";
+import { type Tensor, empty, rowKernels } from "../core/ops.ts";
 
 export const EPS = 1e-5;
 
@@ -42,6 +42,8 @@ export function layerNormForward(
   const mean = empty(x.shape.slice(0, -1)), rstd = empty(x.shape.slice(0, -1)); // (...)  every element written
   const xhat = empty(x.shape), out = empty(x.shape); // (..., d)  every element written
   const X = x.data, R = residual === null ? null : residual.data, H = xhat.data, O = out.data, G = gamma.data, Bt = beta.data;
+  // the loops below, in Wasm two rows at a time when the tensors are in its memory (ops.rowKernels)
+  if (rowKernels.layerNorm(X, R, G, Bt, H, O, mean.data, rstd.data, d, eps)) return { out, cache: { mean, rstd, xhat, gamma } };
   for (let r = 0; r < rows; r++) {
     const o = r * d;
     let sum = 0;
@@ -80,6 +82,8 @@ export function layerNormBackward(dout: Tensor, cache: LayerNormCache): { dx: Te
   const rows = xhat.data.length / d;
   const dx = empty(xhat.shape), dgamma = empty([d]), dbeta = empty([d]); // every element written
   const D = dout.data, H = xhat.data, G = gamma.data, DX = dx.data, DG = dgamma.data, DB = dbeta.data;
+  // the loops below, in Wasm two rows (then two columns) at a time when the tensors are in its memory (ops.rowKernels)
+  if (rowKernels.layerNormBackward(D, H, G, rstd.data, DX, DG, DB, d)) return { dx, dgamma, dbeta };
   for (let r = 0; r < rows; r++) {
     const o = r * d;
     // inverts: out = xhat * gamma + beta

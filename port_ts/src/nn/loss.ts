@@ -14,8 +14,8 @@
 //   coef[n]    = w[n] / (sum of w)                   one rounded division (1 / N without weights)
 //   dlogits[n] = (p - onehot(t)) * coef[n]
 
-import { type Tensor, type IntTensor, empty, zeros } from "../core/ops.ts";
-import { exp, log } from "../core/mathlib.ts";
+import { type Tensor, type IntTensor, empty, rowKernels, zeros } from "../core/ops.ts";
+import { log } from "../core/mathlib.ts";
 
 export interface CrossEntropyCache {
   probs: Tensor; // (N, V) softmax of each row
@@ -61,17 +61,22 @@ export function crossEntropyForward(
   const probs = zeros([N, V]); // (N, V)
   const P = probs.data;
   const losses = new Float64Array(N); // (N,)
+  // every row's z - m first (m kept in losses for now), their exps in one pass over the tensor
+  // (ops.rowKernels.exp: mathlib's exp, two at a time in Wasm when probs is in its memory)
   for (let n = 0; n < N; n++) {
     const o = n * V, t = Tg[n];
     if (!(t >= 0 && t < V)) throw new RangeError(`cross_entropy: target id ${t} is outside [0, ${V})`);
     let m = Z[o];
     for (let v = 1; v < V; v++) if (Z[o + v] > m) m = Z[o + v];
+    for (let v = 0; v < V; v++) P[o + v] = Z[o + v] - m;
+    losses[n] = m;
+  }
+  rowKernels.exp(P); // exp(z - m) for now
+  for (let n = 0; n < N; n++) {
+    const o = n * V, m = losses[n];
     let s = 0;
-    for (let v = 0; v < V; v++) {
-      P[o + v] = exp(Z[o + v] - m); // exp(z - m) for now
-      s += P[o + v];
-    }
-    losses[n] = log(s) - (Z[o + t] - m);
+    for (let v = 0; v < V; v++) s += P[o + v];
+    losses[n] = log(s) - (Z[o + Tg[n]] - m);
     for (let v = 0; v < V; v++) P[o + v] = P[o + v] / s; // softmax
   }
   const coef = new Float64Array(N); // (N,)

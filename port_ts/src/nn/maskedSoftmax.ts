@@ -3,14 +3,14 @@
 // query) or (B, Q) (one length per query row). Key k of a row is kept when k < len; masked
 // scores are replaced by -1e6, not -Infinity, so a row with length 0 gets uniform weights 1/K.
 
-import { type Tensor, type IntTensor, empty, sizeOf } from "../core/ops.ts";
-import { exp } from "../core/mathlib.ts";
+import { type Tensor, type IntTensor, empty, rowKernels, sizeOf } from "../core/ops.ts";
 
 export const MASK_VALUE = -1e6;
 
 export interface MaskedSoftmaxCache {
   out: Tensor;
   lens: RowLengths | null; // how many keys of each row are kept; null when unmasked
+  kept: Float64Array | null; // (rows,) keptIn of each row, as the forward read it; null when unmasked
 }
 
 /** validLens read per row of x (B, ..., Q, K): row r belongs to batch element r / perBatch and,
@@ -51,54 +51,67 @@ export function keepMask(shape: readonly number[], validLens: IntTensor | null):
   return keep;
 }
 
+/** keptIn of every row r = 0 .. rows-1, once for the forward and its backward. */
+function keptCounts(lens: RowLengths, rows: number, K: number): Float64Array {
+  const kept = empty([rows]).data; // every element written
+  for (let r = 0; r < rows; r++) kept[r] = keptIn(lens, r, K);
+  return kept;
+}
+
 /** Per row: v = x where kept, else MASK_VALUE; out = exp(v - max v) / (in-order sum of those).
- * The masked keys are the row's last K - n (n = keptIn), so their v, exp and share of the sum
- * are one value each, taken in key order as any other. */
+ * The masked keys are the row's last K - n (n = keptIn), so their v is one value, MASK_VALUE.
+ * The shifted scores of every row are written first, their exps taken in one pass over the
+ * tensor (ops.rowKernels.exp: mathlib's exp), then each row summed in key order and divided;
+ * each of these in Wasm when the tensors lie in its memory (ops.rowKernels). */
 export function maskedSoftmaxForward(x: Tensor, validLens: IntTensor | null = null): { out: Tensor; cache: MaskedSoftmaxCache } {
   const K = x.shape[x.shape.length - 1];
   const lens = rowLengths(x.shape, validLens);
   const out = empty(x.shape); // every element written
-  const X = x.data, O = out.data;
-  for (let r = 0; r < X.length / K; r++) {
-    const o = r * K, n = lens === null ? K : keptIn(lens, r, K);
-    let max = -Infinity;
-    for (let k = 0; k < n; k++) if (X[o + k] > max) max = X[o + k];
-    if (n < K && MASK_VALUE > max) max = MASK_VALUE;
-    let sum = 0;
-    for (let k = 0; k < n; k++) {
-      const e = exp(X[o + k] - max);
-      O[o + k] = e;
-      sum += e;
+  const X = x.data, O = out.data, rows = X.length / K;
+  const kept = lens === null ? null : keptCounts(lens, rows, K);
+  // the three steps in Wasm (rows two at a time, exps four) when the tensors are in its memory
+  if (!rowKernels.softmaxShift(X, O, kept, K, MASK_VALUE)) {
+    for (let r = 0; r < rows; r++) {
+      const o = r * K, n = kept === null ? K : kept[r];
+      let max = -Infinity;
+      for (let k = 0; k < n; k++) if (X[o + k] > max) max = X[o + k];
+      if (n < K && MASK_VALUE > max) max = MASK_VALUE;
+      for (let k = 0; k < n; k++) O[o + k] = X[o + k] - max;
+      const masked = MASK_VALUE - max;
+      for (let k = n; k < K; k++) O[o + k] = masked;
     }
-    if (n < K) {
-      const e = exp(MASK_VALUE - max);
-      for (let k = n; k < K; k++) {
-        O[o + k] = e;
-        sum += e;
-      }
-    }
-    for (let k = 0; k < K; k++) O[o + k] = O[o + k] / sum;
   }
-  return { out, cache: { out, lens } };
+  rowKernels.exp(O); // exp(v - max), element by element
+  if (!rowKernels.softmaxNormalize(O, K)) {
+    for (let r = 0; r < rows; r++) {
+      const o = r * K;
+      let sum = 0;
+      for (let k = 0; k < K; k++) sum += O[o + k];
+      for (let k = 0; k < K; k++) O[o + k] = O[o + k] / sum;
+    }
+  }
+  return { out, cache: { out, lens, kept } };
 }
 
 /** dout (B, ..., Q, K) -> dx of x's shape. Per row, with y = out:
  * dx = y * (dout - sum_k dout_k y_k), the sum in key order; 0 where the forward masked x. */
 export function maskedSoftmaxBackward(dout: Tensor, cache: MaskedSoftmaxCache): Tensor {
-  const { out, lens } = cache;
+  const { out, kept } = cache;
   if (dout.shape.length !== out.shape.length || dout.shape.some((s, i) => s !== out.shape[i])) {
     throw new RangeError(`maskedSoftmaxBackward: dout must have the output's shape (${out.shape}), got (${dout.shape})`);
   }
   const K = out.shape[out.shape.length - 1];
   const dx = empty(out.shape); // every element written
   const Y = out.data, G = dout.data, DX = dx.data;
+  // the loop below in Wasm, two rows at a time, when the tensors are in its memory (ops.rowKernels)
+  if (rowKernels.softmaxBackward(G, Y, DX, kept, K)) return dx;
   for (let r = 0; r < Y.length / K; r++) {
     const o = r * K;
     // O[o + k] = O[o + k] / sum, O = exp(v - max): the shift by the row max cancels
     let dot = 0;
     for (let k = 0; k < K; k++) dot += G[o + k] * Y[o + k];
     // v = kept ? x : MASK_VALUE: a masked score is replaced by a constant, its dx is 0
-    const n = lens === null ? K : keptIn(lens, r, K);
+    const n = kept === null ? K : kept[r];
     for (let k = 0; k < n; k++) DX[o + k] = Y[o + k] * (G[o + k] - dot);
     for (let k = n; k < K; k++) DX[o + k] = 0;
   }

@@ -3,6 +3,8 @@
 // is tested by tests/test_mathlib.py (SHA-256 over ~1e6 inputs per function).
 import { test } from "node:test";
 import assert from "node:assert/strict";
+import { rowKernels } from "../../src/core/ops.ts";
+import { sameBitsInKernels } from "../toolkit.ts";
 import { exp, expm1, log, sin, cos, tanh, ldexp, powLn, twoProd, specLog, horner, EXP_CONSTANTS, TRIG_MAX } from "../../src/core/mathlib.ts";
 
 /** The spacing of doubles at |want| (its ulp). */
@@ -372,7 +374,8 @@ function ulpsFrom(x: number, n: number): number {
   return v.getFloat64(0);
 }
 
-test("exp and powLn give the bits of their formula (horner, ldexp) on edges and 400000 other inputs", () => {
+/** exp's test inputs: the edges, then 400000 others (the same stream every call). */
+function expInputs(): { xs: number[]; next: () => number } {
   const { EXP_OVER, EXP_UNDER } = EXP_CONSTANTS;
   const xs: number[] = [0, -0, NaN, Infinity, -Infinity, 5e-324, -5e-324, 1e-300, -1e-300, 2 ** -30, -(2 ** -30),
     Number.MAX_VALUE, -Number.MAX_VALUE, 1e6, -1e6, 0.5 * Math.LN2, -0.5 * Math.LN2];
@@ -394,6 +397,11 @@ test("exp and powLn give the bits of their formula (horner, ldexp) on edges and 
     raw.setUint32(4, next() * 2 ** 32);
     xs.push(raw.getFloat64(0));
   }
+  return { xs, next };
+}
+
+test("exp and powLn give the bits of their formula (horner, ldexp) on edges and 400000 other inputs", () => {
+  const { xs, next } = expInputs();
   let differ = 0, first = "";
   for (const x of xs) {
     const got = exp(x), want = expByFormula(x, 0);
@@ -408,4 +416,21 @@ test("exp and powLn give the bits of their formula (horner, ldexp) on edges and 
     if (!Object.is(got, want)) { if (differ++ === 0) first = `powLn(ln 10000, ${y}) = ${got}, the formula gives ${want}`; }
   }
   assert.equal(differ, 0, `${differ} inputs differ from the formula; first: ${first}`);
+});
+
+test("[wasm] ops.rowKernels.exp (four at a time in the row kernels, ldexp's cases left to exp) gives exp's bits on the same inputs", () => {
+  const { xs } = expInputs();
+  // every start offset mod 4 and a short tail: each input meets every lane position
+  for (const shift of [0, 1, 2, 3]) {
+    const x = Float64Array.from(xs.slice(shift, xs.length - shift));
+    sameBitsInKernels(`exp, shift ${shift}`, (inWs) => {
+      const t = inWs({ shape: [x.length], data: x });
+      rowKernels.exp(t.data);
+      return [t.data.slice()];
+    });
+  }
+  // and the JavaScript side is exp itself
+  const y = Float64Array.from(xs.slice(0, 1000));
+  rowKernels.exp(y);
+  y.forEach((v, i) => assert.ok(Object.is(v, exp(xs[i])), `element ${i}`));
 });

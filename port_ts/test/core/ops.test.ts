@@ -8,9 +8,10 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import {
-  type Tensor, empty, inWorkspace, intTensor, matmul, matmulNT, matmulTn, meanLast, newWorkspace, productEngine, products, sizeOf, sumLast, tensor, zeros,
+  type Tensor, empty, inWorkspace, intTensor, matmul, matmulNT, matmulTn, meanLast, newWorkspace, productEngine, products, rowKernels, sizeOf, sumLast, tensor, zeros,
 } from "../../src/core/ops.ts";
 import { copyParams } from "../../src/core/params.ts";
+import { PRODUCT_T_MODULE } from "../../src/core/wasmKernel.ts";
 
 /** A small deterministic generator (xorshift64*), independent of the port's generator. */
 function makeRandom(seed: number): () => number {
@@ -97,6 +98,16 @@ test("the Wasm SIMD kernel is there under Node 24 (else the \"wasm\" runs below 
   assert.equal(productEngine.simd, true);
   // a synchronous new WebAssembly.Module on a browser's main thread is limited to 4 KB
   assert.ok(productEngine.moduleBytes > 8 && productEngine.moduleBytes < 4096, `${productEngine.moduleBytes} bytes`);
+});
+
+test("the gathering product kernel is there under Node 24, its module under 4 KB (the workspace tests below run it)", () => {
+  assert.equal(productEngine.gather, true);
+  assert.ok(PRODUCT_T_MODULE.length > 8 && PRODUCT_T_MODULE.length < 4096, `${PRODUCT_T_MODULE.length} bytes`);
+});
+
+test("the Wasm row kernels are there under Node 24, their module under 4 KB (so the \"[wasm]\" row tests test them)", () => {
+  assert.equal(rowKernels.simd, true);
+  assert.ok(rowKernels.moduleBytes > 8 && rowKernels.moduleBytes < 4096, `${rowKernels.moduleBytes} bytes`);
 });
 
 test("productEngine.counts: one count per product with work, for the kernel that ran it", () => {

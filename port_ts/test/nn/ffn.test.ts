@@ -6,7 +6,7 @@ import { tensor } from "../../src/core/ops.ts";
 import { Generator } from "../../src/core/rng.ts";
 import { ffnBackward, ffnForward, relu, reluBackward } from "../../src/nn/ffn.ts";
 import { linearBackward, linearForward } from "../../src/nn/linear.ts";
-import { checkFd, dot, tolerance } from "../toolkit.ts";
+import { checkFd, dot, sameBitsInKernels, tolerance } from "../toolkit.ts";
 
 test("x = [1, -1] through F = 3 hidden units, computed by hand", () => {
   const params = {
@@ -76,5 +76,27 @@ test("forward and backward give the bits of Linear, relu, Linear composed (the R
   assert.deepEqual(Array.from(dx.data), Array.from(wantDx.data));
   for (const [k, w] of [["W1", dW1], ["b1", db1!], ["W2", dW2], ["b2", db2!]] as const) {
     assert.deepEqual(Array.from(grads[k].data), Array.from(w.data), `d${k}`);
+  }
+});
+
+test("[wasm] forward and backward with the bias-and-ReLU pass and its gate in the row kernels give the loops' bits", () => {
+  const g = new Generator(37);
+  for (const [rows, d, F] of [[37, 4, 6], [1, 3, 2], [12, 5, 64], [9, 4, 5]]) {
+    const x = g.normal([rows, d]), dout = g.normal([rows, d]);
+    const W1 = g.uniform([F, d], -0.5, 0.5);
+    W1.data.fill(0, 0, d); // hidden unit 0: x W1^T = +0 exactly, so hPre = b1[0] + 0
+    const b1 = g.uniform([F], -0.5, 0.5);
+    b1.data[0] = -0; // hPre = +0: the ReLU's +0 and its gate closed at 0
+    if (F > 2) b1.data[1] = NaN; // relu(NaN) = +0, and its gate closed
+    if (F > 3) b1.data[2] = Infinity;
+    if (F > 4) b1.data[3] = -Infinity;
+    dout.data[0] = -0;
+    const params = { W1, b1, W2: g.uniform([d, F], -0.45, 0.45), b2: g.uniform([d], -0.45, 0.45) };
+    // F odd: the loops themselves (the kernels take two columns at a time)
+    sameBitsInKernels(`rows ${rows}, d ${d}, F ${F}`, (inWs) => {
+      const { out, cache } = ffnForward(inWs(x), params);
+      const { dx, grads } = ffnBackward(inWs(dout), cache);
+      return [out.data.slice(), cache.h.data.slice(), dx.data.slice(), ...["W1", "b1", "W2", "b2"].map((k) => grads[k].data.slice())];
+    }, F % 2 === 0 ? 2 : 0);
   }
 });

@@ -7,7 +7,7 @@ import { empty, inWorkspace, newWorkspace, tensor } from "../../src/core/ops.ts"
 import { Generator } from "../../src/core/rng.ts";
 import { layerNormBackward, layerNormForward, EPS } from "../../src/nn/layerNorm.ts";
 import { layerNormParams } from "../../src/nn/init.ts";
-import { checkFd, dot, tolerance } from "../toolkit.ts";
+import { checkFd, dot, sameBitsInKernels, tolerance } from "../toolkit.ts";
 
 // Tolerances, each with its reason.
 const MEAN0 = tolerance("layer_norm", "mean").value;
@@ -157,4 +157,24 @@ test("backward gives the bits of its rule: dx row by row, dbeta and dgamma runni
   assert.deepEqual(got[0], Array.from(wantDx), "dx");
   assert.deepEqual(got[1], Array.from(wantDg), "dgamma");
   assert.deepEqual(got[2], Array.from(wantDb), "dbeta");
+});
+
+test("[wasm] forward and backward in the row kernels (two rows a lane pair, then two columns) give the loops' bits", () => {
+  const g = new Generator(79);
+  // odd and even row counts (an odd last row shares a pass with itself), residual or not,
+  // d even (both kernels), odd (the backward's column sums stay in the loops) and 1
+  for (const [shape, withResidual] of [[[5, 16], true], [[6, 16], false], [[1, 16], true], [[3, 7, 4], false], [[4, 3], true], [[5, 1], false], [[2, 2], true]] as [number[], boolean][]) {
+    const d = shape[shape.length - 1];
+    const x = g.normal(shape, 0, 3), y = g.normal(shape, 0, 0.5), gamma = g.normal([d]), beta = g.normal([d]), dout = g.normal(shape);
+    x.data.fill(2.5, 0, d); y.data.fill(0, 0, d); // a constant row: var 0, xhat 0
+    x.data[d] = 1e300; y.data[d] = -1e300; // a row whose sum cancels
+    if (x.data.length > 3 * d) { x.data.fill(-0, 2 * d, 3 * d); y.data.fill(-0, 2 * d, 3 * d); } // -0 + -0: a row of -0
+    for (let i = 0; i < dout.data.length; i += 5) dout.data[i] *= 1e12; // where the order of the sums shows
+    dout.data[1] = -0;
+    sameBitsInKernels(`shape (${shape}), residual ${withResidual}`, (inWs) => {
+      const { out, cache } = layerNormForward(inWs(x), gamma, beta, EPS, withResidual ? inWs(y) : null);
+      const { dx, dgamma, dbeta } = layerNormBackward(inWs(dout), cache);
+      return [out, cache.xhat, cache.mean, cache.rstd, dx, dgamma, dbeta].map((t) => t.data.slice());
+    }, d % 2 === 0 ? 2 : 1);
+  }
 });

@@ -6,6 +6,7 @@ import assert from "node:assert/strict";
 import { intTensor, tensor } from "../../src/core/ops.ts";
 import { Generator } from "../../src/core/rng.ts";
 import { crossEntropyBackward, crossEntropyForward, sequenceWeights } from "../../src/nn/loss.ts";
+import { sameBitsInKernels } from "../toolkit.ts";
 
 test("equal logits give log V, and the gradient (1/V - onehot) / N", () => {
   const V = 5, N = 3;
@@ -85,3 +86,18 @@ test("bad targets, shapes and all-zero weights are errors saying what was expect
   assert.throws(() => crossEntropyForward(z, intTensor([2], [0, 1]), tensor([1], [1])), /weights must have shape \[2\]/);
 });
 
+
+test("[wasm] the exps of the logits in the row kernels give the loops' bits (loss, probabilities, gradient)", () => {
+  const g = new Generator(12);
+  for (const [B, T, V] of [[96, 7, 13], [3, 1, 1], [5, 3, 2]]) {
+    const logits = g.normal([B, T, V], 0, 4);
+    for (let i = 2; i < logits.data.length; i += 9) logits.data[i] = -(690 + (i % 70)); // exps subnormal or near
+    logits.data[0] = -0;
+    const targets = intTensor([B, T], Array.from({ length: B * T }, (_, i) => (i * 7) % V));
+    const weights = sequenceWeights(intTensor([B], Array.from({ length: B }, (_, b) => 1 + (b % T))), T);
+    sameBitsInKernels(`(${B}, ${T}, ${V})`, (inWs) => {
+      const { loss, cache } = crossEntropyForward(inWs(logits), targets, weights);
+      return [Float64Array.of(loss), cache.probs.data.slice(), crossEntropyBackward(cache).data.slice()];
+    });
+  }
+});

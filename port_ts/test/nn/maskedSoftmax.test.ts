@@ -6,7 +6,7 @@ import { Generator } from "../../src/core/rng.ts";
 import { empty, inWorkspace, intTensor, newWorkspace, tensor, type IntTensor, type Tensor } from "../../src/core/ops.ts";
 import { MASK_VALUE, maskedSoftmaxForward, keepMask, maskedSoftmaxBackward } from "../../src/nn/maskedSoftmax.ts";
 import { exp } from "../../src/core/mathlib.ts";
-import { dot, fdError, tolerance } from "../toolkit.ts";
+import { dot, fdError, sameBitsInKernels, tolerance } from "../toolkit.ts";
 
 // Tolerances, each with its reason.
 const ROW_SUM = tolerance("masked_softmax", "row_sum").value;
@@ -196,4 +196,28 @@ test("forward and backward give the bits of the element-by-element rule, for any
   // all kept scores below the mask value: the max is then MASK_VALUE's, the masked keys dominate
   const low = tensor([1, 1, 4], [-2e6, -3e6, -2.5e6, -1e7]);
   sameBits(maskedSoftmaxForward(low, intTensor([1], [2])).out.data, naiveForward(low, intTensor([1], [2])), "scores below -1e6");
+});
+
+test("[wasm] the exps of a whole tensor in the row kernels give the loops' bits, masked, subnormal and overflowing scores included", () => {
+  const g = new Generator(11);
+  const cases: [number[], IntTensor | null][] = [
+    [[3, 2, 7], null], [[3, 2, 7], intTensor([3], [0, 7, 3])], [[2, 2, 3, 5], intTensor([2, 3], [1, 2, 3, 0, 5, 8])],
+    [[2, 4, 1], intTensor([2], [0, 1])], [[96, 2, 7, 7], intTensor([96], Array.from({ length: 96 }, (_, b) => b % 8))],
+    [[3, 1, 7], intTensor([3], [2, 9, 0])], [[5, 7], null], // odd row counts: the last row shares a pass with itself
+  ];
+  for (const [shape, lens] of cases) {
+    const x = g.normal(shape, 0, 3);
+    x.data[0] = -0; x.data[x.data.length - 1] = 800;
+    for (let i = 3; i < x.data.length; i += 11) x.data[i] = -(700 + (i % 60)); // exps subnormal or near: the scalar exp's share
+    const K = shape[shape.length - 1];
+    if (x.data.length >= 3 * K) { // a row near MASK_VALUE (the kernels must be given the same), a row with a NaN
+      for (let k = 0; k < K; k++) x.data[K + k] = MASK_VALUE + (k - 2) * 0.75;
+      x.data[2 * K + 1] = NaN;
+    }
+    const dout = g.normal(shape);
+    sameBitsInKernels(`shape (${shape})`, (inWs) => {
+      const { out, cache } = maskedSoftmaxForward(inWs(x), lens);
+      return [out.data.slice(), maskedSoftmaxBackward(inWs(dout), cache).data.slice()];
+    });
+  }
 });
