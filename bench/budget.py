@@ -22,8 +22,10 @@
    default) does the fresh runs, then the cached ones.
 
 It prints each figure, the median over the runs of each run's ratio to its yardstick (budget <= 3),
-the runner's share (budget <= 10 %) and the peak memory (budget < 1.5 GB), with the load
-average before and after: figures taken while other jobs run are not the budgets' figures.
+the runner's share (budget <= 10 %) and the peak memory (budget < 1.5 GB), with the load average
+before and after and, from /proc/stat, the CPU time other processes took during the session and
+the time the hypervisor stole from this machine's cores: above 5 % of the machine, the figures
+were taken on a loaded machine and are not the budgets' figures.
 ARGS go to `verify attention` (e.g. `--jobs 1`). Exits 0 when every run of verify attention
 passed, else 1.
 """
@@ -45,6 +47,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT / "tests"))  # torch_ops reads the tests' toolkit, as bench/conftest.py has it
 
 BUDGET_RATIO, BUDGET_SHARE, BUDGET_MEMORY = 3.0, 0.10, 1.5e9
+QUIET_SHARE = 0.05  # other processes' CPU, or the hypervisor's steal, above this share of the machine: not quiet
 CASE_ID = "train.reversal"
 
 
@@ -98,6 +101,25 @@ def yardstick():
     if not float(loss.detach()) < 0.1:
         raise RuntimeError(f"the yardstick did not train: final loss {float(loss.detach())}")
     return wall, cpu
+
+
+def _machine_cpu():
+    """(busy, steal): CPU seconds every core of the machine has spent busy (user, nice, system,
+    irq, softirq) and stolen by the hypervisor since boot (/proc/stat), or None where unreadable."""
+    try:
+        with open("/proc/stat") as fh:
+            fields = [int(v) for v in fh.readline().split()[1:9]]
+    except (OSError, ValueError):
+        return None
+    user, nice, system, _idle, _iowait, irq, softirq, steal = fields + [0] * (8 - len(fields))
+    tick = os.sysconf("SC_CLK_TCK")
+    return (user + nice + system + irq + softirq) / tick, steal / tick
+
+
+def _own_cpu():
+    """CPU seconds of this process and of every child it has waited for (the runs' whole trees)."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
 
 
 def _tree(root):
@@ -171,6 +193,7 @@ def main():
     ap.add_argument("args", nargs="*", help="arguments for verify attention (after --)")
     a = ap.parse_args()
     load0 = os.getloadavg()
+    machine0, own0, t0 = _machine_cpu(), _own_cpu(), time.perf_counter()
     print(f"load average (1, 5, 15 min) at the start: {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f}; "
           f"{os.cpu_count()} cores", flush=True)
     print(f"yardstick: torch float64 eager, 1 thread, {_case()['config']['steps']} reversal training steps, "
@@ -191,6 +214,11 @@ def main():
                 runs[mode].append(r)
                 _say(r, f"{mode}, run {i + 1}")
     load1 = os.getloadavg()
+    machine1, own1, session = _machine_cpu(), _own_cpu(), time.perf_counter() - t0
+    others = steal = None
+    if machine0 is not None and machine1 is not None:
+        others = max(0.0, (machine1[0] - machine0[0]) - (own1 - own0))
+        steal = machine1[1] - machine0[1]
     figures = {}
     for mode, done in runs.items():
         ratios = [r["wall"] / r["yardstick"][0] for r in done]
@@ -211,11 +239,18 @@ def main():
                   f"(budget <= {100 * BUDGET_SHARE:g} %)"
                   + (f"; the runner not waiting for the engines {100 * statistics.median(busy_shares):.1f} %" if busy_shares else ""))
         print(f"{mode}: peak memory of the process tree {peak / 1e6:.0f} MB (budget < {BUDGET_MEMORY / 1e9:g} GB)")
-    print(f"load average (1, 5, 15 min) at the end: {load1[0]:.2f} {load1[1]:.2f} {load1[2]:.2f}"
-          + ("  (other jobs were running: these are not the budgets' figures)" if max(load0[0], load1[0]) > 0.5 * os.cpu_count() else ""))
+    print(f"load average (1, 5, 15 min) at the end: {load1[0]:.2f} {load1[1]:.2f} {load1[2]:.2f} (this session's own runs included)")
+    if others is not None:
+        capacity = session * os.cpu_count()
+        quiet = others <= QUIET_SHARE * capacity and steal <= QUIET_SHARE * capacity
+        print(f"other processes: {others:.1f} s of CPU during the session's {session:.0f} s "
+              f"({100 * others / capacity:.1f} % of {os.cpu_count()} cores); stolen by the hypervisor: {steal:.1f} s "
+              f"({100 * steal / capacity:.1f} %)"
+              + ("" if quiet else f"  (above {100 * QUIET_SHARE:g} %: a loaded machine, these are not the budgets' figures)"))
     if a.json:
         _write_whole(Path(a.json), json.dumps({
-            "load": [load0, load1], "args": a.args, "figures": figures,
+            "load": [load0, load1], "other_cpu_s": others, "steal_s": steal, "session_s": session,
+            "args": a.args, "figures": figures,
             "runs": {mode: [{k: v for k, v in r.items() if k != "output"} for r in done] for mode, done in runs.items()},
         }, indent=1) + "\n")
     return 0 if all(r["exit"] == 0 for done in runs.values() for r in done) else 1
