@@ -81,6 +81,32 @@ def test_draws_continue_the_stream():
     assert np.array_equal(np.concatenate([a, b]), Generator(5).uniform(20))
 
 
+def test_small_draws_served_from_the_counters_drawn_ahead_are_the_streams():
+    """A draw smaller than _AHEAD computes _AHEAD counters and serves the next draws from them:
+    every draw must still be the one of its counters, across the kept block's end, after a rewind
+    of the counter (tests/test_backward_attention.py rewinds it) and after a handed-out draw is
+    written to."""
+    sizes = [1, 3, 100, 400, 7, 1, 511, 2, 600, 5, 512, 1, 0, 9]
+    g = Generator(41)
+    parts = []
+    for n in sizes:
+        parts.append(g._doubles(n))
+        parts[-1][:1] = -1.0 if n else parts[-1][:1]  # a caller writing into its draw
+    whole = Generator(41)._doubles(sum(sizes))
+    again = Generator(41)
+    got = np.concatenate([again._doubles(n) for n in sizes])
+    assert got.view(np.uint64).tolist() == whole.view(np.uint64).tolist()
+    assert g.counter == sum(sizes)
+    h = Generator(41)
+    h._doubles(1)  # computes counters 0 .. _AHEAD - 1
+    h._doubles(3)[:] = -1.0  # served from them, then written to by its caller
+    h.counter = 1
+    assert h._doubles(3).view(np.uint64).tolist() == whole[1:4].view(np.uint64).tolist()
+    for start in (0, 3, 600, 1150):  # rewinds, into and out of the kept block
+        g.counter = start
+        assert g._doubles(13).view(np.uint64).tolist() == whole[start:start + 13].view(np.uint64).tolist()
+
+
 def test_normal_moments():
     z = Generator(3).normal(400_000)
     n = z.size
