@@ -57,7 +57,12 @@ def _sum_terms(fill, K, shape, axes=None):
     width = max(R, 2)  # one column would put the summed axis innermost (pairwise): pad to two
     c = max(1, min(K, _BLOCK // width))
     rows = _rows(c + 1, width)  # row 0: the running sum, from +0.0
-    rows[:, R:] = 0.0  # the pad column, never read back
+    if width > R:
+        rows[:, R:] = 0.0  # the pad column, never read back
+    if c == K:  # one block (the common case): the reduction's result is already a fresh array
+        fill(0, K, rows[1:K + 1, :R].reshape((K,) + shape))
+        sums = np.add.reduce(rows[:K + 1], axis=0)[:R].reshape(shape)
+        return sums if axes is None else sums.transpose(axes).copy()
     for k0 in range(0, K, c):
         n = min(c, K - k0)
         fill(k0, k0 + n, rows[1:n + 1, :R].reshape((n,) + shape))
@@ -82,8 +87,8 @@ def matmul(a, b):
             lead = np.broadcast_shapes(lead, b.shape[:-2])
         out_shape = lead + (M, N)
         L = math.prod(lead)
-        a3 = np.broadcast_to(a, lead + (M, K)).reshape(L, M, K)  # (L, M, K)
-        b3 = np.broadcast_to(b, lead + (K, N)).reshape(L, K, N)  # (L, K, N)
+        a3 = (a if a.shape[:-2] == lead else np.broadcast_to(a, lead + (M, K))).reshape(L, M, K)  # (L, M, K)
+        b3 = (b if b.shape[:-2] == lead else np.broadcast_to(b, lead + (K, N))).reshape(L, K, N)  # (L, K, N)
     L, M3 = a3.shape[0], a3.shape[1]
     # term k is a[l, m, k] * b[l, k, n], the loop's product at step k (a first), written with
     # the longest of L, M and N innermost: (K, M, N, L), (K, L, M, N) or (K, L, N, M).
