@@ -178,7 +178,8 @@ def full_run(args, cache=None):
         watcher.join()
         proc.returncode = os.waitstatus_to_exitcode(status)
         doc = json.loads(report.read_text()) if report.exists() else {}
-    tail = [line for line in output.splitlines() if line.startswith(("reference:", "reports:"))]
+    # the runner says where the reference came from before the cases and again after them: once here
+    tail = list(dict.fromkeys(line for line in output.splitlines() if line.startswith(("reference:", "reports:"))))
     return {"exit": proc.returncode, "wall": wall, "cpu": usage.ru_utime + usage.ru_stime, "peak_rss": peak[0],
             "peak_processes": peak[1], "timings": doc.get("timings", {}), "summary": doc.get("summary", {}),
             "cases": len(doc.get("cases", [])), "notes": tail, "output": output}
