@@ -580,6 +580,7 @@ export function instantiateRows(bytes: Uint8Array, memory: WasmMemory): RowFns |
 // O's last N mod 4 columns are stored lane by lane (v128.store64_lane), so O needs no pad
 // columns. multi-head attention's scores q_h k_h^T and their backward's dout_h v_h^T (N = 7
 // keys) run here on the projections as they stand, without a packed copy of B or a copy of O.
+// Both product kernels are written with productAssembler (above); ProductSides is what differs.
 export type ProductTFn = (aPtr: number, sam: number, sak: number, bPtr: number, bK: number, bCol: number, oPtr: number, oRow: number,
   M: number, K: number, N: number, batch: number, aBatch: number, bBatch: number, oBatch: number) => void;
 
