@@ -3,9 +3,11 @@ request's "kernel" (or cli.ts's --kernel) sets productEngine.mode for the whole 
 line counts the products each kernel ran, a bad value is a request error, and the two kernels give
 the same documents byte for byte. The forced JavaScript kernel is verified as a reader without
 Wasm SIMD runs it: a bug in the JavaScript kernel that "auto" lets through (its large products run
-in Wasm) is caught with "kernel": "js"."""
+in Wasm) is caught with "kernel": "js". The three Wasm modules core/wasmKernel.ts assembles are
+valid and as large as the documents say."""
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -127,3 +129,35 @@ def test_the_js_kernel_gives_the_wasm_kernels_documents_byte_for_byte_on_the_who
     js = result["engines"]["node-js"]
     assert js["identical"] == len(result["cases"]) and not js["failed_cases"], printed
     assert js["products"]["wasm"] == 0 and result["engines"]["node-wasm"]["products"]["js"] == 0, printed
+
+
+# The modules' sizes as the documents give them, read from their text (never written here): which
+# module, the file, the sentence that holds the figure.
+DOCUMENTED_SIZES = [
+    ("product", "docs/performance.md", r"a (\d+)-byte module assembled by `productModuleBytes`"),
+    ("product", "port_ts/src/core/wasmKernel.ts", r"the whole module is (\d+) bytes \(productEngine\.moduleBytes\)"),
+    ("productT", "docs/performance.md", r"`productT` \(a (\d+)-byte module"),
+    ("rows", "docs/performance.md", r"\(`core/wasmKernel\.ts`, (\d+) bytes;"),
+]
+MODULES = """
+import { PRODUCT_MODULE, PRODUCT_T_MODULE, rowModule } from "./src/core/wasmKernel.ts";
+import { EXP_CONSTANTS } from "./src/core/mathlib.ts";
+const modules = { product: PRODUCT_MODULE, productT: PRODUCT_T_MODULE, rows: rowModule(EXP_CONSTANTS) };
+console.log(JSON.stringify(Object.fromEntries(Object.entries(modules).map(([k, b]) => [k, { bytes: b.length, valid: WebAssembly.validate(b) }]))));
+"""
+
+
+def test_each_wasm_module_is_valid_and_as_large_as_the_documents_say(node, repo_root):
+    proc = subprocess.run([str(node), "--input-type=module", "-e", MODULES], cwd=repo_root / "port_ts",
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    modules = json.loads(proc.stdout)
+    for module, info in modules.items():
+        assert info["valid"], (f"the {module} module does not validate (WebAssembly.validate): "
+                               "its builder in core/wasmKernel.ts wrote a bad instruction")
+    for module, path, pattern in DOCUMENTED_SIZES:
+        found = re.findall(pattern, (repo_root / path).read_text())
+        assert len(found) == 1, f"expected one figure for the {module} module in {path} ({pattern}), found {len(found)}"
+        assert int(found[0]) == modules[module]["bytes"], (
+            f"{path} says the {module} module is {found[0]} bytes, but it is {modules[module]['bytes']}: "
+            "write its size there as it is now")

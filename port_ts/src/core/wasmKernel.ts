@@ -39,84 +39,157 @@ function uleb(v: number): number[] {
   do { let byte = v & 0x7f; v >>>= 7; if (v !== 0) byte |= 0x80; out.push(byte); } while (v !== 0);
   return out;
 }
+/** Signed LEB128 (i32.const immediates). */
+function sleb(v: number): number[] {
+  const out: number[] = [];
+  for (;;) {
+    const byte = v & 0x7f;
+    v >>= 7;
+    if ((v === 0 && (byte & 0x40) === 0) || (v === -1 && (byte & 0x40) !== 0)) { out.push(byte); return out; }
+    out.push(byte | 0x80);
+  }
+}
 /** A section or a function body: its byte length, then its bytes. */
 function sized(bytes: number[]): number[] { return [...uleb(bytes.length), ...bytes]; }
 function name(s: string): number[] { return sized([...s].map((c) => c.charCodeAt(0))); }
 
 const I32 = 0x7f, V128 = 0x7b;
 
-/** The product kernel's bytes: one function `product` (14 i32 parameters, see ProductFn) and
- * one exported memory `mem`. */
-function productModuleBytes(): number[] {
-  // Locals: the 12 parameters, then i32 work locals, then v128 accumulators and operands.
-  const P = ["aPtr", "sam", "sak", "bPtr", "bRow", "oPtr", "oRow", "M", "K", "Np", "batch", "aBatch", "bBatch", "oBatch"];
-  const W = ["p", "m", "n", "k", "pa", "pb", "po", "sam2", "sam3", "oRow2", "oRow3", "a0", "o0", "M4"];
-  const V = ["c00", "c01", "c10", "c11", "c20", "c21", "c30", "c31", "b0", "b1", "x"];
-  const idx: Record<string, number> = {};
-  [...P, ...W, ...V].forEach((s, i) => { idx[s] = i; });
-  const get = (s: string) => [0x20, idx[s]], set = (s: string) => [0x21, idx[s]];
-  const i32 = (v: number) => [0x41, v & 0x7f]; // i32.const of the few constants here (-64 <= v < 64: one signed LEB128 byte)
-  const add = 0x6a, mul = 0x6c, ltU = 0x49, leU = 0x4d, geU = 0x4f, and = 0x71;
-  const simd = (op: number, ...imm: number[]) => [0xfd, ...uleb(op), ...imm];
-  const load = (offset: number) => simd(0x00, 3, ...uleb(offset));       // v128.load, align 8
-  const splat = () => simd(0x0a, 3, 0);                                  // v128.load64_splat
-  const store = (offset: number) => simd(0x0b, 3, ...uleb(offset));      // v128.store
-  const f64x2Add = simd(0xf0), f64x2Mul = simd(0xf2);
-  const zero = simd(0x0c, ...new Array(16).fill(0));                      // v128.const 0 (+0.0, +0.0)
+// ---- the encoder the three modules are written with: the binary format's frame, then the
+// instructions (assembler), then what the two product kernels share (productAssembler) ----
+
+const HEADER = [0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00];          // "\0asm", version 1
+function section(id: number, content: number[]): number[] { return [id, ...sized(content)]; }
+/** A function type: `params` i32 parameters, `results` i32 results. */
+function fnType(params: number, results: number): number[] {
+  return [0x60, ...uleb(params), ...new Array(params).fill(I32), ...uleb(results), ...new Array(results).fill(I32)];
+}
+/** A function's code: its locals after the parameters (`i32s` i32, then `v128s` v128), its
+ * instructions, end. */
+function funcCode(i32s: number, v128s: number, body: number[]): number[] {
+  return sized([...uleb(2), ...uleb(i32s), I32, ...uleb(v128s), V128, ...body, 0x0b]);
+}
+/** The import section of the modules that run on the product module's memory: k.mem, a memory
+ * of 1 page at least. */
+const IMPORT_MEMORY = section(2, [1, ...name("k"), ...name("mem"), 0x02, 0x00, 1]);
+
+/** The instructions the kernels are written in, for a function whose local l is local(l) (a
+ * builder's name for it, or its index itself). Lower case: i32 instructions; upper case: v128
+ * ones. Memory accesses are aligned to 8 bytes (the immediate 3: 2^3), at a byte offset. */
+function assembler<L>(local: (l: L) => number) {
+  const get = (l: L) => [0x20, local(l)], set = (l: L) => [0x21, local(l)], tee = (l: L) => [0x22, local(l)];
+  const i32 = (v: number) => [0x41, ...sleb(v)];                          // i32.const
+  const add = 0x6a, mul = 0x6c, and = 0x71, ltU = 0x49, leU = 0x4d, geU = 0x4f, select = 0x1b;
+  const inc = (l: L, by: number[]) => [...get(l), ...by, add, ...set(l)]; // l = l + by
   const loop = (body: number[]) => [0x03, 0x40, ...body, 0x0b];           // loop ... end (do-while with br_if 0)
-  const block = (body: number[]) => [0x02, 0x40, ...body, 0x0b];
-  const inc = (s: string, by: number[]) => [...get(s), ...by, add, ...set(s)];
+  const block = (body: number[]) => [0x02, 0x40, ...body, 0x0b];          // block ... end (br_if 1 in a loop inside: break)
+  const simd = (op: number, ...imm: number[]) => [0xfd, ...uleb(op), ...imm];
+  const load = (offset = 0) => simd(0x00, 3, ...uleb(offset));           // v128.load
+  const store = (offset = 0) => simd(0x0b, 3, ...uleb(offset));          // v128.store
+  const loadSplat = () => simd(0x0a, 3, 0);                               // v128.load64_splat: one double in both lanes
+  const loadZero = (offset = 0) => simd(0x5d, 3, ...uleb(offset));       // v128.load64_zero: lane 0, and +0 in lane 1
+  const loadLane = (lane: number) => simd(0x57, 3, 0, lane);             // v128.load64_lane: one lane replaced
+  const storeLane = (lane: number, offset = 0) => simd(0x5b, 3, ...uleb(offset), lane); // v128.store64_lane
+  const f64x2 = (v: number) => simd(0x0c, ...new Uint8Array(new Float64Array([v, v]).buffer)); // v128.const (v, v)
+  const [ADD, SUB, MUL, DIV] = [0xf0, 0xf1, 0xf2, 0xf3].map((op) => simd(op)); // f64x2 arithmetic, IEEE per lane
+  return { get, set, tee, i32, add, mul, and, ltU, leU, geU, select, inc, loop, block, simd, load, store, loadSplat, loadZero,
+    loadLane, storeLane, f64x2, ADD, SUB, MUL, DIV };
+}
+
+/** Where a product kernel's pass reads B and writes O, and what it sets up for them: all that
+ * product and productT do differently. */
+interface ProductSides {
+  setup: number[];                         // after the row strides, before the loop over the batch
+  perBatch: number[];                      // product p's pointers, after a0
+  pointB: number[];                        // B's pointers for the pass (k = 0, columns n ..)
+  loadB: number[];                         // b0 = B's columns (n, n + 1) at k, b1 = (n + 2, n + 3)
+  stepB: number[];                         // B's pointers to k + 1
+  storeO: (accs: string[][]) => number[];  // each row's accumulators [c_r0, c_r1] to O's columns n .. n + 3
+  columns: string;                         // the passes run while n < columns, n += 4
+}
+
+/** The part the two product kernels share, over their named locals: the parameters P, then the
+ * i32 work locals W, then the v128 locals V (the accumulators c00 .. c31, the operands b0, b1, x).
+ * kernel(sides) is the function's code: per product p the rows in blocks of 4, then the last
+ * M mod 4 rows (3, 2 or 1) together; each block a pass per four columns, over k. */
+function productAssembler(P: string[], W: string[], V: string[]) {
+  const index = new Map([...P, ...W, ...V].map((s, i) => [s, i]));
+  const asm = assembler((s: string) => {
+    const i = index.get(s);
+    if (i === undefined) throw new Error(`wasmKernel: a product kernel reads a local "${s}" it does not declare (it declares ${[...index.keys()].join(", ")}); add it to P, W or V or fix the name`);
+    return i;
+  });
+  const { get, set, i32, add, mul, and, ltU, leU, geU, inc, loop, block, loadSplat, f64x2, ADD, MUL } = asm;
   // acc = acc + x * b (the scalar kernel's s += x*y, per lane)
-  const mulAdd = (acc: string, b: string) => [...get(acc), ...get("x"), ...get(b), ...f64x2Mul, ...f64x2Add, ...set(acc)];
+  const mulAdd = (acc: string, b: string) => [...get(acc), ...get("x"), ...get(b), ...MUL, ...ADD, ...set(acc)];
   // x = both lanes A[row r of the block, k], at pa + r * sam
-  const loadX = (r: number) => [...get("pa"), ...(r === 0 ? [] : [...get(["", "sam", "sam2", "sam3"][r]), add]), ...splat(), ...set("x")];
-  const rows = (R: number) => {
+  const loadX = (r: number) => [...get("pa"), ...(r === 0 ? [] : [...get(["", "sam", "sam2", "sam3"][r]), add]), ...loadSplat(), ...set("x")];
+  // row r of the block in O, at po + r * oRow
+  const rowAddr = (r: number) => [...get("po"), ...(r === 0 ? [] : [...get(["", "oRow", "oRow2", "oRow3"][r]), add])];
+  const rows = (R: number, io: ProductSides) => {
     const accs = Array.from({ length: R }, (_, r) => [`c${r}0`, `c${r}1`]);
     const kBody = [
-      ...get("pb"), ...load(0), ...set("b0"), ...get("pb"), ...load(16), ...set("b1"),
+      ...io.loadB,
       ...accs.flatMap(([c0, c1], r) => [...loadX(r), ...mulAdd(c0, "b0"), ...mulAdd(c1, "b1")]),
-      ...inc("pa", get("sak")), ...inc("pb", get("bRow")), ...inc("k", i32(1)),
+      ...inc("pa", get("sak")), ...io.stepB, ...inc("k", i32(1)),
       ...get("k"), ...get("K"), ltU, 0x0d, 0,                              // br_if k < K (K >= 1)
     ];
-    const storeRow = (r: number) => {
-      const addr = [...get("po"), ...(r === 0 ? [] : [...get(["", "oRow", "oRow2", "oRow3"][r]), add])];
-      return [...addr, ...get(accs[r][0]), ...store(0), ...addr, ...get(accs[r][1]), ...store(16)];
-    };
-    // for n = 0, 4, .. < Np: the accumulators from +0, the pass over k, the stores
+    // for n = 0, 4, .. < columns: the accumulators from +0, the pass over k, the stores
     return loop([
-      ...accs.flat().flatMap((c) => [...zero, ...set(c)]),
+      ...accs.flat().flatMap((c) => [...f64x2(0), ...set(c)]),
       ...get("a0"), ...get("m"), ...get("sam"), mul, add, ...set("pa"),
-      ...get("bPtr"), ...get("p"), ...get("bBatch"), mul, add, ...get("n"), ...i32(8), mul, add, ...set("pb"),
+      ...io.pointB,
       ...get("o0"), ...get("m"), ...get("oRow"), mul, add, ...get("n"), ...i32(8), mul, add, ...set("po"),
       ...i32(0), ...set("k"), ...loop(kBody),
-      ...Array.from({ length: R }, (_, r) => storeRow(r)).flat(),
-      ...inc("n", i32(4)), ...get("n"), ...get("Np"), ltU, 0x0d, 0,
+      ...io.storeO(accs),
+      ...inc("n", i32(4)), ...get("n"), ...get(io.columns), ltU, 0x0d, 0,
     ]);
   };
-  const body = [
+  const kernel = (io: ProductSides) => funcCode(W.length, V.length, [
     ...get("oRow"), ...i32(2), mul, ...set("oRow2"), ...get("oRow2"), ...get("oRow"), add, ...set("oRow3"),
     ...get("sam"), ...i32(2), mul, ...set("sam2"), ...get("sam2"), ...get("sam"), add, ...set("sam3"),
     ...get("M"), ...i32(-4), and, ...set("M4"),                            // rows in blocks of 4
+    ...io.setup,
     ...loop([                                                               // for p = 0 .. batch-1 (batch >= 1)
       ...get("aPtr"), ...get("p"), ...get("aBatch"), mul, add, ...set("a0"),
+      ...io.perBatch,
       ...get("oPtr"), ...get("p"), ...get("oBatch"), mul, add, ...set("o0"),
       ...i32(0), ...set("m"),
       ...block(loop([                                                       // while m < M4: 4 rows
         ...get("m"), ...get("M4"), geU, 0x0d, 1,
-        ...i32(0), ...set("n"), ...rows(4), ...inc("m", i32(4)), 0x0c, 0,
+        ...i32(0), ...set("n"), ...rows(4, io), ...inc("m", i32(4)), 0x0c, 0,
       ])),
       ...[3, 2, 1].flatMap((R) => [                                          // the last M mod 4 rows in one pass:
         ...get("m"), ...i32(R), add, ...get("M"), leU, 0x04, 0x40,           // if m + R <= M (3, 2 or 1 rows)
-        ...i32(0), ...set("n"), ...rows(R), ...inc("m", i32(R)), 0x0b,
+        ...i32(0), ...set("n"), ...rows(R, io), ...inc("m", i32(R)), 0x0b,
       ]),
       ...inc("p", i32(1)), ...get("p"), ...get("batch"), ltU, 0x0d, 0,
     ]),
-  ];
-  const code = sized([...uleb(2), ...uleb(W.length), I32, ...uleb(V.length), V128, ...body, 0x0b]);
-  const section = (id: number, content: number[]) => [id, ...sized(content)];
+  ]);
+  const type = section(1, [1, ...fnType(P.length, 0)]);                    // type: (P.length x i32) -> ()
+  return { ...asm, rowAddr, kernel, type };
+}
+
+/** The product kernel's bytes: one function `product` (14 i32 parameters, see ProductFn) and
+ * one exported memory `mem`. */
+function productModuleBytes(): number[] {
+  // Locals: the 14 parameters, then i32 work locals, then v128 accumulators and operands.
+  const P = ["aPtr", "sam", "sak", "bPtr", "bRow", "oPtr", "oRow", "M", "K", "Np", "batch", "aBatch", "bBatch", "oBatch"];
+  const W = ["p", "m", "n", "k", "pa", "pb", "po", "sam2", "sam3", "oRow2", "oRow3", "a0", "o0", "M4"];
+  const V = ["c00", "c01", "c10", "c11", "c20", "c21", "c30", "c31", "b0", "b1", "x"];
+  const { get, set, i32, add, mul, inc, load, store, rowAddr, kernel, type } = productAssembler(P, W, V);
+  const code = kernel({
+    setup: [],
+    perBatch: [],
+    pointB: [...get("bPtr"), ...get("p"), ...get("bBatch"), mul, add, ...get("n"), ...i32(8), mul, add, ...set("pb")],
+    loadB: [...get("pb"), ...load(0), ...set("b0"), ...get("pb"), ...load(16), ...set("b1")],
+    stepB: inc("pb", get("bRow")),
+    storeO: (accs) => accs.flatMap(([c0, c1], r) => [...rowAddr(r), ...get(c0), ...store(0), ...rowAddr(r), ...get(c1), ...store(16)]),
+    columns: "Np",
+  });
   return [
-    0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00,                        // "\0asm", version 1
-    ...section(1, [1, 0x60, ...uleb(P.length), ...P.map(() => I32), 0]),   // type: (14 x i32) -> ()
+    ...HEADER,
+    ...type,                                                                // type: (14 x i32) -> ()
     ...section(3, [1, 0]),                                                  // function 0 has type 0
     ...section(5, [1, 0x00, 1]),                                            // memory: 1 page at least
     ...section(7, [2, ...name("product"), 0x00, 0, ...name("mem"), 0x02, 0]),
@@ -189,33 +262,12 @@ export interface RowFns {
   smBack(g: number, y: number, dx: number, kept: number, hasKept: number, rows: number, K: number): void;
 }
 
-/** Signed LEB128 (i32.const immediates). */
-function sleb(v: number): number[] {
-  const out: number[] = [];
-  for (;;) {
-    const byte = v & 0x7f;
-    v >>= 7;
-    if ((v === 0 && (byte & 0x40) === 0) || (v === -1 && (byte & 0x40) !== 0)) { out.push(byte); return out; }
-    out.push(byte | 0x80);
-  }
-}
-
 function rowModuleBytes(constants: { LN2_HI: number; LN2_LO: number; INV_LN2: number; EXP_OVER: number; EXP_UNDER: number; EXP_P: readonly number[] }): number[] {
-  const simd = (op: number, ...imm: number[]) => [0xfd, ...uleb(op), ...imm];
-  const load = simd(0x00, 3, 0), store = simd(0x0b, 3, 0);                // v128.load / store, align 8, offset 0
-  const f64x2 = (v: number) => {                                          // v128.const (v, v)
-    const b = new Uint8Array(new Float64Array([v, v]).buffer);
-    return simd(0x0c, ...b);
-  };
-  const [ADD, SUB, MUL, DIV] = [0xf0, 0xf1, 0xf2, 0xf3].map((op) => simd(op));
+  const { get, set, tee, i32, add, mul, ltU, select, inc, loop, simd, load, store, loadSplat, loadZero, loadLane, storeLane, f64x2,
+    ADD, SUB, MUL, DIV } = assembler((i: number) => i);                  // locals by their indices
   const [LT, GT, LE, GE] = [0x49, 0x4a, 0x4b, 0x4c].map((op) => simd(op)); // f64x2 comparisons: all-ones lanes
   const AND = simd(0x4e), ANDNOT = simd(0x4f), BITSELECT = simd(0x52), ANY = simd(0x53), FLOOR = simd(0x75);
   const TRUNC_I32 = simd(0xfc), EXTEND_I64 = simd(0xc7), SHL_I64 = simd(0xcb), ADD_I64 = simd(0xce);
-  const i32 = (v: number) => [0x41, ...sleb(v)];
-  const add = 0x6a, mul = 0x6c, ltU = 0x49;
-  const loop = (body: number[]) => [0x03, 0x40, ...body, 0x0b];
-  const get = (i: number) => [0x20, i], set = (i: number) => [0x21, i], tee = (i: number) => [0x22, i];
-  const incBy = (i: number, by: number[]) => [...get(i), ...by, add, ...set(i)];
 
   // biasRelu(h 0, b 1, rows 2, F 3); locals: end 4, rowEnd 5, q 6; v 7 (v128)
   const biasRelu = [
@@ -223,9 +275,9 @@ function rowModuleBytes(constants: { LN2_HI: number; LN2_LO: number; INV_LN2: nu
     ...loop([
       ...get(1), ...set(6), ...get(0), ...get(3), ...i32(8), mul, add, ...set(5),
       ...loop([
-        ...get(0), ...get(0), ...load, ...get(6), ...load, ...ADD, ...tee(7), // v = h + b
-        ...get(7), ...f64x2(0), ...GT, ...AND, ...store,                  // h = v & (v > 0)
-        ...incBy(0, i32(16)), ...incBy(6, i32(16)),
+        ...get(0), ...get(0), ...load(), ...get(6), ...load(), ...ADD, ...tee(7), // v = h + b
+        ...get(7), ...f64x2(0), ...GT, ...AND, ...store(),                // h = v & (v > 0)
+        ...inc(0, i32(16)), ...inc(6, i32(16)),
         ...get(0), ...get(5), ltU, 0x0d, 0,
       ]),
       ...get(0), ...get(4), ltU, 0x0d, 0,
@@ -236,18 +288,18 @@ function rowModuleBytes(constants: { LN2_HI: number; LN2_LO: number; INV_LN2: nu
   const reluGate = [
     ...get(2), ...get(4), ...i32(8), mul, add, ...set(7),
     ...get(2), ...set(6), ...loop([                                          // db = +0
-      ...get(6), ...f64x2(0), ...store, ...incBy(6, i32(16)), ...get(6), ...get(7), ltU, 0x0d, 0,
+      ...get(6), ...f64x2(0), ...store(), ...inc(6, i32(16)), ...get(6), ...get(7), ltU, 0x0d, 0,
     ]),
     ...i32(0), ...set(5),
     ...loop([                                                               // for r = 0 .. rows-1
       ...get(2), ...set(6),
       ...loop([                                                             // for o = 0, 2, .. < F
-        ...get(0), ...get(0), ...load, ...get(1), ...load, ...f64x2(0), ...GT, ...AND, ...tee(8), ...store,
-        ...get(6), ...get(6), ...load, ...get(8), ...ADD, ...store,          // db = db + g, row order
-        ...incBy(0, i32(16)), ...incBy(1, i32(16)), ...incBy(6, i32(16)),
+        ...get(0), ...get(0), ...load(), ...get(1), ...load(), ...f64x2(0), ...GT, ...AND, ...tee(8), ...store(),
+        ...get(6), ...get(6), ...load(), ...get(8), ...ADD, ...store(),      // db = db + g, row order
+        ...inc(0, i32(16)), ...inc(1, i32(16)), ...inc(6, i32(16)),
         ...get(6), ...get(7), ltU, 0x0d, 0,
       ]),
-      ...incBy(5, i32(1)), ...get(5), ...get(3), ltU, 0x0d, 0,
+      ...inc(5, i32(1)), ...get(5), ...get(3), ltU, 0x0d, 0,
     ]),
   ];
   // expRange(p 0, i 1, n 2) -> i32; i32 local a 3; v128 locals: the constants, then per pair
@@ -271,7 +323,7 @@ function rowModuleBytes(constants: { LN2_HI: number; LN2_LO: number; INV_LN2: nu
     ...pairs.flatMap((j) => {
       const g = (n: string) => get(L(j, n)), st = (n: string) => set(L(j, n));
       return [
-        ...get(3), ...simd(0x00, 3, ...uleb(16 * j)), ...st("x"),
+        ...get(3), ...load(16 * j), ...st("x"),
         ...g("x"), ...cst(EXP_UNDER), ...GE, ...g("x"), ...cst(EXP_OVER), ...LE, ...AND, ...st("inR"),
         ...g("x"), ...cst(INV_LN2), ...MUL, ...cst(0.5), ...ADD, ...FLOOR, ...st("k"), // k = floor(x / ln2 + 1/2)
       ];
@@ -312,21 +364,17 @@ function rowModuleBytes(constants: { LN2_HI: number; LN2_LO: number; INV_LN2: nu
         ...get(3), ...g("y"),
         ...cst(Infinity), ...cst(0), ...g("x"), ...g("x"), ...cst(EXP_UNDER), ...LT, ...BITSELECT,
         ...g("x"), ...cst(EXP_OVER), ...GT, ...BITSELECT,
-        ...g("inR"), ...BITSELECT, ...simd(0x0b, 3, ...uleb(16 * j)),
+        ...g("inR"), ...BITSELECT, ...store(16 * j),
       ];
     }),
-    ...incBy(1, i32(2 * PAIRS)), 0x0c, 0,                                   //   i += 2 PAIRS; continue
+    ...inc(1, i32(2 * PAIRS)), 0x0c, 0,                                     //   i += 2 PAIRS; continue
     0x0b, 0x0b,                                                             // } }
     ...get(1),
   ];
   const expLocals = V0 + 9 * PAIRS - 4;
   // ---- layer norm, two rows a pass: lane 0 row r, lane 1 row r + 1 (row r again when r is
   // the last: both lanes then compute the same values and store them to the same places)
-  const loadZero = (off = 0) => simd(0x5d, 3, ...uleb(off));              // v128.load64_zero
-  const loadLane = (lane: number) => simd(0x57, 3, 0, lane);              // v128.load64_lane
-  const storeLane = (lane: number) => simd(0x5b, 3, 0, lane);             // v128.store64_lane
   const SPLAT = simd(0x14), SQRT = simd(0xef);
-  const select = 0x1b;
   // the two rows' element k: base pointers b0, b1 (locals) plus the byte offset k8
   const gather = (b0: number, b1: number, k8: number) =>                  // (b1 + k8 address, [b0 + k8 element, 0]) -> both
     [...get(b1), ...get(k8), add, ...get(b0), ...get(k8), add, ...loadZero(), ...loadLane(1)];
@@ -345,13 +393,13 @@ function rowModuleBytes(constants: { LN2_HI: number; LN2_LO: number; INV_LN2: nu
     ...get(base), ...get(12), ...i32(8), mul, add, ...get(v), ...storeLane(0),
     ...get(base), ...get(13), ...i32(8), mul, add, ...get(v), ...storeLane(1),
   ];
-  const kLoop = (body: number[]) => [...i32(0), ...set(15), ...loop([...body, ...incBy(15, i32(8)), ...get(15), ...get(14), ltU, 0x0d, 0])];
+  const kLoop = (body: number[]) => [...i32(0), ...set(15), ...loop([...body, ...inc(15, i32(8)), ...get(15), ...get(14), ltU, 0x0d, 0])];
   const pairLoop = (body: number[]) => [                                   // for r = 0, 2, .. < rows; r1 = min(r + 1, rows - 1)
     ...i32(0), ...set(12),
     ...loop([
       ...get(12), ...i32(1), add, ...get(12), ...get(12), ...i32(1), add, ...get(9), ltU, select, ...set(13),
       ...body,
-      ...incBy(12, i32(2)), ...get(12), ...get(9), ltU, 0x0d, 0,
+      ...inc(12, i32(2)), ...get(12), ...get(9), ltU, 0x0d, 0,
     ]),
   ];
   const lnForward = [
@@ -379,7 +427,7 @@ function rowModuleBytes(constants: { LN2_HI: number; LN2_LO: number; INV_LN2: nu
       ...kLoop([                                                            // h = h s; out = h g[k] + b[k]
         ...gather(20, 21, 15), ...get(27), ...MUL, ...set(24),
         ...scatter(20, 21, 15, 24),
-        ...get(24), ...get(3), ...get(15), add, ...simd(0x0a, 3, 0), ...MUL, ...get(4), ...get(15), add, ...simd(0x0a, 3, 0), ...ADD, ...set(24),
+        ...get(24), ...get(3), ...get(15), add, ...loadSplat(), ...MUL, ...get(4), ...get(15), add, ...loadSplat(), ...ADD, ...set(24),
         ...scatter(22, 23, 15, 24),
       ]),
     ]),
@@ -395,14 +443,14 @@ function rowModuleBytes(constants: { LN2_HI: number; LN2_LO: number; INV_LN2: nu
       ...rowPtrs(0, 16, 17), ...rowPtrs(1, 18, 19), ...rowPtrs(4, 20, 21),
       ...f64x2(0), ...set(25), ...f64x2(0), ...set(26),
       ...kLoop([                                                            // dxhat = dout g[k]; sum1 = sum1 + dxhat; sum2 = sum2 + dxhat h
-        ...gather(16, 17, 15), ...get(2), ...get(15), add, ...simd(0x0a, 3, 0), ...MUL, ...set(24),
+        ...gather(16, 17, 15), ...get(2), ...get(15), add, ...loadSplat(), ...MUL, ...set(24),
         ...get(25), ...get(24), ...ADD, ...set(25),
         ...get(26), ...get(24), ...gather(18, 19, 15), ...MUL, ...ADD, ...set(26),
       ]),
       ...get(25), ...get(28), ...DIV, ...set(29), ...get(26), ...get(28), ...DIV, ...set(30),
       ...get(3), ...get(13), ...i32(8), mul, add, ...get(3), ...get(12), ...i32(8), mul, add, ...loadZero(), ...loadLane(1), ...set(27),
       ...kLoop([                                                            // dx = ((dxhat - m1) - h m2) s
-        ...gather(16, 17, 15), ...get(2), ...get(15), add, ...simd(0x0a, 3, 0), ...MUL, ...get(29), ...SUB,
+        ...gather(16, 17, 15), ...get(2), ...get(15), add, ...loadSplat(), ...MUL, ...get(29), ...SUB,
         ...gather(18, 19, 15), ...get(30), ...MUL, ...SUB, ...get(27), ...MUL, ...set(24),
         ...scatter(20, 21, 15, 24),
       ]),
@@ -410,27 +458,26 @@ function rowModuleBytes(constants: { LN2_HI: number; LN2_LO: number; INV_LN2: nu
     // db[k] = sum over rows of dout[r, k], dg[k] = of dout[r, k] h[r, k]: rows in turn, two
     // columns a lane pair, the running sums in db and dg from +0 (d even)
     ...i32(0), ...set(15), ...loop([
-      ...get(5), ...get(15), add, ...f64x2(0), ...store, ...get(6), ...get(15), add, ...f64x2(0), ...store,
-      ...incBy(15, i32(16)), ...get(15), ...get(14), ltU, 0x0d, 0,
+      ...get(5), ...get(15), add, ...f64x2(0), ...store(), ...get(6), ...get(15), add, ...f64x2(0), ...store(),
+      ...inc(15, i32(16)), ...get(15), ...get(14), ltU, 0x0d, 0,
     ]),
     ...get(0), ...set(16), ...get(1), ...set(18),
     ...get(0), ...get(7), ...get(14), mul, add, ...set(23),
     ...loop([
       ...i32(0), ...set(15),
       ...loop([
-        ...get(16), ...load, ...set(24),
-        ...get(5), ...get(15), add, ...get(5), ...get(15), add, ...load, ...get(24), ...ADD, ...store,
-        ...get(6), ...get(15), add, ...get(6), ...get(15), add, ...load, ...get(24), ...get(18), ...load, ...MUL, ...ADD, ...store,
-        ...incBy(16, i32(16)), ...incBy(18, i32(16)), ...incBy(15, i32(16)),
+        ...get(16), ...load(), ...set(24),
+        ...get(5), ...get(15), add, ...get(5), ...get(15), add, ...load(), ...get(24), ...ADD, ...store(),
+        ...get(6), ...get(15), add, ...get(6), ...get(15), add, ...load(), ...get(24), ...get(18), ...load(), ...MUL, ...ADD, ...store(),
+        ...inc(16, i32(16)), ...inc(18, i32(16)), ...inc(15, i32(16)),
         ...get(15), ...get(14), ltU, 0x0d, 0,
       ]),
       ...get(16), ...get(23), ltU, 0x0d, 0,
     ]),
   ];
-  const code = (params: number, i32Locals: number, vLocals: number, body: number[]) =>
-    sized([...uleb(2), ...uleb(i32Locals - params), I32, ...uleb(vLocals), V128, ...body, 0x0b]);
-  const section = (id: number, content: number[]) => [id, ...sized(content)];
-  const fnType = (params: number, results: number) => [0x60, ...uleb(params), ...new Array(params).fill(I32), ...uleb(results), ...new Array(results).fill(I32)];
+  // a function of `params` i32 parameters whose i32 locals end at index i32Locals, then vLocals v128
+  // (lnForward has an f64 parameter: funcCode(12, 6, ..), its 12 i32 locals after its 12 parameters)
+  const code = (params: number, i32Locals: number, vLocals: number, body: number[]) => funcCode(i32Locals - params, vLocals, body);
   // ---- masked softmax, two rows a pass (the same odd-row rule), per lane its kept count n
   // (kept[r] as a double, or K unmasked): key k is kept where k < n
   const shrU = 0x76, f64FromI32 = 0xb8;
@@ -488,18 +535,16 @@ function rowModuleBytes(constants: { LN2_HI: number; LN2_LO: number; INV_LN2: nu
   ];
   const F64 = 0x7c;
   const lnType = [0x60, 12, ...new Array(11).fill(I32), F64, 0], smType = [0x60, 7, ...new Array(6).fill(I32), F64, 0];
-  const codeF = (i32Locals: number, vLocals: number, body: number[]) =>  // after lnForward's 12 parameters
-    sized([...uleb(2), ...uleb(i32Locals), I32, ...uleb(vLocals), V128, ...body, 0x0b]);
   return [
-    0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00,
+    ...HEADER,
     ...section(1, [8, ...fnType(4, 0), ...fnType(5, 0), ...fnType(3, 1), ...lnType, ...fnType(9, 0), ...smType, ...fnType(3, 0), ...fnType(7, 0)]),
-    ...section(2, [1, ...name("k"), ...name("mem"), 0x02, 0x00, 1]),        // import k.mem: memory, 1 page at least
+    ...IMPORT_MEMORY,                                                       // k.mem: the product module's memory
     ...section(3, [8, 0, 1, 2, 3, 4, 5, 6, 7]),
     ...section(7, [8, ...name("biasRelu"), 0x00, 0, ...name("reluGate"), 0x00, 1, ...name("expRange"), 0x00, 2,
       ...name("lnForward"), 0x00, 3, ...name("lnBackward"), 0x00, 4, ...name("smShift"), 0x00, 5, ...name("smNorm"), 0x00, 6,
       ...name("smBack"), 0x00, 7]),
     ...section(10, [8, ...code(4, 7, 1, biasRelu), ...code(5, 8, 1, reluGate), ...code(3, 4, expLocals, expRange),
-      ...codeF(12, 6, lnForward), ...code(9, 24, 8, lnBackward), ...code(7, 20, 6, smShift), ...code(3, 18, 2, smNorm),
+      ...funcCode(12, 6, lnForward), ...code(9, 24, 8, lnBackward), ...code(7, 20, 6, smShift), ...code(3, 18, 2, smNorm),
       ...code(7, 22, 3, smBack)]),
   ];
 }
@@ -535,6 +580,7 @@ export function instantiateRows(bytes: Uint8Array, memory: WasmMemory): RowFns |
 // O's last N mod 4 columns are stored lane by lane (v128.store64_lane), so O needs no pad
 // columns. multi-head attention's scores q_h k_h^T and their backward's dout_h v_h^T (N = 7
 // keys) run here on the projections as they stand, without a packed copy of B or a copy of O.
+// Both product kernels are written with productAssembler (above); ProductSides is what differs.
 export type ProductTFn = (aPtr: number, sam: number, sak: number, bPtr: number, bK: number, bCol: number, oPtr: number, oRow: number,
   M: number, K: number, N: number, batch: number, aBatch: number, bBatch: number, oBatch: number) => void;
 
@@ -542,83 +588,37 @@ function productTModuleBytes(): number[] {
   const P = ["aPtr", "sam", "sak", "bPtr", "bK", "bCol", "oPtr", "oRow", "M", "K", "N", "batch", "aBatch", "bBatch", "oBatch"];
   const W = ["p", "m", "n", "k", "pa", "pb0", "pb1", "pb2", "pb3", "po", "sam2", "sam3", "oRow2", "oRow3", "a0", "o0", "b0p", "M4", "last"];
   const V = ["c00", "c01", "c10", "c11", "c20", "c21", "c30", "c31", "b0", "b1", "x"];
-  const idx: Record<string, number> = {};
-  [...P, ...W, ...V].forEach((s, i) => { idx[s] = i; });
-  const get = (s: string) => [0x20, idx[s]], set = (s: string) => [0x21, idx[s]];
-  const i32 = (v: number) => [0x41, ...sleb(v)];
-  const add = 0x6a, mul = 0x6c, ltU = 0x49, leU = 0x4d, geU = 0x4f, and = 0x71, select = 0x1b;
-  const simd = (op: number, ...imm: number[]) => [0xfd, ...uleb(op), ...imm];
-  const splat = () => simd(0x0a, 3, 0);
-  const store = (offset: number) => simd(0x0b, 3, ...uleb(offset));
-  const loadZero = simd(0x5d, 3, 0), loadLane1 = simd(0x57, 3, 0, 1);
-  const storeLane = (offset: number, lane: number) => simd(0x5b, 3, ...uleb(offset), lane);
-  const f64x2Add = simd(0xf0), f64x2Mul = simd(0xf2);
-  const zero = simd(0x0c, ...new Array(16).fill(0));
-  const loop = (body: number[]) => [0x03, 0x40, ...body, 0x0b];
-  const block = (body: number[]) => [0x02, 0x40, ...body, 0x0b];
-  const inc = (s: string, by: number[]) => [...get(s), ...by, add, ...set(s)];
-  const mulAdd = (acc: string, b: string) => [...get(acc), ...get("x"), ...get(b), ...f64x2Mul, ...f64x2Add, ...set(acc)];
-  const loadX = (r: number) => [...get("pa"), ...(r === 0 ? [] : [...get(["", "sam", "sam2", "sam3"][r]), add]), ...splat(), ...set("x")];
-  const rows = (R: number) => {
-    const accs = Array.from({ length: R }, (_, r) => [`c${r}0`, `c${r}1`]);
-    const kBody = [
-      ...get("pb1"), ...get("pb0"), ...loadZero, ...loadLane1, ...set("b0"),  // columns n, n + 1 at step k
-      ...get("pb3"), ...get("pb2"), ...loadZero, ...loadLane1, ...set("b1"),  // columns n + 2, n + 3
-      ...accs.flatMap(([c0, c1], r) => [...loadX(r), ...mulAdd(c0, "b0"), ...mulAdd(c1, "b1")]),
-      ...inc("pa", get("sak")), ...["pb0", "pb1", "pb2", "pb3"].flatMap((pb) => inc(pb, get("bK"))), ...inc("k", i32(1)),
-      ...get("k"), ...get("K"), ltU, 0x0d, 0,
-    ];
-    const rowAddr = (r: number) => [...get("po"), ...(r === 0 ? [] : [...get(["", "oRow", "oRow2", "oRow3"][r]), add])];
-    const storeFull = (r: number) => [...rowAddr(r), ...get(accs[r][0]), ...store(0), ...rowAddr(r), ...get(accs[r][1]), ...store(16)];
-    const storePart = (r: number) => [                                      // columns n .. N - 1 < n + 3
-      ...rowAddr(r), ...get(accs[r][0]), ...storeLane(0, 0),
-      ...get("n"), ...i32(1), add, ...get("N"), ltU, 0x04, 0x40, ...rowAddr(r), ...get(accs[r][0]), ...storeLane(8, 1), 0x0b,
-      ...get("n"), ...i32(2), add, ...get("N"), ltU, 0x04, 0x40, ...rowAddr(r), ...get(accs[r][1]), ...storeLane(16, 0), 0x0b,
-    ];
-    // column n + j's pointer, column N - 1's past the end
-    const colPtr = (j: number) => [
-      ...get("b0p"), ...get("n"), ...i32(j), add, ...get("last"), ...get("n"), ...i32(j), add, ...get("N"), ltU, select,
-      ...get("bCol"), mul, add, ...set(`pb${j}`),
-    ];
-    return loop([
-      ...accs.flat().flatMap((c) => [...zero, ...set(c)]),
-      ...get("a0"), ...get("m"), ...get("sam"), mul, add, ...set("pa"),
-      ...[0, 1, 2, 3].flatMap(colPtr),
-      ...get("o0"), ...get("m"), ...get("oRow"), mul, add, ...get("n"), ...i32(8), mul, add, ...set("po"),
-      ...i32(0), ...set("k"), ...loop(kBody),
-      ...get("n"), ...i32(4), add, ...get("N"), leU, 0x04, 0x40,           // if n + 4 <= N: all four columns
-      ...Array.from({ length: R }, (_, r) => storeFull(r)).flat(),
-      0x05, ...Array.from({ length: R }, (_, r) => storePart(r)).flat(), 0x0b,
-      ...inc("n", i32(4)), ...get("n"), ...get("N"), ltU, 0x0d, 0,
-    ]);
-  };
-  const body = [
-    ...get("oRow"), ...i32(2), mul, ...set("oRow2"), ...get("oRow2"), ...get("oRow"), add, ...set("oRow3"),
-    ...get("sam"), ...i32(2), mul, ...set("sam2"), ...get("sam2"), ...get("sam"), add, ...set("sam3"),
-    ...get("M"), ...i32(-4), and, ...set("M4"),
-    ...get("N"), ...i32(1), 0x6b /* i32.sub */, ...set("last"),
-    ...loop([                                                               // for p = 0 .. batch-1 (batch >= 1)
-      ...get("aPtr"), ...get("p"), ...get("aBatch"), mul, add, ...set("a0"),
-      ...get("bPtr"), ...get("p"), ...get("bBatch"), mul, add, ...set("b0p"),
-      ...get("oPtr"), ...get("p"), ...get("oBatch"), mul, add, ...set("o0"),
-      ...i32(0), ...set("m"),
-      ...block(loop([
-        ...get("m"), ...get("M4"), geU, 0x0d, 1,
-        ...i32(0), ...set("n"), ...rows(4), ...inc("m", i32(4)), 0x0c, 0,
-      ])),
-      ...[3, 2, 1].flatMap((R) => [
-        ...get("m"), ...i32(R), add, ...get("M"), leU, 0x04, 0x40,
-        ...i32(0), ...set("n"), ...rows(R), ...inc("m", i32(R)), 0x0b,
-      ]),
-      ...inc("p", i32(1)), ...get("p"), ...get("batch"), ltU, 0x0d, 0,
-    ]),
+  const { get, set, i32, add, mul, ltU, leU, select, inc, store, loadZero, loadLane, storeLane, rowAddr, kernel, type } = productAssembler(P, W, V);
+  // column n + j's pointer, column N - 1's past the end
+  const colPtr = (j: number) => [
+    ...get("b0p"), ...get("n"), ...i32(j), add, ...get("last"), ...get("n"), ...i32(j), add, ...get("N"), ltU, select,
+    ...get("bCol"), mul, add, ...set(`pb${j}`),
   ];
-  const code = sized([...uleb(2), ...uleb(W.length), I32, ...uleb(V.length), V128, ...body, 0x0b]);
-  const section = (id: number, content: number[]) => [id, ...sized(content)];
+  const storeFull = ([c0, c1]: string[], r: number) => [...rowAddr(r), ...get(c0), ...store(0), ...rowAddr(r), ...get(c1), ...store(16)];
+  const storePart = ([c0, c1]: string[], r: number) => [                   // columns n .. N - 1 < n + 3
+    ...rowAddr(r), ...get(c0), ...storeLane(0, 0),
+    ...get("n"), ...i32(1), add, ...get("N"), ltU, 0x04, 0x40, ...rowAddr(r), ...get(c0), ...storeLane(1, 8), 0x0b,
+    ...get("n"), ...i32(2), add, ...get("N"), ltU, 0x04, 0x40, ...rowAddr(r), ...get(c1), ...storeLane(0, 16), 0x0b,
+  ];
+  const code = kernel({
+    setup: [...get("N"), ...i32(1), 0x6b /* i32.sub */, ...set("last")],
+    perBatch: [...get("bPtr"), ...get("p"), ...get("bBatch"), mul, add, ...set("b0p")],
+    pointB: [0, 1, 2, 3].flatMap(colPtr),
+    loadB: [
+      ...get("pb1"), ...get("pb0"), ...loadZero(), ...loadLane(1), ...set("b0"),  // columns n, n + 1 at step k
+      ...get("pb3"), ...get("pb2"), ...loadZero(), ...loadLane(1), ...set("b1"),  // columns n + 2, n + 3
+    ],
+    stepB: ["pb0", "pb1", "pb2", "pb3"].flatMap((pb) => inc(pb, get("bK"))),
+    storeO: (accs) => [
+      ...get("n"), ...i32(4), add, ...get("N"), leU, 0x04, 0x40,           // if n + 4 <= N: all four columns
+      ...accs.flatMap(storeFull), 0x05, ...accs.flatMap(storePart), 0x0b,
+    ],
+    columns: "N",
+  });
   return [
-    0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00,
-    ...section(1, [1, 0x60, ...uleb(P.length), ...P.map(() => I32), 0]),
-    ...section(2, [1, ...name("k"), ...name("mem"), 0x02, 0x00, 1]),        // import k.mem: the product module's memory
+    ...HEADER,
+    ...type,
+    ...IMPORT_MEMORY,                                                       // k.mem: the product module's memory
     ...section(3, [1, 0]),
     ...section(7, [1, ...name("productT"), 0x00, 0]),
     ...section(10, [1, ...code]),
