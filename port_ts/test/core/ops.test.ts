@@ -11,7 +11,7 @@ import {
   type Tensor, empty, inWorkspace, intTensor, matmul, matmulNT, matmulTn, meanLast, newWorkspace, productEngine, products, rowKernels, sizeOf, sumLast, tensor, zeros,
 } from "../../src/core/ops.ts";
 import { copyParams } from "../../src/core/params.ts";
-import { PRODUCT_T_MODULE } from "../../src/core/wasmKernel.ts";
+import { PRODUCT_T_MODULE, instantiateProductT } from "../../src/core/wasmKernel.ts";
 
 /** A small deterministic generator (xorshift64*), independent of the port's generator. */
 function makeRandom(seed: number): () => number {
@@ -103,6 +103,28 @@ test("the Wasm SIMD kernel is there under Node 24 (else the \"wasm\" runs below 
 test("the gathering product kernel is there under Node 24, its module under 4 KB (the workspace tests below run it)", () => {
   assert.equal(productEngine.gather, true);
   assert.ok(PRODUCT_T_MODULE.length > 8 && PRODUCT_T_MODULE.length < 4096, `${PRODUCT_T_MODULE.length} bytes`);
+});
+
+test("productT's last pass reads no column past B's last: B ending at the last byte of memory, N mod 4 = 1, 2, 3", () => {
+  // The columns n + j >= N of the last pass are read as column N - 1 (their lanes are never
+  // stored); read as they stand they lie past B's end, here past the end of memory: a trap.
+  const memory = new WebAssembly.Memory({ initial: 1 });
+  const productT = instantiateProductT(memory);
+  assert.ok(productT, "productT compiles under Node 24");
+  const rand = makeRandom(11);
+  for (const [M, K, N] of [[5, 3, 5], [3, 4, 6], [6, 2, 7], [4, 1, 1]]) {
+    const f64 = new Float64Array(memory.buffer);
+    const a = wild(rand, [M, K]), b = wild(rand, [K, N]);
+    const bAt = f64.length - K * N;                        // B row-major (k, n), its last element the memory's last
+    f64.set(a.data, 0);
+    f64.set(b.data, bAt);
+    const oAt = M * K;
+    f64.fill(NaN, oAt, oAt + M * N + 1);                   // one element past O: must stay as it was
+    productT(0, 8 * K, 8, 8 * bAt, 8 * N, 8, 8 * oAt, 8 * N, M, K, N, 1, 0, 0, 0);
+    const got = tensor([M, N], f64.slice(oAt, oAt + M * N));
+    assertSameBits(got, loopMatmul(a, b), `productT [${M}, ${K}] x [${K}, ${N}] at the end of memory`);
+    assert.ok(Number.isNaN(f64[oAt + M * N]), "nothing is stored past O's last column");
+  }
 });
 
 test("the Wasm row kernels are there under Node 24, their module under 4 KB (so the \"[wasm]\" row tests test them)", () => {
