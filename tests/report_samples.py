@@ -35,7 +35,7 @@ def sample_case(text, case_id=None, passed=False):
                     "value": 0.5}],
         "free_runs": [{"tensor": text, "steps": 3, "first_step_beyond": 2, "steps_beyond": 1, "max_abs": 0.5,
                        "growth": [[1, 0.0], [2, 0.5]]}],
-        "replay": [{"segment": [0, 1], "passed": False, "max_abs": None, "max_ulp": None, "worst": text,
+        "replay": [{"segment": [0, 1], "derived": True, "passed": False, "max_abs": None, "max_ulp": None, "worst": text,
                     "bit_identical": False, "error": text}],
         "evaluation": {"step": 1, "tensors": [_tensor(text, message=text)], "error": text,
                        "near_ties": [{"tensor": text, "sequence": 0, "position": 1, "margin": 1e-9, "bound": 1e-4,

@@ -183,3 +183,38 @@ def test_a_report_renders_without_the_new_sections():
     report = {"cases": [case], "tolerance": 1e-6, "summary": {"passed": 0, "failed": 1}, "suite": "attention"}
     lines = render(report, Style(None))
     assert "Greatest absolute difference: 0.5 at index (0, 1) (up to 1e-06 allowed)" in "\n".join(lines)
+
+
+def _segment(t0, t1, derived, passed=True, error=None):
+    return {"segment": [t0, t1], "derived": derived, "passed": passed, "max_abs": 0.0, "max_ulp": 0, "worst": "opt",
+            "bit_identical": passed, "error": error}
+
+
+def test_the_replay_line_says_how_many_segments_were_derived_and_how_many_replayed(schemas):  # noqa: F811
+    from verify.report import expectation_lines
+    segments = [_segment(0, 2, True), _segment(2, 4, True), _segment(4, 6, False)]
+    case = {"checks": [], "replay": segments, "decodes": [], "curves": [], "tensors": [], "free_runs": []}
+    [line] = expectation_lines(case, Style(None))
+    assert line == ("  replay: 3 segments from the reference's states, every one within the tolerance "
+                    "(max |diff| 0; 3 bit-identical; 2 derived from the port's free run, 1 replayed)")
+    segments[1] = _segment(2, 4, True, passed=False, error="the port's digest ... differs")
+    lines = expectation_lines(dict(case, replay=segments), Style(None))
+    assert lines == ["  replay: 3 segments from the reference's states (2 derived from the port's free run, "
+                     "1 replayed), 1 failed",
+                     "  replay failed [2, 4] (derived from the port's free run): the port's digest ... differs"]
+    old = [{k: v for k, v in s.items() if k != "derived"} for s in segments[:1]]  # a report saved without the field
+    [line] = expectation_lines(dict(case, replay=old), Style(None))
+    assert line.endswith("(max |diff| 0; 1 bit-identical; 1 replayed)")
+
+
+def test_the_report_schema_allows_a_segments_derived_flag_and_only_a_boolean(schemas):  # noqa: F811
+    from report_samples import sample_report
+    from verify.documents import DocumentError
+    from verify.report import jsonable
+    report = jsonable(sample_report("x"))
+    schemas.check("report", report)  # the sample's segment is derived
+    del report["cases"][0]["replay"][0]["derived"]
+    schemas.check("report", report)  # a report saved without the field
+    report["cases"][0]["replay"][0]["derived"] = "yes"
+    with pytest.raises(DocumentError, match="derived"):
+        schemas.check("report", report)

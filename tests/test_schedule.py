@@ -1,7 +1,8 @@
 """The scheduler of engine processes (verify/schedule.py), with fake engines that speak
-docs/protocol.md, sleep as told (the reference only) and log when each process starts and ends: the replay of a
-training case starts as soon as the reference has reported that case (before the reference's
-other cases finish), at most `jobs` processes run at once, the expensive cases start first,
+docs/protocol.md, sleep as told (the reference only, unless told otherwise) and log when each process starts
+and ends: the replay of a training case starts as soon as both engines have reported that case
+(before the reference's other cases finish; whichever engine reports last, the reference cache
+included), with the segments the planner fixed then, at most `jobs` processes run at once, the expensive cases start first,
 every case runs exactly once per engine, --jobs 1 is strictly sequential, and an engine error
 stops the other processes at once."""
 
@@ -24,13 +25,18 @@ FAKE = textwrap.dedent('''
         with open(log, "a") as fh:
             fh.write(json.dumps([label, what, time.monotonic(), [c["id"] for c in request["cases"]]]) + "\\n")
     note("start")
+    if request.get("replay"):
+        note({i: e["segments"] for i, e in request["replay"].items()})
     for case in request["cases"]:
         if case["config"].get("fail_" + name):
             sys.exit(3)
-        pause = 0.0 if label == "replay" else case["config"].get("sleep", 0.0) * (name == "reference")
+        pause = 0.0 if label == "replay" else case["config"].get(
+            "sleep_" + name, case["config"].get("sleep", 0.0) * (name == "reference"))
         time.sleep(pause)
         note("case " + case["id"])
-        print(json.dumps({"id": case["id"], "ok": True, "seconds": pause}), flush=True)
+        ok = label == "replay" or not case["config"].get("not_ok_" + name)
+        print(json.dumps({"id": case["id"], "ok": ok, "seconds": pause, **({} if ok else {"error": "boom"})}),
+              flush=True)
     note("end")
 ''')
 
@@ -56,8 +62,9 @@ def spec(case_id, sleep=0.0, op="x", **config):
             "config": dict(config, sleep=sleep)}
 
 
-def run(engine_list, specs, tmp_path, jobs, replays=None, costs=None):
-    sched = schedule.Scheduler(engine_list, specs, tmp_path / "work", 60, jobs=jobs, replays=replays, costs=costs)
+def run(engine_list, specs, tmp_path, jobs, replays=None, costs=None, planner=None, answered=None):
+    sched = schedule.Scheduler(engine_list, specs, tmp_path / "work", 60, jobs=jobs, replays=replays, costs=costs,
+                               planner=planner, answered=answered)
     sched.start()
     seen = []
     while (event := sched.next_event()) is not None:
@@ -144,3 +151,94 @@ def test_costs_come_from_the_previous_report_else_the_static_table(tmp_path):
     assert costs[("replay", "train.r")] == pytest.approx(schedule.REPLAY_SHARE * schedule.COSTS["train_reversal"][1])
     report.write_text("{not json")
     assert schedule.estimate_costs(specs, report) == schedule.estimate_costs(specs, None)  # only a hint
+
+
+# --- when a replay becomes available: both engines have reported the case ------------------
+
+SEGMENTS = [[0, 1], [1, 2], [2, 3]]
+
+
+class Planner:
+    """Records each call (case id, statuses, when) and plans the last segment only."""
+
+    def __init__(self):
+        self.calls = []
+
+    def __call__(self, case_id, statuses):
+        self.calls.append((case_id, statuses, time.monotonic()))
+        return [SEGMENTS[-1]]
+
+
+def _times(log, label, what):
+    return [t for lab, w, t, _ in log if lab == label and w == what]
+
+
+def _replayed_segments(log):
+    return [w for lab, w, _, _ in log if lab == "replay" and isinstance(w, dict)]
+
+
+@pytest.mark.parametrize("last", ["port", "reference"])
+def test_the_replay_waits_for_both_engines_and_is_planned_then(fake, tmp_path, last):
+    make, events = fake
+    slow = {"sleep_reference": 0.0, "sleep_port": 1.5} if last == "port" else {"sleep_reference": 1.5, "sleep_port": 0.0}
+    specs = [spec("train.a", op="train_a", **slow), spec("b", 0.0, sleep_reference=0.0, sleep_port=0.0)]
+    costs = {(label, i): 1.0 for label in ("reference", "port", "replay") for i in ("train.a", "b")}
+    planner = Planner()
+    sched, runs, replay, seen = run(make(), specs, tmp_path, 2, replays={"train.a": {"segments": SEGMENTS}},
+                                    costs=costs, planner=planner)
+    log = events()
+    [reported] = _times(log, last, "case train.a")
+    [replay_start] = _times(log, "replay", "start")
+    assert replay_start > reported  # not before the engine that reports last has
+    [(case_id, statuses, when)] = planner.calls
+    assert case_id == "train.a" and when > reported
+    assert statuses["reference"]["ok"] and statuses["port"]["ok"]
+    assert _replayed_segments(log) == [{"train.a": [SEGMENTS[-1]]}]  # the planner's segments, not the entry's
+    assert set(replay.statuses) == {"train.a"}
+    assert seen.index(("replay", "train.a")) > seen.index((last, "train.a"))
+
+
+def test_a_reference_from_the_cache_waits_for_the_port_only(fake, tmp_path):
+    make, events = fake
+    specs = [spec("train.a", op="train_a", sleep_port=1.0)]
+    planner = Planner()
+    answered = {"reference": {"train.a": {"id": "train.a", "ok": True, "seconds": 0.0}}}
+    started = time.monotonic()
+    sched, runs, replay, seen = run(make(), specs, tmp_path, 2, replays={"train.a": {"segments": SEGMENTS}},
+                                    planner=planner, answered=answered)
+    log = events()
+    assert [p.label for p in sched.processes] == ["port", "replay"]  # no reference process
+    [reported] = _times(log, "port", "case train.a")
+    assert min(_times(log, "replay", "start")) > reported > started + 0.9
+    [(_, statuses, when)] = planner.calls
+    assert when > reported and statuses["reference"]["ok"] and statuses["port"]["ok"]
+    assert _replayed_segments(log) == [{"train.a": [SEGMENTS[-1]]}]
+
+
+def test_a_port_that_fails_the_case_still_gets_its_replay_planned(fake, tmp_path):
+    make, events = fake
+    specs = [spec("train.a", op="train_a", not_ok_port=True)]
+    seen_statuses = []
+
+    def planner(case_id, statuses):  # the suite's rule: a failed free run replays every segment
+        seen_statuses.append(statuses)
+        return SEGMENTS if not statuses["port"]["ok"] else [SEGMENTS[-1]]
+
+    sched, runs, replay, _ = run(make(), specs, tmp_path, 2, replays={"train.a": {"segments": SEGMENTS}},
+                                 planner=planner)
+    [statuses] = seen_statuses
+    assert statuses["reference"]["ok"] and not statuses["port"]["ok"]
+    assert _replayed_segments(events()) == [{"train.a": SEGMENTS}]
+
+
+def test_jobs_one_plans_the_replay_after_the_port_process(fake, tmp_path):
+    make, events = fake
+    specs = [spec("train.a", 0.1, op="train_a"), spec("b", 0.1)]
+    planner = Planner()
+    sched, runs, replay, _ = run(make(), specs, tmp_path, 1, replays={"train.a": {"segments": SEGMENTS}},
+                                 planner=planner)
+    assert [(p.label, p.ids) for p in sched.processes] == [
+        ("reference", ["train.a", "b"]), ("port", ["train.a", "b"]), ("replay", ["train.a"])]
+    [(_, _, when)] = planner.calls
+    assert sched.processes[1].started < when < sched.processes[2].started
+    assert _replayed_segments(events()) == [{"train.a": [SEGMENTS[-1]]}]

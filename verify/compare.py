@@ -233,3 +233,16 @@ def compare_named(role, expected, actual, tol, sides=("reference", "port")):
     """Compare two {name: Tensor} maps; tensors present on one side only fail."""
     names = sorted(set(expected) | set(actual))
     return [compare_tensor(n, role, expected.get(n), actual.get(n), tol, sides) for n in names]
+
+
+def bits_differ(expected, actual):
+    """The names of the tensors of two {name: Tensor} maps that are not the same bit for bit (on
+    one side only, another dtype or shape, or any element's bit pattern: -0.0 is not 0.0, a NaN
+    only its own payload), sorted; [] when the maps are identical."""
+    def same(e, a):
+        if e is None or a is None or e.dtype != a.dtype or e.shape != a.shape:
+            return False
+        ev, av = np.ascontiguousarray(e.values, dtype=np.float64), np.ascontiguousarray(a.values, dtype=np.float64)
+        return bool((ev.view(np.uint64) == av.view(np.uint64)).all())
+
+    return [n for n in sorted(set(expected) | set(actual)) if not same(expected.get(n), actual.get(n))]

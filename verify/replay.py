@@ -5,6 +5,15 @@ place where one engine's arrays reach the other, by design.
   steps t0+1..t1; its state at t1 must match the reference's within the tolerance. Together the
   segments cover every step, so every step of the port is checked from the reference's own
   starting point, however far the two free runs have drifted apart.
+- Derived segments: the port is deterministic, so where its free run's state at t0 is the
+  reference's state at t0 bit for bit, its replay of [t0, t1] would compute exactly its free
+  run's steps t0+1..t1, and its result would be its free run's state at t1. Such a segment is
+  not sent to the port: `plan` keeps it out of the request (from the two main documents'
+  `state.<t>` digests), and `compare` judges it from the files: the port's free-run state at t0
+  must be the reference's bit for bit (the premise, checked tensor by tensor, not taken from the
+  digests), and its free-run state at t1 must match the reference's within the tolerance, the
+  comparison a replay of the segment would get. The last segment is always replayed, so the
+  port's loading of a state (t0 > 0, Adam's step counts) runs on every run.
 - Evaluation: the port evaluates the reference's final state (the run's evaluate(): decodes,
   metrics, attention maps: what the site shows of the baked run), and must find what the
   reference found at its final parameters: every output of `expect.evaluation.outputs` by the
@@ -20,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from . import engines as engines_mod
-from .compare import compare_named
+from .compare import bits_differ, compare_named
 from .documents import DocumentError, case_difference, decode_tensors, read
 from .expectations import bound_checks
 
@@ -67,6 +76,29 @@ def request_entry(case):
     return {"segments": segments_of(case), "evaluate": [] if step is None else [step], "free_run": False}
 
 
+def _state_digest(doc, t):
+    """The document's `digests["state.<t>"]`, or None where it has none a plan can use."""
+    digests = doc.get("digests") if isinstance(doc, dict) else None
+    value = digests.get(f"state.{t}") if isinstance(digests, dict) else None
+    return value if isinstance(value, str) and value else None
+
+
+def plan(case, reference_doc, port_doc):
+    """The segments the port must replay ([[t0, t1], ...], in order, a subset of the case's), from
+    the main documents <out>/<id>.json of the reference and of the port's free run (a parsed
+    document, or None when it is missing, unreadable, or the free run failed): every segment whose
+    start t0 has no `state.<t0>` digest equal in both documents, and always the last segment. The
+    others are derived from the port's free run (compare() checks their premise from the state
+    files). No usable document: every segment."""
+    segments = [list(s) for s in segments_of(case)]
+    if not isinstance(reference_doc, dict) or not isinstance(port_doc, dict):
+        return segments
+    last = len(segments) - 1
+    return [[t0, t1] for n, (t0, t1) in enumerate(segments)
+            if n == last or _state_digest(reference_doc, t0) is None
+            or _state_digest(reference_doc, t0) != _state_digest(port_doc, t0)]
+
+
 def run_port(port_engine, cases, reference_dir, work, timeout):
     """One port run replaying every segment of the given training cases (no free runs)."""
     request = {case.id: dict(request_entry(case), from_dir=str(Path(reference_dir) / f"{case.id}.states"))
@@ -83,25 +115,57 @@ def _state(path, case):
         return str(exc)
 
 
-def _segments(case, reference_dir, replay_run, status, tol):
-    """One entry per segment: {segment, passed, max_abs, max_ulp, worst, bit_identical, error}."""
+def _segments(case, reference_dir, replay_run, status, tol, port_dir=None, replayed=None):
+    """One entry per segment: {segment, derived, passed, max_abs, max_ulp, worst, bit_identical,
+    error}. replayed: the segments the port was asked to replay (plan()); the others, when the
+    port's free-run directory port_dir is given, are derived from its free run. None: every
+    segment was replayed. Each state file is read and decoded once."""
     results = []
     problem = coverage_problem(case)
     if problem:
-        return [{"segment": None, "passed": False, "max_abs": None, "max_ulp": None, "worst": None,
+        return [{"segment": None, "derived": False, "passed": False, "max_abs": None, "max_ulp": None, "worst": None,
                  "bit_identical": False, "error": f"replay segments do not cover the run: {problem}"}]
+    states = {}
+
+    def state(path):
+        if path not in states:
+            states[path] = _state(path, case)
+        return states[path]
+
+    reference_states = Path(reference_dir) / f"{case.id}.states"
+    free_states = None if port_dir is None else Path(port_dir) / f"{case.id}.states"
+    asked = None if replayed is None else {tuple(s) for s in replayed}
     for t0, t1 in segments_of(case):
-        entry = {"segment": [t0, t1], "passed": False, "max_abs": None, "max_ulp": None, "worst": None,
-                 "bit_identical": False, "error": None}
+        derived = asked is not None and free_states is not None and (t0, t1) not in asked
+        entry = {"segment": [t0, t1], "derived": derived, "passed": False, "max_abs": None, "max_ulp": None,
+                 "worst": None, "bit_identical": False, "error": None}
         results.append(entry)
-        if status is None or not status.get("ok"):
-            entry["error"] = "port: " + str((status or {}).get("error") or "no status line for the replay")
-            continue
-        ref_path = Path(reference_dir) / f"{case.id}.states" / f"step_{t1}.json"
-        port_path = replay_run.out_dir / f"{case.id}.replay" / f"step_{t1}.json"
-        ref, port = _state(ref_path, case), _state(port_path, case)
+        ref_path = reference_states / f"step_{t1}.json"
+        if derived:
+            ref0, port0 = state(reference_states / f"step_{t0}.json"), state(free_states / f"step_{t0}.json")
+            if isinstance(ref0, str) or isinstance(port0, str):
+                side = "the reference's" if isinstance(ref0, str) else "the port's free-run"
+                entry["error"] = (f"derived from the port's free run, whose digest of its state at step {t0} equals "
+                                  f"the reference's, but {side} state of step {t0} cannot be read: "
+                                  f"{ref0 if isinstance(ref0, str) else port0}")
+                continue
+            differ = bits_differ(ref0["outputs"], port0["outputs"])
+            if differ:
+                entry["error"] = (f"the port's digest of its state at step {t0} equals the reference's, but its state "
+                                  f"file differs: {len(differ)} tensor(s) not bit-identical, first {differ[0]} "
+                                  f"({case.id}.states/step_{t0}.json of each engine); a state's digest is the SHA-256 "
+                                  "of the state the engine writes (docs/training.md, \"State and checkpoints\"): "
+                                  "fix the port's digest or the state it writes")
+                continue
+            port_path, whose = free_states / f"step_{t1}.json", "the port's free-run state"
+        else:
+            if status is None or not status.get("ok"):
+                entry["error"] = "port: " + str((status or {}).get("error") or "no status line for the replay")
+                continue
+            port_path, whose = replay_run.out_dir / f"{case.id}.replay" / f"step_{t1}.json", "the state"
+        ref, port = state(ref_path), state(port_path)
         if isinstance(ref, str) or isinstance(port, str):
-            entry["error"] = f"cannot read the state of step {t1}: {ref if isinstance(ref, str) else port}"
+            entry["error"] = f"cannot read {whose} of step {t1}: {ref if isinstance(ref, str) else port}"
             continue
         tensors = compare_named("output", ref["outputs"], port["outputs"], tol)
         failing = [t for t in tensors if not t.passed]
@@ -212,10 +276,13 @@ def _bars_on(case, outputs):
     return {key: {n: b for n, b in expect.get(key, {}).items() if n in outputs} for key in ("at_least", "at_most")}
 
 
-def compare(case, ref_fresh, reference_dir, replay_run, tol, schemas):
-    """{"segments": [...], "evaluation": {...} or None, "checks": [quality bars on the evaluation]}."""
+def compare(case, ref_fresh, reference_dir, replay_run, tol, schemas, port_dir=None, replayed=None):
+    """{"segments": [...], "evaluation": {...} or None, "checks": [quality bars on the evaluation]}.
+    port_dir: the port's free-run directory; replayed: the segments the port was asked to replay
+    (plan()), the others derived from its free run; None: every segment replayed."""
     status = replay_run.statuses.get(case.id) if replay_run else None
-    part = {"segments": _segments(case, reference_dir, replay_run, status, tol), "evaluation": None, "checks": []}
+    part = {"segments": _segments(case, reference_dir, replay_run, status, tol, port_dir, replayed),
+            "evaluation": None, "checks": []}
     if evaluation_step(case) is not None:
         part["evaluation"], part["checks"] = _evaluation(case, ref_fresh, replay_run, status, tol, schemas)
     return part

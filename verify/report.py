@@ -188,11 +188,17 @@ def expectation_lines(case, style):
         bad = [r for r in segments if not r["passed"]]
         finite = [r["max_abs"] for r in segments if isinstance(r["max_abs"], float)]
         same = sum(r["bit_identical"] for r in segments)
+        derived = sum(bool(r.get("derived")) for r in segments)
+        how = (f"{derived} derived from the port's free run, {len(segments) - derived} replayed"
+               if derived else f"{len(segments)} replayed")
         if not bad:
             lines.append(f"  replay: {len(segments)} segments from the reference's states, every one within the tolerance "
-                         f"(max |diff| {_num(max(finite) if finite else None, '.1e')}; {same} bit-identical)")
+                         f"(max |diff| {_num(max(finite) if finite else None, '.1e')}; {same} bit-identical; {how})")
+        else:
+            lines.append(f"  replay: {len(segments)} segments from the reference's states ({how}), {len(bad)} failed")
         for r in bad:
             where = "" if r["segment"] is None else f" [{r['segment'][0]}, {r['segment'][1]}]"
+            where += " (derived from the port's free run)" if r.get("derived") else ""
             lines.append(f"  {style.bad('replay failed')}{where}: {r['error']}")
     lines += evaluation_lines(case, style)
     lines += decode_lines(case, style)

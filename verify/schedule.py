@@ -2,8 +2,14 @@
 "Scheduling").
 
 The work is three queues of cases: the reference's, the port's, and the port's replays of the
-reference's training states (docs/training.md, "Replay"). A replay becomes available as soon as
-the reference's status line for its case arrives (the states are written by then). `jobs` worker
+reference's training states (docs/training.md, "Replay"). A replay becomes available once both
+engines have reported its case: the reference with an ok status line (its states are written by
+then; a reference answered from the reference cache has reported before any process runs) and
+the port with its status line or the end of its process without one. At that moment `planner`
+(given by verify/suite.py) fixes the request entry's segments from what the two engines wrote:
+the segments the port's free run already computed from the reference's own state are derived,
+not replayed (verify/replay.py, `plan`). A reference that fails the case, or ends without its
+status line, leaves the case without a replay. `jobs` worker
 threads each run one engine process at a time; a free worker takes the most expensive available
 case of any queue and, when that case is cheap, more cases of the same queue, until the process
 has about `bundle_target()` seconds of work. So the long training runs start first, on both
@@ -16,7 +22,7 @@ order, never a result: every case is run by exactly one process per engine, each
 engine's one directory, and the runner reads the same files whatever the order.
 
 With jobs == 1 nothing overlaps: one reference process on every case, then one port process,
-then one replay process, as before scheduling existed.
+then one replay process.
 
 The caller (verify/suite.py) reads `events`: (label, case id) once that label's process has
 reported the case (its status line, or the end of the process without one), and None when the
@@ -94,13 +100,15 @@ class Live:
 
 class Scheduler:
     def __init__(self, engine_list, specs, work_dir, timeout, jobs=2, extra=None, replays=None, costs=None,
-                 progress=None, answered=None):
+                 progress=None, answered=None, planner=None):
         """engine_list: the reference and the port (in report order). specs: the cases to run.
         replays: {case id: replay request entry without from_dir} for the training cases to replay
-        once the reference has run them. costs: estimate_costs(...) or None for the static table.
+        once both engines have run them. costs: estimate_costs(...) or None for the static table.
         answered: {engine name: {case id: status line}} for cases whose output is already in that
-        engine's directory (the reference cache, verify/reference_cache.py): no process runs them,
-        their events come first and their replays are available from the start."""
+        engine's directory (the reference cache, verify/reference_cache.py): no process runs them
+        and their events come first. planner(case id, {engine name: status line or None}): the
+        segments of the case's replay entry, called (with the scheduler's lock held) when the
+        replay becomes available; None keeps the entries' own segments."""
         self.engines = {e.name: e for e in engine_list}
         self.order = [e.name for e in engine_list]
         self.work = Path(work_dir)
@@ -121,10 +129,10 @@ class Scheduler:
             self.live[name].statuses.update(found)
         self._queues = {name: self._sorted(name, [i for i in self.specs if i not in self.answered.get(name, {})])
                         for name in self.order}
+        self.planner = planner
         self._waiting = set(self.replays) & set(self.specs)  # replays not yet available
-        ready = [i for i, status in self.answered.get("reference", {}).items() if i in self._waiting and status["ok"]]
-        self._waiting -= set(ready)
-        self._queues[REPLAY] = self._sorted(REPLAY, ready)  # then filled as the reference reports
+        self._reported = {name: set(self.answered.get(name, {})) for name in self.order}  # status or end seen
+        self._queues[REPLAY] = []  # filled as both engines report (start(): the answered cases)
         self._error = None
         self._stopped = False
         self._threads = []
@@ -181,10 +189,34 @@ class Scheduler:
     def _busy(self):
         return any(p.ended is None for p in self.processes)
 
+    def _reported_case(self, name, case_id):
+        """Engine `name` has reported case_id (its status line, or the end of its process without
+        one): its replay becomes available once both engines have, the reference with an ok
+        status; a reference without one leaves it without a replay. Called with the lock held."""
+        self._reported[name].add(case_id)
+        if case_id not in self._waiting:
+            return
+        if case_id in self._reported["reference"] and not (self.live["reference"].statuses.get(case_id) or {}).get("ok"):
+            self._waiting.discard(case_id)  # no usable states: no replay
+            return
+        if not all(case_id in self._reported[n] for n in self.order):
+            return
+        self._waiting.discard(case_id)
+        if self.planner is not None:
+            statuses = {n: self.live[n].statuses.get(case_id) for n in self.order}
+            self.replays[case_id] = dict(self.replays[case_id], segments=self.planner(case_id, statuses))
+        self._queues[REPLAY] = self._sorted(REPLAY, self._queues[REPLAY] + [case_id])
+        self._lock.notify_all()
+
     # --- running ----------------------------------------------------------------------------
 
     def start(self):
         self.started = time.monotonic()
+        with self._lock:
+            for case_id in sorted(self._waiting, key=self.position.get):  # answered by both already
+                for name in self.order:
+                    if case_id in self._reported[name]:
+                        self._reported_case(name, case_id)
         if self.progress is not None:
             for name in self.order:
                 self.progress.start(name, len(self.specs))
@@ -236,10 +268,10 @@ class Scheduler:
             with self._lock:
                 process.ended, process.run = time.monotonic(), run
                 for case_id in ids:
-                    if label == "reference" and case_id in self._waiting:
-                        self._waiting.discard(case_id)  # no usable status: no replay
                     if case_id not in self.live[label].statuses:
-                        self.events.put((label, case_id))  # no status line: reported as such
+                        if label != REPLAY:
+                            self._reported_case(label, case_id)  # no status line: reported as such
+                        self.events.put((label, case_id))
                 self._lock.notify_all()
 
     def _run(self, label, ids):
@@ -260,10 +292,8 @@ class Scheduler:
                 return  # refused when the process ends (docs/protocol.md)
             with self._lock:
                 self.live[label].statuses[case_id] = status
-                if label == "reference" and case_id in self._waiting and status["ok"]:
-                    self._waiting.discard(case_id)
-                    self._queues[REPLAY] = self._sorted(REPLAY, self._queues[REPLAY] + [case_id])
-                    self._lock.notify_all()
+                if label != REPLAY:
+                    self._reported_case(label, case_id)
             if self.progress is not None:
                 self.progress.advance(label)
             self.events.put((label, case_id))

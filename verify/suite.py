@@ -1,6 +1,7 @@
 """One verification run: the engines scheduled (verify/schedule.py), each case judged as soon as
 both engines have reported it (verify/verdict.py), its replay and evaluation joined once the port
-has replayed it, giving the report (a plain dict, the shape of golden/schemas/report.schema.json
+has replayed it (the segments its free run already computed from the reference's own states are
+derived from that free run, not replayed: verify/replay.py), giving the report (a plain dict, the shape of golden/schemas/report.schema.json
 before non-finite numbers are turned into strings). `verify attention`, `verify regen` and
 `verify faults` all run this; `verify show` decides a saved report with verify/verdict.py."""
 
@@ -11,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import assets
+from . import documents
 from . import lifecycle
 from . import goldens
 from . import replay as replay_mod
@@ -108,8 +110,23 @@ def run(ctx, selected, all_ids, engines, policy, check_unused, jobs=2, progress=
                                                               schedule.engine_dir(work, "reference"))
             if on_cache is not None:
                 on_cache(reference_cache.outcome.to_dict(), len(to_run))
+        planned = {}  # case id -> the segments its replay request holds (the others derived)
+
+        def plan_replay(case_id, statuses):
+            """The segments to replay, from the digests of the two engines' main documents
+            (verify/replay.py, plan); called by the scheduler once both engines have reported."""
+            docs = []
+            for name in ("reference", "port"):
+                try:
+                    ok = bool((statuses.get(name) or {}).get("ok"))
+                    docs.append(documents.read(live[name].out_dir / f"{case_id}.json") if ok else None)
+                except documents.DocumentError:
+                    docs.append(None)  # unreadable: every segment is replayed, the verdict says why
+            planned[case_id] = replay_mod.plan(by_id[case_id], *docs)
+            return planned[case_id]
+
         sched = schedule.Scheduler(engines, specs, work, ctx.timeout, jobs=jobs, extra=extra, replays=replays,
-                                   costs=costs, progress=progress, answered=answered)
+                                   costs=costs, progress=progress, answered=answered, planner=plan_replay)
         live = {n: sched.live[n] for n in roles}
         reference_dir = live["reference"].out_dir
         mains, replay_parts, failures, fresh_of = {}, {}, {}, {}  # case id -> (statuses used, entry); ...
@@ -135,7 +152,7 @@ def run(ctx, selected, all_ids, engines, policy, check_unused, jobs=2, progress=
         def judge_replay(case, replay_run):
             used = replay_run.statuses.get(case.id) if replay_run is not None else None
             part = replay_mod.compare(case, reference_fresh(case), reference_dir, replay_run, policy.tol_of(case.spec),
-                                      ctx.schemas)
+                                      ctx.schemas, port_dir=live["port"].out_dir, replayed=planned.get(case.id))
             replay_parts[case.id] = (used, part)
 
         def advance(case_id):

@@ -285,7 +285,8 @@ def decide(entry, policy, include_goldens=True):
     for r in entry["replay"]:
         identical &= r["bit_identical"]
         if not r["passed"]:
-            failures.append(f"replay {r['segment']}: {r['error']}")
+            how = " (derived from the port's free run)" if r.get("derived") else ""
+            failures.append(f"replay {r['segment']}{how}: {r['error']}")
         elif policy.bitwise and not r["bit_identical"]:
             failures.append(f"replay {r['segment']}: within the tolerance (max {r['max_ulp']} ULP), not bit-identical (--bitwise)")
     evaluation = entry.get("evaluation")
