@@ -20,6 +20,7 @@ from pathlib import Path
 
 from . import lifecycle
 from .errors import InputError
+from .models import cache_root
 from .text import clean
 
 PROTOCOL = 1
@@ -99,6 +100,23 @@ def browser_engine(root, name, kernel=None):
     """The port's core in a real browser (port_ts/browser/engine.ts, docs/browsers.md)."""
     return Engine("port", [str(node_binary()), "port_ts/browser/engine.ts", "--browser", name, "run",
                            *(["--kernel", kernel] if kernel else [])], Path(root))
+
+
+COMPILE_CACHE = "NODE_COMPILE_CACHE"  # Node's module compile cache: the port's counterpart of __pycache__
+
+
+def compile_cache_env(environ):
+    """{NODE_COMPILE_CACHE: <cache root>/node-compile-cache} for an engine's environment, unless
+    it names a directory of its own or turns the cache off (NODE_DISABLE_COMPILE_CACHE): {} then.
+
+    Node then keeps the V8 code of every module it compiles (the port's TypeScript, once its
+    types are stripped), keyed by the module's source, and reuses it while the source is the
+    same: a port process starts in about 0.1 s instead of 0.35 s (docs/performance.md). It holds
+    compiled code, never a result, as Python's __pycache__ does for the reference; a Node that
+    cannot write the directory runs without it, and a command that is not Node ignores it."""
+    if environ.get(COMPILE_CACHE) or environ.get("NODE_DISABLE_COMPILE_CACHE"):
+        return {}
+    return {COMPILE_CACHE: str(cache_root(environ) / "node-compile-cache")}
 
 
 def cached(real, cache_dir):
@@ -280,6 +298,7 @@ def run(engine, case_specs, out_dir, timeout, extra=None, on_status=None, kind=N
     request = json.dumps({"protocol": PROTOCOL, "out_dir": str(out_dir), **items, **engine.fields, **(extra or {})})
     request = request.encode("utf-8")
     env, tag = lifecycle.engine_env()
+    env.update(compile_cache_env(env))
     started = time.monotonic()
     deadline = started + timeout
     try:

@@ -1,0 +1,41 @@
+"""Node's module compile cache for the engines the runner starts (verify/engines.py,
+compile_cache_env; docs/performance.md): the port's processes keep their compiled modules under
+the cache root, a user's own NODE_COMPILE_CACHE or NODE_DISABLE_COMPILE_CACHE is left as it is,
+and the cache changes no byte of what the port writes."""
+
+import os
+
+from verify import engines
+
+SPECS = [{"id": "t.softmax", "kind": "forward", "op": "masked_softmax", "seed": 101,
+          "config": {"shape": [3, 2, 5], "valid_lens": [0, 2, 5]}}]
+
+
+def test_the_cache_sits_under_the_cache_root_unless_the_user_chose():
+    root = {"ATTENTION_PARITY_CACHE": "/somewhere/cache"}
+    assert engines.compile_cache_env(root) == {"NODE_COMPILE_CACHE": "/somewhere/cache/node-compile-cache"}
+    assert engines.compile_cache_env(dict(root, NODE_COMPILE_CACHE="/mine")) == {}
+    assert engines.compile_cache_env(dict(root, NODE_DISABLE_COMPILE_CACHE="1")) == {}
+
+
+def _run(repo_root, out, monkeypatch, environ):
+    for name in ("NODE_COMPILE_CACHE", "NODE_DISABLE_COMPILE_CACHE"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value)
+    run = engines.run(engines.port_engine(repo_root), SPECS, out, 120)
+    assert run.statuses["t.softmax"]["ok"], run.statuses
+    return (out / "t.softmax.json").read_bytes()
+
+
+def test_the_port_keeps_its_compiled_modules_and_writes_the_same_bytes(repo_root, tmp_path, monkeypatch):
+    cache = tmp_path / "cache" / "node-compile-cache"
+    cold = _run(repo_root, tmp_path / "cold", monkeypatch, {"ATTENTION_PARITY_CACHE": str(tmp_path / "cache")})
+    kept = [p for p in cache.rglob("*") if p.is_file()]
+    assert kept, f"no compiled module kept under {cache}: the port's environment lost NODE_COMPILE_CACHE"
+    warm = _run(repo_root, tmp_path / "warm", monkeypatch, {"ATTENTION_PARITY_CACHE": str(tmp_path / "cache")})
+    assert warm == cold
+    off = _run(repo_root, tmp_path / "off", monkeypatch,
+               {"ATTENTION_PARITY_CACHE": str(tmp_path / "other"), "NODE_DISABLE_COMPILE_CACHE": "1"})
+    assert off == cold
+    assert not (tmp_path / "other" / "node-compile-cache").exists()
