@@ -162,6 +162,10 @@ def test_a_warm_run_answers_the_reference_from_the_cache_with_the_fresh_runs_ver
     assert sum(l.startswith(line) for l in warm.stdout.splitlines()) == 2, warm.stdout[-1500:]  # and at the end
     assert second["timings"]["engines"]["reference"]["processes"] == 0  # the reference did not run
     assert second["timings"]["engines"]["replay"]["processes"] >= 1  # the port replayed the cached states
+    memo = second["document_memo"]  # every document read again, byte for byte, is taken from the memo
+    assert first["document_memo"]["from_memo"] == 0 and first["document_memo"]["stored"] > 0
+    assert memo["from_memo"] >= first["document_memo"]["stored"] and memo["damaged"] == 0, memo
+    assert f"documents: {memo['from_memo']} of {memo['from_memo'] + memo['decoded']} decoded from the memo" in warm.stdout
     assert _verdicts(second) == _verdicts(first)
 
 
@@ -189,6 +193,8 @@ def test_a_wrong_port_fails_and_a_faithful_one_passes_with_the_reference_from_th
     failed = _verify(ROOT, cache, *CHEAP, "--port-cmd", f"{node} {wrong} run", "--report", tmp_path / "w.json")
     report = _report(tmp_path / "w.json")
     assert report["reference_cache"]["from_cache"], "the reference should have come from the cache"
+    memo = report["document_memo"]  # the reference's documents from the memo, the wrong port's decoded from their text
+    assert memo["from_memo"] >= len(CHEAP_IDS) and memo["decoded"] >= 1, memo
     assert failed.returncode == 1, failed.stdout[-3000:] + failed.stderr
     faithful = port_variants.build(ROOT, "reciprocal", tmp_path / "faithful")
     passed = _verify(ROOT, cache, *CHEAP, "--port-cmd", f"{node} {faithful} run", "--report", tmp_path / "f.json")
@@ -212,7 +218,8 @@ def test_a_damaged_entry_is_run_afresh_and_reported(tmp_path, cache):
 
 @pytest.mark.parametrize("how", ["--fresh", "VERIFY_FRESH", "--reference-cmd"])
 def test_fresh_and_another_reference_command_neither_read_nor_fill_the_cache(tmp_path, how, cache):
-    shutil.rmtree(next(cache.iterdir()) / next(p.name for p in next(cache.iterdir()).iterdir() if p.is_dir()))
+    env_dir = next(p for p in cache.iterdir() if p.name != rc.MEMO)
+    shutil.rmtree(env_dir / next(p.name for p in env_dir.iterdir() if p.is_dir()))
     before = sorted(p.relative_to(cache) for p in cache.rglob("*"))  # one case missing: a run could fill it
     args, env = ["--case", "layer_norm.*", "--report", tmp_path / "r.json"], _env(cache)
     if how == "--fresh":
@@ -224,6 +231,7 @@ def test_fresh_and_another_reference_command_neither_read_nor_fill_the_cache(tmp
     proc = _verify(ROOT, cache, *args, env=env)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
     assert "reference_cache" not in _report(tmp_path / "r.json") and "from cache" not in proc.stdout
+    assert "document_memo" not in _report(tmp_path / "r.json") and "decoded from the memo" not in proc.stdout
     assert sorted(p.relative_to(cache) for p in cache.rglob("*")) == before
 
 
@@ -260,10 +268,15 @@ def test_verify_cache_shows_prunes_and_clears(tmp_path, cache):
         return subprocess.run([sys.executable, "-m", "verify", "cache", *args], cwd=ROOT, env=_env(cache),
                               capture_output=True, text=True, timeout=120)
 
+    stale_memo = cache / rc.MEMO / ("1" * 64)  # decoded documents of another version of the decoder
+    stale_memo.mkdir(parents=True)
     shown = cmd()
     assert shown.returncode == 0 and str(cache) in shown.stdout and "(the reference as it is now)" in shown.stdout
     assert f"{len(CHEAP_IDS)} case(s)" in shown.stdout and "0000000000000000" in shown.stdout
+    assert f"document memo: {cache / rc.MEMO}" in shown.stdout, shown.stdout
     pruned = cmd("--prune")
-    assert "removed 1 " in pruned.stdout and not stale.exists() and len(list(cache.iterdir())) == 1
+    assert "removed 1 " in pruned.stdout and not stale.exists() and not stale_memo.exists()
+    assert sorted(p.name for p in cache.iterdir()) == sorted([rc.MEMO, next(p.name for p in cache.iterdir() if p.name != rc.MEMO)])
+    assert list((cache / rc.MEMO).iterdir()), "the current decoder's documents are kept by --prune"
     cleared = cmd("--clear")
     assert "removed 1 " in cleared.stdout and "empty" in cleared.stdout and list(cache.iterdir()) == []

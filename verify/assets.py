@@ -17,9 +17,9 @@ of every other case.
 
 from pathlib import Path
 
-from . import models
+from . import decoded, models
 from .compare import compare_named
-from .documents import DocumentError, case_difference, decode_tensors, read
+from .documents import DocumentError, case_difference, read_bytes
 
 MODEL = models.MODEL
 KIND = "pretrained"
@@ -68,10 +68,7 @@ def compare_full(case, out_dirs, tol, schemas=None):
     for name in ("reference", "port"):
         path = full_path(out_dirs[name], case.id)
         try:
-            doc = read(path)
-            if schemas is not None:
-                schemas.check("golden", doc)  # every value too: Schemas.check's quick path makes it cheap
-            docs[name] = decode_tensors(doc)
+            doc, docs[name] = decoded.golden(read_bytes(path), schemas)  # checked when schemas is given
             different = case_difference(case.spec, doc.get("case"))
             if different:  # another case's file (an id colliding with this one's files): never compared as this one's
                 errors.append(f"{name}: {path.name} echoes a different case: {different}")

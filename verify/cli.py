@@ -24,7 +24,7 @@ from pathlib import Path
 from . import advice, catalogue, engines, goldens, lifecycle, models, suite
 # browsers, diff, export, faults, html and junit are imported by the commands and options that use
 # them: `verify attention` alone does not pay for their imports.
-from . import reference_cache
+from . import decoded, reference_cache
 from . import verdict
 from . import inspect as inspect_cmd  # not `import inspect`: that would shadow the standard library's
 from .compare import DEFAULT_TOL
@@ -346,8 +346,10 @@ def cmd_verify(args, out):
         progress.print_lines(cache_lines({"reference_cache": outcome, "ran": ran}, opening=True))
 
     cache = _reference_cache(args, project)
+    memo = decoded.Memo(reference_cache.cache_dir() / reference_cache.MEMO, project.root / "golden" / "schemas") \
+        if cache is not None else None
 
-    with lifecycle.temp_dir("verify-browsers-") as work:
+    with lifecycle.temp_dir("verify-browsers-") as work, decoded.active(memo):
         node_kept = {}
         browsers_on = dict(keep=node_kept, keep_reference=Path(work) / "reference") if args.browser else {}
         try:
@@ -365,6 +367,10 @@ def cmd_verify(args, out):
                                                   _policy(args), args.jobs, args.port_kernel, node_kept,
                                                   say=lambda text: print(text, file=out, flush=True), timings=timings)
             report["passed"] = report["passed"] and all(b["passed"] for b in report["browsers"].values())
+    if memo is not None:
+        with timings.section("document memo"):
+            memo.trim()
+        report["document_memo"] = memo.to_dict()
     main_report = project.root / (SUBSET_REPORT if args.case else DEFAULT_REPORT).format(suite=args.suite)
     json_paths = [main_report] + ([args.report] if args.report else [])
     _write_outputs(args, report, timings, out, json_paths)

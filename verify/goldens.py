@@ -19,10 +19,10 @@ try:
 except ImportError:  # not POSIX: no lock (one regeneration at a time is then the user's care)
     fcntl = None
 
-from . import lifecycle
+from . import decoded, lifecycle
 
 from .compare import compare_named
-from .documents import DocumentError, case_difference, decode_tensors, parse_bytes, read_bytes
+from .documents import DocumentError, case_difference, read_bytes
 from .errors import InputError
 from .text import clean
 
@@ -73,9 +73,7 @@ def check(golden_path, shown, fresh_bytes, fresh_doc, fresh_tensors, tol, schema
         golden_bytes = read_bytes(golden_path)  # a regular file of bounded size, or refused unread
         if golden_bytes == fresh_bytes:
             return GoldenCheck("fresh", shown, max_ulp=0)
-        golden_doc = parse_bytes(golden_bytes)
-        schemas.check("golden", golden_doc)
-        golden_tensors = decode_tensors(golden_doc)
+        golden_doc, golden_tensors = decoded.golden(golden_bytes, schemas)
     except DocumentError as exc:
         raise InputError(f"golden {shown} is not a valid golden: {exc}; rewrite it with `verify regen {suite}`") from None
     for key in METADATA:

@@ -37,13 +37,14 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import models
+from . import decoded, models
 from .engines import PROTOCOL
 
 FORMAT = 1  # the layout and key recipe; raise it when either changes
 FRESH_ENV = "VERIFY_FRESH"  # set to anything but "" or "0": the cache is not used
 DIR_ENV = "VERIFY_REFERENCE_CACHE"  # another directory for it
 SOURCES = "reference"  # the directory, under the project root, whose every file is a source
+MEMO = "documents"  # the memo of decoded documents kept beside the environments (verify/decoded.py)
 STALE_TEMP = 3600.0  # seconds after which a temporary entry left by a dead run is removed
 
 
@@ -351,7 +352,7 @@ def describe(root, directory=None):
     directory = Path(directory) if directory is not None else cache_dir()
     current = _key(environment(root))
     lines = [f"reference cache: {directory}"]
-    envs = sorted(p for p in directory.iterdir() if p.is_dir()) if directory.is_dir() else []
+    envs = sorted(p for p in directory.iterdir() if p.is_dir() and p.name != MEMO) if directory.is_dir() else []
     if not envs:
         lines.append("  empty (`verify attention` fills it; `verify attention --fresh` neither reads nor fills it)")
     for env in envs:
@@ -364,6 +365,11 @@ def describe(root, directory=None):
             what = "no readable environment.json"
         mark = "  (the reference as it is now)" if env.name == current else ""
         lines.append(f"  {env.name[:16]}  {len(entries)} case(s), {_size(env) / 1e6:.1f} MB; {what}{mark}")
+    memo = directory / MEMO
+    if memo.is_dir():
+        kept = sum(1 for _ in memo.glob("*/*/*.bin"))
+        lines.append(f"document memo: {memo}, {kept} decoded document(s), {_size(memo) / 1e6:.1f} MB "
+                     "(verify/decoded.py; filled and read with the cache, never with --fresh)")
     return lines
 
 
@@ -375,7 +381,16 @@ def remove(root, directory=None, stale_only=False):
     current = _key(environment(root)) if stale_only else None
     removed = 0
     for env in directory.iterdir():
-        if env.is_dir() and not env.is_symlink() and env.name != current:
+        if env.is_dir() and not env.is_symlink() and env.name not in (current, MEMO):
             shutil.rmtree(env, ignore_errors=True)
             removed += 1
+    memo = directory / MEMO
+    if memo.is_dir() and not memo.is_symlink():
+        if stale_only:  # the decoded documents of other versions of the decoder or its schema
+            keep = decoded.namespace(Path(root) / "golden" / "schemas")
+            for space in memo.iterdir():
+                if space.is_dir() and not space.is_symlink() and space.name != keep:
+                    shutil.rmtree(space, ignore_errors=True)
+        else:
+            shutil.rmtree(memo, ignore_errors=True)
     return removed

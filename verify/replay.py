@@ -28,9 +28,10 @@ from pathlib import Path
 
 import numpy as np
 
+from . import decoded
 from . import engines as engines_mod
 from .compare import bits_differ, compare_named
-from .documents import DocumentError, case_difference, decode_tensors, read
+from .documents import DocumentError, case_difference, decode_tensors, read, read_bytes
 from .expectations import bound_checks
 
 # Two logits closer than this (in logit units) are a near tie. A port passes the rule with
@@ -107,6 +108,14 @@ def run_port(port_engine, cases, reference_dir, work, timeout):
 
 
 def _state(path, case):
+    """The tensors of a state document, or what is wrong with it (a different case echoed first)."""
+    try:
+        data = read_bytes(path)
+        doc, tensors = decoded.golden(data)
+        different = case_difference(case.spec, doc.get("case"))
+        return f"{path.name} echoes a different case: {different}" if different else tensors
+    except (DocumentError, KeyError, TypeError, AttributeError):
+        pass  # unreadable as a whole: read again step by step, so the message is the first thing wrong
     try:
         doc = read(path)
         different = case_difference(case.spec, doc.get("case") if isinstance(doc, dict) else None)
@@ -221,9 +230,8 @@ def _evaluation(case, ref_fresh, replay_run, status, tol, schemas):
         return result, []
     path = replay_run.out_dir / f"{case.id}.replay" / f"evaluate_{step}.json"
     try:
-        doc = read(path)
-        schemas.check("golden", doc)
-        actual = decode_tensors(doc)["outputs"]
+        doc, tensors = decoded.golden(read_bytes(path), schemas)
+        actual = tensors["outputs"]
     except DocumentError as exc:
         result["error"] = (f"no readable evaluation of the reference's state at step {step} ({path.name}: {exc}); "
                            "a port answers a replay entry's 'evaluate' steps (docs/protocol.md)")

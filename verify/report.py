@@ -418,8 +418,21 @@ def cache_lines(report, opening=False):
     if not opening and rc.get("stored"):
         lines.append(f"reference cache: kept {len(rc['stored'])} case(s) for the next run")
     if not opening:
-        lines += [f"note: {n}" for n in rc.get("notes", [])]
+        lines += [f"note: {n}" for n in rc.get("notes", [])] + memo_lines(report)
     return lines
+
+
+def memo_lines(report):
+    """What the memo of decoded documents did (verify/decoded.py)."""
+    memo = report.get("document_memo")
+    if not memo:
+        return []
+    read = memo["from_memo"] + memo["decoded"]
+    lines = [f"documents: {memo['from_memo']} of {read} decoded from the memo ({memo['directory']}), found by the "
+             "SHA-256 of their bytes as read in this run; `--fresh` decodes every one from its text"] if memo["from_memo"] else []
+    if memo["damaged"]:
+        lines.append(f"document memo: {memo['damaged']} damaged entry(ies) ignored, the documents decoded afresh")
+    return lines + [f"note: {n}" for n in memo.get("notes", [])]
 
 
 def _kernels(counts):

@@ -26,9 +26,9 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import assets, goldens, views
+from . import assets, decoded, goldens, views
 from .compare import DEFAULT_TOL, compare_named
-from .documents import DocumentError, case_difference, decode_tensors, parse_bytes, read_bytes
+from .documents import DocumentError, case_difference, read_bytes
 from .expectations import case_checks, free_run_names
 
 BIT_IDENTICAL = "bit-identical"
@@ -98,9 +98,7 @@ class Reader:
                 return Fresh(error=f"{name}: reported ok but wrote no {case.id}.json")
             return Fresh(error=f"{name}: wrote a {case.id}.json the runner does not read: {exc}")
         try:
-            doc = parse_bytes(data)  # the bytes just read: each document is read and parsed once
-            self.schemas.check("golden", doc)
-            tensors = decode_tensors(doc)
+            doc, tensors = decoded.golden(data, self.schemas)  # the bytes just read: each document is read once
         except DocumentError as exc:
             return Fresh(error=f"{name}: wrote an invalid golden document: {exc}")
         different = case_difference(case.spec, doc["case"])
