@@ -148,14 +148,32 @@ def test_an_entry_kept_unchecked_does_not_answer_a_checked_read(memo, schemas):
         _through(memo, data, schemas)
 
 
-def test_the_namespace_follows_the_schema_and_the_decoder(tmp_path):
+@pytest.mark.parametrize("schema", ["golden", "catalogue"])
+def test_the_namespace_follows_every_schema(tmp_path, schema):
     other = tmp_path / "schemas"
     shutil.copytree(SCHEMAS, other)
     assert decoded.namespace(other) == decoded.namespace(SCHEMAS)
-    schema = json.loads((other / "golden.schema.json").read_text())
-    schema["description"] = schema.get("description", "") + " (edited)"
-    (other / "golden.schema.json").write_text(json.dumps(schema))
+    doc = json.loads((other / f"{schema}.schema.json").read_text())
+    doc["description"] = doc.get("description", "") + " (edited)"
+    (other / f"{schema}.schema.json").write_text(json.dumps(doc))
     assert decoded.namespace(other) != decoded.namespace(SCHEMAS)
+
+
+def test_a_catalogue_file_seen_valid_is_not_checked_again_and_a_changed_one_is(memo, schemas):
+    data = (ROOT / "cases" / "attention" / "forward_attention.json").read_bytes()
+    with decoded.active(memo):
+        decoded.check(schemas, "catalogue", data, json.loads(data))
+        assert (memo.hits, memo.decoded) == (0, 1)
+        decoded.check(schemas, "catalogue", data, json.loads(data))
+        assert (memo.hits, memo.decoded) == (1, 1)
+        broken = json.loads(data)
+        broken["cases"][0]["seed"] = "seven"
+        text = json.dumps(broken).encode()
+        with pytest.raises(DocumentError, match="seed"):
+            decoded.check(schemas, "catalogue", text, broken)
+        with pytest.raises(DocumentError, match="seed"):  # never marked valid
+            decoded.check(schemas, "catalogue", text, broken)
+    assert (memo.hits, memo.decoded) == (1, 3)
 
 
 def test_trim_removes_the_least_recently_used_entries(memo, schemas):

@@ -6,7 +6,8 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from .documents import DocumentError, read
+from . import decoded
+from .documents import DocumentError, parse_bytes, read_bytes
 from .errors import InputError
 from .text import clean
 
@@ -66,8 +67,9 @@ def _load(cases_dir, schemas, display):
     cases, seen, folded = [], {}, {}
     for path in files:
         try:
-            document = read(path, limit=MAX_FILE_BYTES)
-            schemas.check("catalogue", document)
+            data = read_bytes(path, limit=MAX_FILE_BYTES)
+            document = parse_bytes(data)
+            decoded.check(schemas, "catalogue", data, document)
             where = non_finite(document)
             if where:
                 raise DocumentError(f"at {where}: a number beyond the float64 range (it reads as Infinity); "

@@ -326,6 +326,13 @@ def _policy(args):
 
 
 def cmd_verify(args, out):
+    memo = None if _fresh(args) else decoded.Memo(reference_cache.cache_dir() / reference_cache.MEMO,
+                                                   repo_root() / "golden" / "schemas")
+    with decoded.active(memo):  # the catalogue's files too
+        return _verify(args, out, memo)
+
+
+def _verify(args, out, memo):
     timings = Timings(from_process_start=True)  # the interpreter, imports, schemas and catalogue count too
     with timings.section("loading: schemas, catalogue"):
         project = Project(args, args.suite)
@@ -346,10 +353,8 @@ def cmd_verify(args, out):
         progress.print_lines(cache_lines({"reference_cache": outcome, "ran": ran}, opening=True))
 
     cache = _reference_cache(args, project)
-    memo = decoded.Memo(reference_cache.cache_dir() / reference_cache.MEMO, project.root / "golden" / "schemas") \
-        if cache is not None else None
 
-    with lifecycle.temp_dir("verify-browsers-") as work, decoded.active(memo):
+    with lifecycle.temp_dir("verify-browsers-") as work:
         node_kept = {}
         browsers_on = dict(keep=node_kept, keep_reference=Path(work) / "reference") if args.browser else {}
         try:
@@ -383,12 +388,16 @@ def cmd_verify(args, out):
     return EXIT_PASS if report["passed"] else EXIT_MISMATCH
 
 
+def _fresh(args):
+    """Whether nothing may come from a cache: --fresh, VERIFY_FRESH, or a --reference-cmd (the
+    runner cannot know that command's sources)."""
+    return bool(args.fresh or reference_cache.fresh_requested() or getattr(args, "reference_cmd", None))
+
+
 def _reference_cache(args, project):
     """The reference cache for this run, or None: never with --fresh or VERIFY_FRESH, never for a
-    --reference-cmd (the runner cannot know that command's sources)."""
-    if args.fresh or reference_cache.fresh_requested() or getattr(args, "reference_cmd", None):
-        return None
-    return reference_cache.ReferenceCache(project.root)
+    --reference-cmd."""
+    return None if _fresh(args) else reference_cache.ReferenceCache(project.root)
 
 
 def cmd_cache(args, out):

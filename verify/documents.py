@@ -9,9 +9,6 @@ from pathlib import Path
 
 import numpy as np
 import orjson
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import best_match
-from referencing import Registry, Resource
 
 from .compare import Tensor
 
@@ -155,7 +152,9 @@ def parse_bytes(data):
 
 class Schemas:
     """The suite's JSON Schemas (Draft 2020-12), loaded once; golden.schema.json refers to the
-    case definition in catalogue.schema.json."""
+    case definition in catalogue.schema.json. The validators are built, and jsonschema imported,
+    at the first check: a run whose every document comes from the memo of decoded documents
+    (verify/decoded.py) needs neither."""
 
     NAMES = ("catalogue", "golden", "report")
 
@@ -168,11 +167,28 @@ class Schemas:
                 self._raw[name] = json.loads(path.read_text(encoding="utf-8"))
             except (OSError, ValueError) as exc:
                 raise DocumentError(f"cannot load the schema {path} ({exc})") from None
-        registry = Registry().with_resources(
-            (doc["$id"], Resource.from_contents(doc)) for doc in self._raw.values()
-        )
-        self._validators = {n: Draft202012Validator(doc, registry=registry) for n, doc in self._raw.items()}
-        self._golden_quick = _GoldenQuick(self._raw["golden"], registry)
+        self._built = None
+
+    def _build(self):
+        """({name: validator}, the quick golden check), built once."""
+        if self._built is None:
+            from jsonschema import Draft202012Validator
+            from referencing import Registry, Resource
+
+            registry = Registry().with_resources(
+                (doc["$id"], Resource.from_contents(doc)) for doc in self._raw.values()
+            )
+            self._built = ({n: Draft202012Validator(doc, registry=registry) for n, doc in self._raw.items()},
+                           _GoldenQuick(self._raw["golden"], registry))
+        return self._built
+
+    @property
+    def _validators(self):
+        return self._build()[0]
+
+    @property
+    def _golden_quick(self):
+        return self._build()[1]
 
     def check(self, name, document):
         """Raise DocumentError naming the first place where document breaks schema `name`."""
@@ -181,6 +197,8 @@ class Schemas:
         validator = self._validators[name]
         if validator.is_valid(document):
             return
+        from jsonschema.exceptions import best_match
+
         error = best_match(validator.iter_errors(document))
         where = json_path(error.absolute_path) or "the top level"
         raise DocumentError(f"at {where}: {_short(error.message)} (schema {name}.schema.json)")
@@ -224,6 +242,8 @@ class _GoldenQuick:
     STUB = {"dtype": "int64", "shape": [], "data": []}  # a valid tensor body, to validate names alone
 
     def __init__(self, schema, registry):
+        from jsonschema import Draft202012Validator
+
         base = schema["$id"]
         self.top = Draft202012Validator(schema, registry=registry)
         # The echoed case, validated once per distinct case (both engines echo the same one) when
