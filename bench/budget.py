@@ -26,7 +26,10 @@ the runner's share (budget <= 10 %) and the peak memory (budget < 1.5 GB), with 
 before and after and, from /proc/stat, the CPU time other processes took during the session and
 the time the hypervisor stole from this machine's cores: above 5 % of the machine, the figures
 were taken on a loaded machine and are not the budgets' figures.
-ARGS go to `verify attention` (e.g. `--jobs 1`). Exits 0 when every run of verify attention
+Before anything is timed, the runner's and the reference's modules are compiled to bytecode, as
+Python keeps it by default (an environment with PYTHONDONTWRITEBYTECODE set would have every process
+compile them anew); the port's compiled modules are Node's compile cache, which the runner turns on
+(docs/protocol.md). ARGS go to `verify attention` (e.g. `--jobs 1`). Exits 0 when every run of verify attention
 passed, else 1.
 """
 
@@ -185,6 +188,18 @@ def full_run(args, cache=None):
             "cases": len(doc.get("cases", [])), "notes": tail, "output": output}
 
 
+def warm_bytecode():
+    """Compile the runner's and the reference's modules to bytecode, as Python keeps it by default
+    beside each module (__pycache__), so that no timed run pays for compiling them: an environment
+    with PYTHONDONTWRITEBYTECODE set never writes it, and every process of a run would compile its
+    modules anew. Returns the line that says so."""
+    done = subprocess.run([sys.executable, "-m", "compileall", "-q", "verify", "reference"], cwd=ROOT,
+                          capture_output=True, text=True)
+    said = "written or up to date" if done.returncode == 0 else f"not written ({done.stdout.strip() or done.stderr.strip()})"
+    unset = " (PYTHONDONTWRITEBYTECODE is set here: Python would not write it)" if os.environ.get("PYTHONDONTWRITEBYTECODE") else ""
+    return f"bytecode of verify/ and reference/: {said}, as Python keeps it by default{unset}"
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=1, help="runs of verify attention (the median is used)")
@@ -199,6 +214,7 @@ def main():
           f"{os.cpu_count()} cores", flush=True)
     print(f"yardstick: torch float64 eager, 1 thread, {_case()['config']['steps']} reversal training steps, "
           "taken before each timed run", flush=True)
+    print(warm_bytecode(), flush=True)
     modes = {"fresh": ["fresh"], "cached": ["cached"], "both": ["fresh", "cached"]}[a.reference]
     runs = {mode: [] for mode in modes}
     with tempfile.TemporaryDirectory(prefix="budget-reference-cache-") as cache:
