@@ -169,10 +169,17 @@ def compare_tensor(name, role, expected, actual, tol, sides=("reference", "port"
     return result
 
 
+def same_bits(e, a):
+    """Whether the float64 arrays e and a (same shape) hold the same bit patterns: -0.0 is not
+    0.0, a NaN matches only its own payload."""
+    e, a = np.ascontiguousarray(e, dtype=np.float64), np.ascontiguousarray(a, dtype=np.float64)
+    return bool((e.view(np.uint64) == a.view(np.uint64)).all())
+
+
 def _same_finite_bits(e, a):
     """Whether e and a (same shape) hold the same bit patterns, every one a finite double: the
     common case, whose figures need no elementwise arithmetic (_identical)."""
-    return bool((e.view(np.uint64) == a.view(np.uint64)).all()) and bool(np.isfinite(e).all())
+    return same_bits(e, a) and bool(np.isfinite(e).all())
 
 
 def _identical(result, e, integers, tol, exp_label, act_label):
@@ -240,9 +247,6 @@ def bits_differ(expected, actual):
     one side only, another dtype or shape, or any element's bit pattern: -0.0 is not 0.0, a NaN
     only its own payload), sorted; [] when the maps are identical."""
     def same(e, a):
-        if e is None or a is None or e.dtype != a.dtype or e.shape != a.shape:
-            return False
-        ev, av = np.ascontiguousarray(e.values, dtype=np.float64), np.ascontiguousarray(a.values, dtype=np.float64)
-        return bool((ev.view(np.uint64) == av.view(np.uint64)).all())
+        return not (e is None or a is None or e.dtype != a.dtype or e.shape != a.shape) and same_bits(e.values, a.values)
 
     return [n for n in sorted(set(expected) | set(actual)) if not same(expected.get(n), actual.get(n))]

@@ -29,7 +29,6 @@ from pathlib import Path
 import numpy as np
 
 from . import decoded
-from . import engines as engines_mod
 from .compare import bits_differ, compare_named
 from .documents import DocumentError, case_difference, decode_tensors, read, read_bytes
 from .expectations import bound_checks
@@ -98,13 +97,6 @@ def plan(case, reference_doc, port_doc):
     return [[t0, t1] for n, (t0, t1) in enumerate(segments)
             if n == last or _state_digest(reference_doc, t0) is None
             or _state_digest(reference_doc, t0) != _state_digest(port_doc, t0)]
-
-
-def run_port(port_engine, cases, reference_dir, work, timeout):
-    """One port run replaying every segment of the given training cases (no free runs)."""
-    request = {case.id: dict(request_entry(case), from_dir=str(Path(reference_dir) / f"{case.id}.states"))
-               for case in cases}
-    return engines_mod.run(port_engine, [c.spec for c in cases], Path(work) / "port-replay", timeout, {"replay": request})
 
 
 def _state(path, case):
