@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import pytest
 
@@ -187,3 +188,37 @@ def test_a_regen_that_fails_before_the_swap_changes_nothing(repo_root, cases_dir
     assert "could not write the new goldens (No space left on device)" in err and "is as it was before" in err
     assert _snapshot(goldens) == before
     assert not [p for p in goldens.parent.iterdir() if p.name.startswith(".attention.new-")]  # staging removed
+
+
+def test_a_path_is_displayed_as_its_full_resolution_displays_it(tmp_path):
+    """Project.display remembers each directory's resolution: the text is the one
+    path.resolve().relative_to(root) gives, for links to directories and to files (resolved afresh,
+    even when a link appears after its directory was remembered), missing files, '..' and paths
+    outside the root."""
+    from verify.cli import Project
+    root = tmp_path / "root"
+    (root / "golden" / "ref").mkdir(parents=True)
+    (root / "elsewhere").mkdir()
+    (root / "golden" / "ref" / "a.json").write_text("{}")
+    (root / "linked").symlink_to(root / "golden" / "ref")
+    (root / "golden" / "ref" / "b.json").symlink_to(root / "elsewhere" / "x.json")
+    (tmp_path / "outside").mkdir()
+    (root / "golden" / "out").symlink_to(tmp_path / "outside")
+    project = Project.__new__(Project)
+    project.root, project._dirs = root, {}
+
+    def expected(path):
+        try:
+            return str(path.resolve().relative_to(root))
+        except ValueError:
+            return str(path)
+
+    paths = [root / "golden" / "ref" / n for n in ("a.json", "b.json", "missing.json", ".", "..")]
+    paths += [root / "linked" / "a.json", root / "linked" / "b.json", root / "golden" / "ref" / ".." / "ref" / "a.json",
+              root / "golden" / "out" / "c.json", tmp_path / "outside" / "c.json", root / "golden" / "nowhere" / "z",
+              root, tmp_path.anchor, "relative/path.json"]
+    for _ in range(2):  # the second time from the remembered directories
+        for path in paths:
+            assert project.display(path) == expected(Path(path)), path
+    (root / "golden" / "ref" / "late.json").symlink_to(root / "elsewhere" / "y.json")  # in a remembered directory
+    assert project.display(root / "golden" / "ref" / "late.json") == "elsewhere/y.json"

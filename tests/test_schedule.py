@@ -153,6 +153,37 @@ def test_costs_come_from_the_previous_report_else_the_static_table(tmp_path):
     assert schedule.estimate_costs(specs, report) == schedule.estimate_costs(specs, None)  # only a hint
 
 
+@pytest.mark.parametrize("text", [
+    '{"cases": [{"id": "m", "seconds": {"reference": 3.5, "port": 2}}]}',
+    '{"cases": [{"id": "m", "seconds": {"reference": NaN, "port": Infinity}}]}',  # json reads them; orjson not
+    '{"cases": [{"id": "m", "seconds": {"reference": 1e400, "port": -1}}]}',  # beyond float64: json's inf
+    '{"cases": [{"id": "m", "seconds": {"reference": 123456789012345678901234567890}}]}',  # beyond 64 bits
+    '{"cases": [{"id": "\\ud800", "seconds": {}}, {"id": "m", "seconds": {"port": 4}}]}',  # a lone surrogate
+    '\ufeff{"cases": [{"id": "m", "seconds": {"reference": 3.0}}]}',  # a byte order mark: json refuses it
+    '{"cases": [{"id": "m", "seconds": {"reference": 1}}, {"id": "m", "seconds": {"reference": 2}}]}',
+    '{"cases": [{"id": "m", "seconds": {"reference": 1, "reference": 5}}]}',  # the last of a repeated key
+    '{"cases": {"id": "m"}}', '[]', '{"cases": [{"seconds": {"port": 1}}]}', '{"cases": [' * 3000 + ']' * 3000 + '}',
+    '{"cases": [{"id": "m", "seconds": {"reference": 3.0}}]}\r\n',
+])
+def test_the_previous_report_is_read_as_json_reads_it(tmp_path, monkeypatch, text):
+    """estimate_costs reads the previous report with orjson: the costs are those json's reading
+    gives (or json's error: the static table), whatever the text."""
+    specs = [spec("train.r", op="train_reversal"), spec("m", op="masked_softmax")]
+    report = tmp_path / "previous.json"
+    report.write_bytes(text.encode("utf-8", "surrogatepass"))
+
+    def costs(reader):
+        monkeypatch.setattr(schedule, "_read_report", reader)
+        try:
+            return schedule.estimate_costs(specs, report)
+        except RecursionError:
+            return RecursionError  # json's own, as it always was
+
+    by_orjson = costs(schedule._read_report)
+    assert by_orjson == costs(lambda path: json.loads(path.read_text(encoding="utf-8")))
+    assert by_orjson is RecursionError or by_orjson[("port", "m")] > 0
+
+
 # --- when a replay becomes available: both engines have reported the case ------------------
 
 SEGMENTS = [[0, 1], [1, 2], [2, 3]]

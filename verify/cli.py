@@ -270,13 +270,30 @@ class Project:
             raise InputError(str(exc)) from None
         self.cases_dir = getattr(args, "cases_dir", None) or self.root / "cases" / suite_name
         self.golden_dir = getattr(args, "golden_dir", None) or self.root / "golden" / suite_name
+        self._dirs = {}  # display(): a directory -> its resolution
 
     def display(self, path):
         path = Path(path)
         try:
-            return str(path.resolve().relative_to(self.root))
+            return str(self._resolve(path).relative_to(self.root))
         except ValueError:
             return str(path)
+
+    def _resolve(self, path):
+        """path.resolve(), with each directory's resolution remembered (a run shows hundreds of
+        goldens in two directories and the cases of a dozen catalogue files): resolving dir/name,
+        name neither "." nor "..", is resolving dir, then name within it, whose symbolic link (if
+        it is one) is resolved afresh. An absolute path only (the directory is the same one
+        whatever the working directory); the directories are taken to stay as they are during
+        one invocation."""
+        text = str(path)
+        parent, name = os.path.split(text)
+        if not os.path.isabs(text) or name in ("", ".", ".."):
+            return path.resolve()
+        if parent not in self._dirs:
+            self._dirs[parent] = str(Path(parent).resolve())  # its error (a loop of links) is never remembered
+        found = os.path.join(self._dirs[parent], name)
+        return path.resolve() if os.path.islink(found) else Path(found)
 
     def context(self, timeout):
         return suite.Context(self.root, self.suite, self.schemas, Path(self.golden_dir), timeout, self.display)

@@ -270,12 +270,29 @@ class _GoldenQuick:
                               "properties", "$defs"))
 
     def _case_ok(self, case):
+        """Whether the echoed case is valid, remembered by its JSON text, keys sorted (types kept:
+        2 and 2.0, 1 and true, null and NaN differ). The text is orjson's (a tenth of json's cost),
+        under which a case found again is taken to be the one remembered only if it also equals it
+        (==): orjson writes NaN and Infinity as null and a tuple, UUID or enum as the JSON value they
+        stand for, and == tells those apart, while 2 and 2.0, 1 and true, 0.0 and -0.0 (equal) have
+        different texts; so two equal cases with the same orjson text have the same json text, and
+        the answer is the one json's key gave. Anything else (orjson refuses it, or == disagrees)
+        takes json's key, as before; only a case json's key remembers is remembered by orjson's."""
+        try:
+            fast = orjson.dumps(case, option=orjson.OPT_SORT_KEYS)
+            seen = self._cases.get(fast)  # bytes: never one of json's str keys
+            if seen is not None and seen[0] == case:
+                return seen[1]
+        except (TypeError, ValueError, RecursionError):
+            fast = seen = None
         try:
             key = json.dumps(case, sort_keys=True)  # types kept: 2 and 2.0, 1 and true, null and NaN differ
         except (TypeError, ValueError, RecursionError):
             return self.case.is_valid(case)
         if key not in self._cases:
             self._cases[key] = self.case.is_valid(case)
+        if fast is not None and seen is None:
+            self._cases[fast] = (case, self._cases[key])
         return self._cases[key]
 
     def _name_ok(self, name):
@@ -364,7 +381,29 @@ def decode_tensors(document):
 
 def case_difference(catalogue_case, echoed, where="case"):
     """None when the echoed case equals the catalogue's (numbers by value: 2 == 2.0, but a
-    boolean is not a number); otherwise where and how they differ."""
+    boolean is not a number); otherwise where and how they differ.
+
+    The common answer, None for an echo that is the catalogue's case to the byte, costs two
+    orjson texts (keys sorted) instead of a walk: for JSON values (dicts with str keys, lists,
+    str, int, float, bool, None: what parse() gives), the same text means the same tree with the
+    same kind at every node (an int is written without '.' or 'e', a float with one, a float
+    as its shortest repr, so the same text is the same value), on which _case_difference finds
+    nothing. Only such text goes that way: `==` must hold too (it does wherever None is the
+    answer, and not for a tuple against a list, a UUID or a plain enum against what it is
+    written as), the text must hold no null (orjson's NaN and Infinity), and orjson refuses
+    subclasses, dataclasses, dates, non-str keys and integers beyond 64 bits (the walk then
+    decides, as it does for 2 against 2.0 or true against 1, whose texts differ). The one other
+    input that would pass is an Enum member with str values against its str, which no parser
+    gives. tests/test_documents.py checks the two paths agree."""
+    try:
+        if catalogue_case == echoed:
+            options = (orjson.OPT_SORT_KEYS | orjson.OPT_PASSTHROUGH_SUBCLASS | orjson.OPT_PASSTHROUGH_DATACLASS
+                       | orjson.OPT_PASSTHROUGH_DATETIME)
+            text = orjson.dumps(catalogue_case, option=options)
+            if b"null" not in text and text == orjson.dumps(echoed, option=options):
+                return None
+    except (TypeError, ValueError, RecursionError):
+        pass  # not text orjson writes (or nested too deeply for ==): the walk decides
     try:
         return _case_difference(catalogue_case, echoed, where)
     except RecursionError:
