@@ -193,3 +193,46 @@ def test_trim_removes_the_least_recently_used_entries(memo, schemas):
     assert entries[0] not in kept and entries[-1] in kept
     assert sum(e.stat().st_size for e in kept) <= (sum(sizes) - 1) * 3 // 4
     assert not stale.exists()
+
+
+def test_a_pinned_file_is_hashed_once_and_again_after_any_write(memo, tmp_path, monkeypatch):
+    import hashlib
+    import time
+
+    from verify import models
+
+    data = bytes(range(256)) * 64
+    (tmp_path / "model").mkdir()
+    path = tmp_path / "model" / "model.safetensors"
+    path.write_bytes(data)
+    source = models.Source(model="fake", package="fake", version="0", module="fake", wheel="fake.whl", wheel_size=0,
+                           wheel_sha256="", files={"model.safetensors": (len(data), hashlib.sha256(data).hexdigest())})
+    hashed = []
+    real = models.sha256_file
+    monkeypatch.setattr(models, "sha256_file", lambda p: hashed.append(p) or real(p))
+    with decoded.active(memo):
+        monkeypatch.setattr(models, "_checked", {})
+        assert models.problem(tmp_path / "model", source) is None and len(hashed) == 1
+        monkeypatch.setattr(models, "_checked", {})  # a later run: a new process
+        assert models.problem(tmp_path / "model", source) is None and len(hashed) == 1, "hashed again"
+        before = path.stat()
+        time.sleep(0.05)
+        path.write_bytes(data[::-1])  # the same size, other bytes, and the modification time put back
+        os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+        monkeypatch.setattr(models, "_checked", {})
+        assert "SHA-256 is not the pinned one" in models.problem(tmp_path / "model", source)
+        assert len(hashed) == 2
+    monkeypatch.setattr(models, "_checked", {})
+    path.write_bytes(data)
+    assert models.problem(tmp_path / "model", source) is None and len(hashed) == 3  # no memo: hashed
+
+
+@pytest.mark.parametrize("value", [b"1e999", b"-1e999", str(2 ** 70).encode()], ids=["inf", "-inf", "2**70"])
+def test_a_field_json_would_not_give_back_exactly_is_never_kept(memo, value):
+    data = _document(EDGES)
+    data = data[:-1] + b', "extra": ' + value + b"}"  # the stdlib's reading: an infinity, an int beyond 64 bits
+    expected = _plain(data)
+    for _ in range(2):
+        found = _through(memo, data)
+        assert found[0]["extra"] == expected[0]["extra"] and type(found[0]["extra"]) is type(expected[0]["extra"])
+    assert memo.stored == 0 and memo.hits == 0

@@ -24,7 +24,6 @@ path. The memo is kept under MAX_BYTES by removing the entries used least recent
 
 import contextlib
 import hashlib
-import json
 import os
 import struct
 import sys
@@ -34,6 +33,7 @@ import uuid
 from pathlib import Path
 
 import numpy as np
+import orjson
 
 from .compare import Tensor
 from .documents import decode_tensors, parse_bytes
@@ -81,6 +81,27 @@ def check(schemas, name, data, document):
     schemas.check(name, document)
     if memo is not None:
         memo.mark_valid(name, digest)
+
+
+def _file_key(path, info, digest):
+    """What identifies a file's content on disk without reading it: its path, device and inode,
+    size, and modification and change times (the change time moves with any write and cannot be
+    set back), with the SHA-256 it was pinned to."""
+    return hashlib.sha256(f"{path}\0{info.st_dev}\0{info.st_ino}\0{info.st_size}\0{info.st_mtime_ns}\0"
+                          f"{info.st_ctime_ns}\0{digest}".encode()).hexdigest()
+
+
+def file_seen_intact(path, info, digest):
+    """Whether the active memo saw the file at path, as it is on disk now (os.stat's `info`), hash
+    to its pinned `digest` in an earlier run (a pretrained model's files, 90 MB hashed otherwise)."""
+    memo = _active
+    return memo is not None and memo._valid_path("file", _file_key(path, info, digest)).is_file()
+
+
+def mark_file_intact(path, info, digest):
+    """Remember, in the active memo, that the file hashed to its pinned digest as it is on disk now."""
+    if _active is not None:
+        _active.mark_valid("file", _file_key(path, info, digest))
 
 
 @contextlib.contextmanager
@@ -232,8 +253,10 @@ def _pack(checked, doc, tensors):
     for part in PARTS:
         skeleton[part] = {name: {k: v for k, v in body.items() if k != "data"} for name, body in doc[part].items()}
         layout += [[part, name, t.dtype, list(t.shape)] for name, t in tensors[part].items()]
-    header = json.dumps({"checked": checked, "doc": skeleton, "tensors": layout},
-                        allow_nan=False, separators=(",", ":")).encode()
+    head = {"checked": checked, "doc": skeleton, "tensors": layout}
+    header = orjson.dumps(head)  # TypeError beyond 64-bit integers; NaN and infinities become null:
+    if orjson.loads(header) != head:  # a document whose fields JSON would not give back exactly is not kept
+        raise ValueError("not carried exactly by JSON")
     header += b" " * (-(_HEAD.size + len(header)) % 8)
     values = [np.ascontiguousarray(tensors[part][name].values, dtype="<f8").ravel() for part, name, _, _ in layout]
     body = _HEAD.pack(MAGIC, len(header)) + header + b"".join(v.tobytes() for v in values)
@@ -248,7 +271,7 @@ def _unpack(buf, checked):
     magic, length = _HEAD.unpack_from(buf)
     if magic != MAGIC:
         raise ValueError("not an entry of this format")
-    header = json.loads(bytes(buf[_HEAD.size:_HEAD.size + length]))
+    header = orjson.loads(memoryview(buf)[_HEAD.size:_HEAD.size + length])
     if checked and not header["checked"]:
         return None
     offset = _HEAD.size + length
