@@ -19,7 +19,8 @@ data (JSON), the tensors' names, dtypes and shapes, their values as little-endia
 SHA-256 of all that: it is written whole (a temporary file, then a rename) and used only if its
 SHA-256 holds; anything else about it makes it a miss, decoded afresh and written again. Only a
 document that was read without error is kept, so every error is found, and worded, by the full
-path. The memo is kept under MAX_BYTES by removing the entries used least recently.
+path. The memo is kept under MAX_BYTES by removing the entries used least recently (after a run that
+kept new ones).
 """
 
 import contextlib
