@@ -389,9 +389,10 @@ def _verify(args, out, memo):
                                                   _policy(args), args.jobs, args.port_kernel, node_kept,
                                                   say=lambda text: print(text, file=out, flush=True), timings=timings)
             report["passed"] = report["passed"] and all(b["passed"] for b in report["browsers"].values())
-    if memo is not None and memo.stored:  # a run that kept nothing new left the memo no larger
-        with timings.section("document memo"):
-            memo.trim()
+    if memo is not None:
+        if memo.stored:  # a run that kept nothing new left the memo no larger
+            with timings.section("document memo"):
+                memo.trim()
         report["document_memo"] = memo.to_dict()
     main_report = project.root / (SUBSET_REPORT if args.case else DEFAULT_REPORT).format(suite=args.suite)
     json_paths = [main_report] + ([args.report] if args.report else [])
