@@ -1,7 +1,7 @@
-"""Node's module compile cache for the engines the runner starts (verify/engines.py,
-compile_cache_env; docs/performance.md): the port's processes keep their compiled modules under
-the cache root, a user's own NODE_COMPILE_CACHE or NODE_DISABLE_COMPILE_CACHE is left as it is,
-and the cache changes no byte of what the port writes."""
+"""Node's module compile cache for the checkout's own port (verify/engines.py, compile_cache_env;
+docs/performance.md): its processes keep their compiled modules under the cache root, a user's own
+NODE_COMPILE_CACHE or NODE_DISABLE_COMPILE_CACHE is left as it is, a --port-cmd (or a copy of the
+port with a planted fault) runs without it, and the cache changes no byte of what the port writes."""
 
 import os
 
@@ -18,12 +18,12 @@ def test_the_cache_sits_under_the_cache_root_unless_the_user_chose():
     assert engines.compile_cache_env(dict(root, NODE_DISABLE_COMPILE_CACHE="1")) == {}
 
 
-def _run(repo_root, out, monkeypatch, environ):
+def _run(repo_root, out, monkeypatch, environ, port_cmd=None):
     for name in ("NODE_COMPILE_CACHE", "NODE_DISABLE_COMPILE_CACHE"):
         monkeypatch.delenv(name, raising=False)
     for name, value in environ.items():
         monkeypatch.setenv(name, value)
-    run = engines.run(engines.port_engine(repo_root), SPECS, out, 120)
+    run = engines.run(engines.port_engine(repo_root, port_cmd), SPECS, out, 120)
     assert run.statuses["t.softmax"]["ok"], run.statuses
     return (out / "t.softmax.json").read_bytes()
 
@@ -39,3 +39,10 @@ def test_the_port_keeps_its_compiled_modules_and_writes_the_same_bytes(repo_root
                {"ATTENTION_PARITY_CACHE": str(tmp_path / "other"), "NODE_DISABLE_COMPILE_CACHE": "1"})
     assert off == cold
     assert not (tmp_path / "other" / "node-compile-cache").exists()
+
+
+def test_another_port_command_runs_without_it(repo_root, node, tmp_path, monkeypatch):
+    cache = tmp_path / "cache"
+    out = _run(repo_root, tmp_path / "other", monkeypatch, {"ATTENTION_PARITY_CACHE": str(cache)},
+               port_cmd=f"{node} port_ts/src/cli.ts run")
+    assert out and not (cache / "node-compile-cache").exists()

@@ -33,6 +33,7 @@ class Engine:
     argv: list
     cwd: Path
     fields: dict = field(default_factory=dict)  # request fields for this engine only (the port's "kernel")
+    compile_cache: bool = False  # run with Node's module compile cache (compile_cache_env): the checkout's own port
 
     @property
     def command(self):
@@ -93,21 +94,24 @@ def port_engine(root, port_cmd=None, kernel=None):
         return Engine("port", _split("--port-cmd", port_cmd, "node my/cli.ts run"), Path(root),
                       {"kernel": kernel} if kernel else {})
     return Engine("port", [str(node_binary()), "port_ts/src/cli.ts", "run", *(["--kernel", kernel] if kernel else [])],
-                  Path(root))
+                  Path(root), compile_cache=True)
 
 
 def browser_engine(root, name, kernel=None):
     """The port's core in a real browser (port_ts/browser/engine.ts, docs/browsers.md)."""
     return Engine("port", [str(node_binary()), "port_ts/browser/engine.ts", "--browser", name, "run",
-                           *(["--kernel", kernel] if kernel else [])], Path(root))
+                           *(["--kernel", kernel] if kernel else [])], Path(root), compile_cache=True)
 
 
 COMPILE_CACHE = "NODE_COMPILE_CACHE"  # Node's module compile cache: the port's counterpart of __pycache__
 
 
 def compile_cache_env(environ):
-    """{NODE_COMPILE_CACHE: <cache root>/node-compile-cache} for an engine's environment, unless
-    it names a directory of its own or turns the cache off (NODE_DISABLE_COMPILE_CACHE): {} then.
+    """{NODE_COMPILE_CACHE: <cache root>/node-compile-cache} for the environment of the checkout's
+    own port (its command line and its browser engines; never a --port-cmd, nor the copies `verify
+    faults` plants its faults in, whose every module would be kept again under its own path),
+    unless it names a directory of its own or turns the cache off (NODE_DISABLE_COMPILE_CACHE): {}
+    then.
 
     Node then keeps the V8 code of every module it compiles (the port's TypeScript, once its
     types are stripped), keyed by the module's source, and reuses it while the source is the
@@ -123,7 +127,7 @@ def cached(real, cache_dir):
     """An engine answering from a kept run in cache_dir (verify/cached_engine.py); a replay request
     still goes to `real`."""
     return Engine(real.name, [sys.executable, "-m", "verify.cached_engine", str(cache_dir), "--", *real.argv], real.cwd,
-                  dict(real.fields))
+                  dict(real.fields), real.compile_cache)
 
 
 def engines_of(root, args):
@@ -298,7 +302,8 @@ def run(engine, case_specs, out_dir, timeout, extra=None, on_status=None, kind=N
     request = json.dumps({"protocol": PROTOCOL, "out_dir": str(out_dir), **items, **engine.fields, **(extra or {})})
     request = request.encode("utf-8")
     env, tag = lifecycle.engine_env()
-    env.update(compile_cache_env(env))
+    if engine.compile_cache:
+        env.update(compile_cache_env(env))
     started = time.monotonic()
     deadline = started + timeout
     try:
