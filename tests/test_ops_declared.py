@@ -231,9 +231,14 @@ def test_axis_names_from_the_shared_rules_follow_their_glob_patterns():
              {"names": [], "axes": ["never"]},
              {"names": ["[ab]*", "x.*.y"], "axes": {"1": ["i"], "2": ["i", "j"]}},
              {"names": ["*"], "axes": ["all"]}]
-    d = Declarations({"rules": rules, "ops": {"op": {"axes": {"own": ["o"], "own.*": ["p", "q"]}}}})
+    # the op's own keys: exact names (never compiled to a pattern) and each of fnmatch's special
+    # characters ('*', '?', a set), each a pattern
+    own_axes = {"own": ["o"], "own.*": ["p", "q"], "w?": ["r"], "[xy].k": ["s"], "plain.name": ["t", "u"],
+                "own.z": ["z"]}
+    d = Declarations({"rules": rules, "ops": {"op": {"axes": own_axes}}})
     names = ["lab.weights", "weights", "attn1", "attn12", "a", "b.c", "c", "x.1.y", "x..y", "x.y", "own", "own.z",
-             "full.lab.weights", "", "A", "[ab]"]
+             "full.lab.weights", "", "A", "[ab]", "w1", "w", "x.k", "y.k", "z.k", "plain.name", "plain.names",
+             "full.w2"]
     for name in names:
         for ndim in (1, 2, 3):
             bare = name[len("full."):] if name.startswith("full.") else name
