@@ -280,3 +280,59 @@ def test_verify_cache_shows_prunes_and_clears(tmp_path, cache):
     assert list((cache / rc.MEMO).iterdir()), "the current decoder's documents are kept by --prune"
     cleared = cmd("--clear")
     assert "removed 1 " in cleared.stdout and "empty" in cleared.stdout and list(cache.iterdir()) == []
+
+
+def _checked(path):
+    """What fetch holds of a cache file it read and checked: its stat as read, and its bytes."""
+    return path.stat(), path.read_bytes()
+
+
+def test_a_hit_is_placed_as_a_link_to_the_very_file_read_and_checked(tmp_path):
+    source = tmp_path / "entry.json"
+    source.write_bytes(b'{"kept": 1}')
+    seen, data = _checked(source)
+    target = tmp_path / "run" / "entry.json"
+    target.parent.mkdir()
+    rc._place(source, seen, data, target)
+    assert target.read_bytes() == data and os.path.samefile(source, target)
+
+
+def test_a_file_written_since_it_was_checked_is_placed_as_a_copy_of_the_checked_bytes(tmp_path):
+    """The cache's file written in place between the check and the link (same inode, another size
+    or time): the run gets the bytes that were checked, never the file's new ones, and no link
+    into the cache."""
+    source = tmp_path / "entry.json"
+    source.write_bytes(b'{"kept": 1}')
+    seen, data = _checked(source)
+    with open(source, "r+b") as fh:  # in place: the inode is the one read
+        fh.write(b'{"kept": 2}')
+    os.utime(source, ns=(seen.st_atime_ns, seen.st_mtime_ns + 1_000_000))  # a coarse clock: move the time on
+    target = tmp_path / "run.json"
+    rc._place(source, seen, data, target)
+    assert target.read_bytes() == b'{"kept": 1}' and not os.path.samefile(source, target)
+
+
+def test_a_file_replaced_since_it_was_checked_is_placed_as_a_copy_of_the_checked_bytes(tmp_path):
+    source = tmp_path / "entry.json"
+    source.write_bytes(b'{"kept": 1}')
+    seen, data = _checked(source)
+    other = tmp_path / "other.json"
+    other.write_bytes(b'{"kept": 1}')  # the same bytes, another file: not what was read
+    os.replace(other, source)
+    target = tmp_path / "run.json"
+    rc._place(source, seen, data, target)
+    assert target.read_bytes() == data and not os.path.samefile(source, target)
+
+
+def test_where_a_link_is_refused_the_checked_bytes_are_copied(tmp_path, monkeypatch):
+    source = tmp_path / "entry.json"
+    source.write_bytes(b'{"kept": 1}')
+    seen, data = _checked(source)
+
+    def refuse(*args, **kwargs):
+        raise OSError(18, "Invalid cross-device link")
+
+    monkeypatch.setattr(rc.os, "link", refuse)
+    target = tmp_path / "run.json"
+    rc._place(source, seen, data, target)
+    assert target.read_bytes() == data and not os.path.samefile(source, target)
