@@ -222,3 +222,29 @@ def test_a_path_is_displayed_as_its_full_resolution_displays_it(tmp_path):
             assert project.display(path) == expected(Path(path)), path
     (root / "golden" / "ref" / "late.json").symlink_to(root / "elsewhere" / "y.json")  # in a remembered directory
     assert project.display(root / "golden" / "ref" / "late.json") == "elsewhere/y.json"
+
+
+def test_a_run_hands_the_collector_back_as_it_found_it(repo_root, cases_dir, goldens, case_ids, tmp_path,  # noqa: F811
+                                                       monkeypatch):
+    """verify attention sets the modules' objects aside and collects less often while it runs
+    (verify/cli.py, _few_collections); called in-process, as the tests do, it leaves the collector's
+    thresholds as they were and nothing frozen, even when the run ends in an error."""
+    import gc
+
+    from verify import cli
+    thresholds = gc.get_threshold()
+    seen = []
+    real = cli.cmd_verify
+
+    def watched(args, out):
+        seen.append((gc.get_threshold()[0], gc.get_freeze_count() > 0))
+        return real(args, out)
+
+    monkeypatch.setattr(cli, "cmd_verify", watched)
+    monkeypatch.chdir(repo_root)
+    code = cli.main(["attention", "--cases-dir", str(cases_dir), "--golden-dir", str(goldens),
+                     "--report", str(tmp_path / "r.json"), "--case", case_ids[0]])
+    assert code == 0 and seen == [(cli.GC_FIRST, True)]
+    assert gc.get_threshold() == thresholds and gc.get_freeze_count() == 0
+    code = cli.main(["attention", "--cases-dir", str(cases_dir), "--golden-dir", str(goldens), "--case", "no_such_case"])
+    assert code == 2 and gc.get_threshold() == thresholds and gc.get_freeze_count() == 0

@@ -173,7 +173,7 @@ def same_bits(e, a):
     """Whether the float64 arrays e and a (same shape) hold the same bit patterns: -0.0 is not
     0.0, a NaN matches only its own payload."""
     e, a = np.ascontiguousarray(e, dtype=np.float64), np.ascontiguousarray(a, dtype=np.float64)
-    return bool((e.view(np.uint64) == a.view(np.uint64)).all())
+    return e.shape == a.shape and e.tobytes() == a.tobytes()  # one memcmp: a tenth of an elementwise == on small tensors
 
 
 def _same_finite_bits(e, a):

@@ -275,16 +275,21 @@ def _unpack(buf, checked):
     header = orjson.loads(memoryview(buf)[_HEAD.size:_HEAD.size + length])
     if checked and not header["checked"]:
         return None
-    offset = _HEAD.size + length
+    start = _HEAD.size + length
+    if (len(buf) - 32 - start) % 8:
+        raise ValueError("its values do not fill it")
+    every = np.frombuffer(buf, dtype="<f8", count=(len(buf) - 32 - start) // 8, offset=start)  # one view, sliced
     tensors = {part: {} for part in PARTS}
+    offset = 0
     for part, name, dtype, shape in header["tensors"]:
         count = 1
         for n in shape:
             count *= n
-        values = np.frombuffer(buf, dtype="<f8", count=count, offset=offset).reshape(shape)
-        tensors[part][name] = Tensor(dtype=dtype, values=values)
-        offset += 8 * count
-    if offset != len(buf) - 32:
+        if offset + count > every.size:
+            raise ValueError("its values do not fill it")
+        tensors[part][name] = Tensor(dtype=dtype, values=every[offset:offset + count].reshape(shape))
+        offset += count
+    if offset != every.size:
         raise ValueError("its values do not fill it")
     return header["doc"], tensors
 

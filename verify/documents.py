@@ -115,8 +115,9 @@ def read_bytes(path, limit=MAX_BYTES):
         if info.st_size > limit:
             raise DocumentError(f"it holds {info.st_size} bytes, more than the {limit} allowed")
         chunks, size = [], 0
+        want = info.st_size + 1  # the whole file and a byte more in one read (a 1 MB buffer per read cost more than the read)
         while size <= limit:
-            chunk = os.read(fd, min(1 << 20, limit + 1 - size))
+            chunk = os.read(fd, min(max(want - size, 1 << 16), limit + 1 - size))
             if not chunk:
                 break
             chunks.append(chunk)
