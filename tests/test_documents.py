@@ -165,6 +165,28 @@ def test_both_engines_write_the_same_golden_layout_and_values(node, repo_root):
     assert '"NaN", "Infinity", "-Infinity"' in port.stdout and ", -0.0, " in port.stdout and ", -0.0, " in ref
 
 
+def test_a_list_of_scalars_is_written_as_each_scalar_would_be(repo_root):
+    """The reference writes a list of plain scalars with json in one call (reference/core/golden.py,
+    _scalars): the same text as scalar by scalar (_scalar), NaN and the infinities still as
+    strings, a NumPy scalar still as its repr (neither is json's to write), on random doubles
+    across the whole range, subnormals and signed zeros included."""
+    import numpy as np
+
+    from reference.core import golden
+    rng = random.Random(7)
+    doubles = [rng.random() * 10.0 ** rng.randint(-320, 307) * rng.choice((1, -1)) for _ in range(2000)]
+    plain = doubles + [0.0, -0.0, 5e-324, 1e16, 1e22, 2.0 ** 53 + 1, 0.1, 3, -7, 2 ** 70, True, False, None,
+                       "caf\u00e9 \"q\"", "\x7f\u2028"]
+    by_scalar = lambda values: "[" + ", ".join(golden._scalar(v) for v in values) + "]"  # noqa: E731
+    assert golden._scalars(plain) == by_scalar(plain)
+    for odd in ([math.nan], [math.inf, 1.0], [-math.inf], [np.float64(1.5)], [1.0, np.float64(-0.0)]):
+        assert golden._scalars(plain + odd) == by_scalar(plain + odd), odd
+    assert golden.dumps({"a": [math.nan, 1.0]}) == '{\n  "a": ["NaN", 1.0]\n}'
+    for odd in (object(), np.int64(3)):  # refused, as scalar by scalar
+        with pytest.raises(TypeError, match="into a golden"):
+            golden._scalars([1.0, odd])
+
+
 def test_a_golden_is_written_whole_or_not_at_all(tmp_path):
     """The runner reads a training run's states while the reference still writes them
     (docs/runner.md, "Scheduling"): a reader finds the old document or the new one, never a

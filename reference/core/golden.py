@@ -61,6 +61,22 @@ def _scalar(v):
     raise TypeError(f"cannot write {type(v).__name__} into a golden")
 
 
+def _scalars(values):
+    """A list of scalars on one line. json writes the common one, every number finite and every
+    element a Python bool, int, float, str or None, as _scalar would (repr of a float, str of an
+    int, json's string), in C; anything else (NaN or an infinity, which json refuses here; a
+    subclass such as NumPy's float64, whose repr differs) goes element by element."""
+    if set(map(type, values)) <= _PLAIN:
+        try:
+            return json.dumps(values, allow_nan=False)
+        except ValueError:  # a NaN or an infinity: written as strings below
+            pass
+    return "[" + ", ".join(_scalar(v) for v in values) + "]"
+
+
+_PLAIN = frozenset((float, int, bool, str, type(None)))
+
+
 def dumps(value, indent=0):
     """The golden text of value (dicts, lists, numbers, strings)."""
     pad = "  " * (indent + 1)
@@ -71,7 +87,7 @@ def dumps(value, indent=0):
         return "{\n" + ",\n".join(items) + "\n" + "  " * indent + "}"
     if isinstance(value, (list, tuple)):
         if all(not isinstance(v, (dict, list, tuple)) for v in value):
-            return "[" + ", ".join(_scalar(v) for v in value) + "]"
+            return _scalars(value)
         items = [pad + dumps(v, indent + 1) for v in value]
         return "[\n" + ",\n".join(items) + "\n" + "  " * indent + "]"
     return _scalar(value)
