@@ -181,6 +181,8 @@ def test_a_list_of_scalars_is_written_as_each_scalar_would_be(repo_root):
     assert golden._scalars(plain) == by_scalar(plain)
     for odd in ([math.nan], [math.inf, 1.0], [-math.inf], [np.float64(1.5)], [1.0, np.float64(-0.0)]):
         assert golden._scalars(plain + odd) == by_scalar(plain + odd), odd
+    for n in range(golden._LONG + 2):  # either side of where json takes over
+        assert golden._scalars(plain[:n]) == by_scalar(plain[:n])
     assert golden.dumps({"a": [math.nan, 1.0]}) == '{\n  "a": ["NaN", 1.0]\n}'
     for odd in (object(), np.int64(3)):  # refused, as scalar by scalar
         with pytest.raises(TypeError, match="into a golden"):
