@@ -89,7 +89,10 @@ def test_show_re_renders_the_failing_report_and_selects_cases(failing_run, repo_
 def test_the_default_report_is_written_on_every_run(failing_run, repo_root, schemas):  # noqa: F811
     default = repo_root / "reports" / "verify-attention.json"
     assert default.is_file()
-    schemas.check("report", parse(default.read_text()))
+    report = parse(default.read_text())
+    schemas.check("report", report)
+    from verify import schedule  # beside it, its seconds for the next run's schedule, stamped with it
+    assert schedule._kept_seconds(default) == schedule._seconds_of(report["cases"]) != {}
 
 
 # --- decodes, training curves, axes (synthetic, no engines) --------------------------------------

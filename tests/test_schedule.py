@@ -153,6 +153,36 @@ def test_costs_come_from_the_previous_report_else_the_static_table(tmp_path):
     assert schedule.estimate_costs(specs, report) == schedule.estimate_costs(specs, None)  # only a hint
 
 
+def test_the_seconds_kept_beside_the_report_stand_for_that_report_only(tmp_path, monkeypatch):
+    """The runner keeps the report's seconds beside it (schedule.seconds_path), stamped with the
+    report file as written; the next estimate reads them instead of the 2 MB report while the
+    report is that file, and the report itself once it is rewritten, replaced or gone, or when
+    what is kept is not of this format."""
+    specs = [spec("train.r", op="train_reversal"), spec("m", op="masked_softmax")]
+    report = tmp_path / "previous.json"
+    cases = [{"id": "m", "seconds": {"reference": 3.0, "port": 1.5}}]
+    report.write_text(json.dumps({"cases": cases}))
+    schedule.seconds_path(report).write_text(schedule.seconds_text(report, cases))
+    parsed = []
+    real = schedule._read_report
+
+    def counted(path):
+        parsed.append(path)
+        return real(path)
+
+    monkeypatch.setattr(schedule, "_read_report", counted)
+    costs = schedule.estimate_costs(specs, report)
+    assert (costs[("reference", "m")], costs[("port", "m")]) == (3.0, 1.5) and parsed == []
+    report.write_text(json.dumps({"cases": [{"id": "m", "seconds": {"reference": 7.0, "port": 2.5}}]}))  # rewritten
+    costs = schedule.estimate_costs(specs, report)
+    assert (costs[("reference", "m")], costs[("port", "m")]) == (7.0, 2.5) and parsed == [report]
+    schedule.seconds_path(report).write_text(schedule.seconds_text(report, cases).replace('"format": 1', '"format": 9'))
+    assert schedule.estimate_costs(specs, report)[("reference", "m")] == 7.0 and len(parsed) == 2
+    schedule.seconds_path(report).write_text(schedule.seconds_text(report, cases))
+    report.unlink()
+    assert schedule.estimate_costs(specs, report) == schedule.estimate_costs(specs, None)  # no report: no hint
+
+
 @pytest.mark.parametrize("text", [
     '{"cases": [{"id": "m", "seconds": {"reference": 3.5, "port": 2}}]}',
     '{"cases": [{"id": "m", "seconds": {"reference": NaN, "port": Infinity}}]}',  # json reads them; orjson not

@@ -23,7 +23,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from . import advice, catalogue, engines, goldens, lifecycle, models, suite
+from . import advice, catalogue, engines, goldens, lifecycle, models, schedule, suite
 # browsers, diff, export, faults, html and junit are imported by the commands and options that use
 # them: `verify attention` alone does not pay for their imports.
 from . import decoded, reference_cache
@@ -399,6 +399,9 @@ def _verify(args, out, memo):
     main_report = project.root / (SUBSET_REPORT if args.case else DEFAULT_REPORT).format(suite=args.suite)
     json_paths = [main_report] + ([args.report] if args.report else [])
     _write_outputs(args, report, timings, out, json_paths)
+    if main_report == previous:  # the report the next run's schedule reads its seconds from
+        _write(schedule.seconds_path(previous), schedule.seconds_text(previous, report["cases"]),
+               "seconds of the report")
     report["timings"] = timings.to_dict()
     written = [project.display(p) for p in json_paths + [p for p in (args.html, args.junit) if p]]
     with timings.section("report: terminal"):
