@@ -173,3 +173,28 @@ def test_clean_data_by_its_quick_look_gives_what_the_walk_gives():
         if json.dumps(walked) == json.dumps(value):
             assert quick is value  # nothing to change: not copied
     check()
+
+
+def test_a_case_line_reads_back_as_the_case_whichever_writer_wrote_it():
+    """report.dumps writes a case with orjson where the text reads back as that very case (ASCII,
+    equal when read again), else with json: either way the JSON report holds the same values. A NaN
+    or an infinity (orjson would write null) and a non-ASCII character (orjson would write it as
+    it is) are json's, so they still reach the report as "NaN" strings and \\u escapes."""
+    from verify.report import _case_line
+    compact = dict(separators=(",", ":"), allow_nan=False)
+    for case in sample_report("nothing to escape")["cases"] + [{"id": "x", "tol": 1e-06, "big": 1e300, "neg": -0.0,
+                                                                "ints": [0, -3, 2 ** 63 - 1], "none": None}]:
+        try:
+            expected = json.loads(json.dumps(case, **compact))
+        except ValueError:  # a non-finite number: json's refusal, from either writer
+            with pytest.raises(ValueError):
+                _case_line(case, compact)
+            continue
+        assert json.loads(_case_line(case, compact)) == expected == case
+    assert _case_line({"id": "x", "at": (0, 1)}, compact) == '{"id":"x","at":[0,1]}'  # a tuple: json's
+    assert _case_line({"id": "caf\u00e9"}, compact) == '{"id":"caf\\u00e9"}'  # json's escape, not raw UTF-8
+    assert _case_line({"id": "x", "n": 2 ** 70}, compact) == '{"id":"x","n":%d}' % 2 ** 70
+    with pytest.raises(ValueError):  # json refuses a NaN here; dumps then writes it as a string
+        _case_line({"id": "x", "v": float("nan")}, compact)
+    doc = json.loads(dumps({"passed": False, "cases": [{"id": "x", "v": float("nan"), "w": float("-inf")}]}))
+    assert doc["cases"][0]["v"] == "NaN" and doc["cases"][0]["w"] == "-Infinity"
