@@ -189,10 +189,11 @@ def _same_file(a, b):
 def _place(source, seen, data, target):
     """Put the checked bytes `data` of the cache's file `source` (its stat `seen` as it was read) at
     target in the run's reference directory: a hard link to that very file when the link is the
-    file that was read and checked (_same_file), else a copy of the bytes. A link costs no writing (a copy of a full run's 21 MB took 0.06-0.15 s
-    of the runner's CPU, a link of it 3 ms); entries are never written in place (written whole,
-    then renamed) and nothing writes into a run's reference directory, so the link is as good as
-    the copy. Across file systems, or where links are refused, the copy it is."""
+    file that was read and checked (_same_file), else a copy of the bytes. A link costs no writing
+    (a copy of a full run's 21 MB took 0.06-0.15 s of the runner's CPU, a link of it 3 ms); entries
+    are never written in place (written whole, then renamed) and nothing writes into a run's
+    reference directory, so the link is as good as the copy. Across file systems, or where links
+    are refused, the copy it is."""
     try:
         os.link(source, target)
     except OSError:
@@ -219,8 +220,8 @@ class ReferenceCache:
         return self.base / key
 
     def fetch(self, specs, assets, out_dir):
-        """Copy the output of every case found in the cache into out_dir; returns {case id:
-        status line} for them (each status marked "from_cache")."""
+        """Place the output of every case found in the cache into out_dir (_place); returns {case
+        id: status line} for them (each status marked "from_cache")."""
         t0 = time.monotonic()
         answered = {}
         out_dir = Path(out_dir)
