@@ -72,14 +72,14 @@ def estimate_costs(specs, previous_report=None):
     return costs
 
 
+def _valid_seconds(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0
+
+
 def _seconds_of(cases):
     """{(engine label, case id): seconds} of a report's cases, each valid value."""
-    seen = {}
-    for case in cases:
-        for name, value in (case.get("seconds") or {}).items():
-            if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0:
-                seen[(name, case["id"])] = float(value)
-    return seen
+    return {(name, case["id"]): float(value) for case in cases
+            for name, value in (case.get("seconds") or {}).items() if _valid_seconds(value)}
 
 
 SECONDS_FORMAT = 1
@@ -115,8 +115,7 @@ def _kept_seconds(report):
                 or kept.get("report") != _stamp(Path(report).stat()):
             return None
         return {(name, case_id): float(value) for name, case_id, value in kept["seconds"]
-                if isinstance(name, str) and isinstance(case_id, str) and isinstance(value, (int, float))
-                and not isinstance(value, bool) and value >= 0}
+                if isinstance(name, str) and isinstance(case_id, str) and _valid_seconds(value)}
     except (OSError, ValueError, TypeError, KeyError):
         return None
 
