@@ -147,6 +147,26 @@ def test_both_paths(monkeypatch, ratio):
         assert_same_bits(ops.sum_last(x), loop_sum_last(x), f"ratio {ratio}: sum_last {x.shape}")
 
 
+@pytest.mark.parametrize("small", [0, 10**12])
+def test_small_blocks_and_the_scratch_path(monkeypatch, small):
+    """_SMALL 0 sends every product and sum_last through the scratch array's blocks, 1e12 every
+    one with two outputs or more through one fresh block from the operands as they are (strided,
+    broadcast): the same bits either way, on the random shapes and the model's."""
+    monkeypatch.setattr(ops, "_SMALL", small)
+    rng = np.random.default_rng(small % 997)
+    for _ in range(150):
+        a, b = random_case(rng)
+        assert_same_bits(ops.matmul(a, b), loop_matmul(a, b), f"small {small}: {a.shape} @ {b.shape}")
+        bt = np.ascontiguousarray(np.swapaxes(b, -1, -2))
+        assert_same_bits(ops.matmul_nt(a, bt), loop_matmul(a, b), f"small {small}: nt {a.shape} {bt.shape}")
+        x = wild(rng, a.shape)
+        assert_same_bits(ops.sum_last(x), loop_sum_last(x), f"small {small}: sum_last {x.shape}")
+    for sa, sb in [((64, 2, 7, 8), (64, 2, 8, 7)), ((448, 16), (16, 13)), ((2, 7, 8), (8, 8))]:
+        a, b = wild(rng, sa), wild(rng, sb)
+        a_view = np.ascontiguousarray(a.swapaxes(-1, -2)).swapaxes(-1, -2)
+        assert_same_bits(ops.matmul(a_view, b), loop_matmul(a, b), f"small {small}: {sa} (strided) @ {sb}")
+
+
 def test_negative_zeros_sum_to_positive_zero():
     """The loop starts from +0.0: a sum of -0.0 terms is +0.0 (a reduction that began with the
     first term would give -0.0)."""
@@ -208,3 +228,23 @@ def test_one_column_would_be_summed_pairwise():
         padded = np.concatenate([col, np.zeros_like(col)], axis=1)
         assert bits(np.add.reduce(padded, axis=0)[0]) == bits(in_order)
     assert differs, "one column should have been summed in another order at least once"
+
+
+def test_products_are_the_products_and_einsum_is_never_asked_to_sum():
+    """ops._products (np.einsum, no summed index) writes each term as the one rounded product,
+    +0.0 where the product is -0.0 (the same term of a sum from +0.0); np.einsum asked to sum
+    over a contiguous k gives other bits than the loop, which is why it never sums."""
+    rng = np.random.default_rng(3)
+    a, b = wild(rng, (9, 1, 672)), wild(rng, (9, 1, 64))  # (K, L, M), (K, L, N)
+    for spec, want in (("klm,kln->klnm", a[:, :, None, :] * b[:, :, :, None]),
+                       ("klm,kln->klmn", a[:, :, :, None] * b[:, :, None, :])):
+        got = np.full(want.shape, np.nan)
+        ops._products(spec, a, b, got)
+        zero = want == 0.0
+        assert zero.any() and np.signbit(want[zero]).any(), "the data should hold products of -0.0"
+        assert_same_bits(np.where(zero, 0.0, got), np.where(zero, 0.0, want), spec)
+        assert not np.signbit(got[zero]).any(), f"{spec}: einsum wrote -0.0"
+    x, y = wild(rng, (16, 448)), wild(rng, (448, 16))
+    summed = np.einsum("mk,nk->mn", x, np.ascontiguousarray(y.T), optimize=False)  # k innermost: in lanes
+    assert (bits(summed) != bits(loop_matmul(x, y))).any(), "np.einsum's sum should differ from the loop here"
+    assert_same_bits(ops.matmul(x, y), loop_matmul(x, y))

@@ -20,7 +20,11 @@ The terms of a product are laid out so that NumPy's inner loop runs along the lo
 batch, M and N axes (the elementwise products cost the same whatever the layout, but a short
 inner loop costs NumPy several times more per element), and every block is written into one
 scratch array of the module, reused from call to call (a fresh megabyte per product costs page
-faults); the result is always a fresh array.
+faults); the result is a fresh array, or a permuted view of one (_sum_terms). Where one operand
+is constant along that inner loop (M or N innermost), the terms are written by np.einsum with no
+summed index (_products): one rounded product each, in about half np.multiply's time there. A
+product or sum of at most _SMALL terms (the gradient checks' d 8 models) writes them into one
+fresh (K + 1, R) block straight from its operands, in a handful of NumPy calls.
 Shape legend: ... leading (batch) axes, M rows, K summed axis, N columns; R output elements.
 """
 
@@ -29,6 +33,7 @@ import math
 import numpy as np
 
 _BLOCK = 1 << 18  # doubles in one block of terms (2 MiB)
+_SMALL = 1 << 12  # terms of a product small enough to be written in one fresh block, from the operands as they are
 _LOOP_RATIO = 512  # sum_last: R >= _LOOP_RATIO * K, few long terms, where the plain loop over k is as fast
 _scratch = np.empty(0)  # the blocks of terms, reused (the reference runs one case at a time, on one thread)
 
@@ -46,7 +51,11 @@ def _rows(n, width):
 
 def _sum_terms(fill, K, shape, axes=None):
     """The in-order sum over k = 0..K-1 of terms t_k of shape `shape`, from +0.0, as a fresh
-    C-contiguous array (its axes permuted by `axes`, when given).
+    C-contiguous array, its axes then permuted by `axes` when given: a permuted view of that
+    fresh array when one block held every term, else a copy (the rows are reused). The view is
+    not copied to C order: an M-innermost product's (L, N, M) sums, seen as (L, M, N), are
+    already k-major for a next product that takes them as its left operand (y = x W1^T, then
+    y W2^T), which would otherwise copy them back.
 
     fill(k0, k1, out) writes t_k0 .. t_{k1-1} into out (k1 - k0,) + shape.
     """
@@ -62,13 +71,38 @@ def _sum_terms(fill, K, shape, axes=None):
     if c == K:  # one block (the common case): the reduction's result is already a fresh array
         fill(0, K, rows[1:K + 1, :R].reshape((K,) + shape))
         sums = np.add.reduce(rows[:K + 1], axis=0)[:R].reshape(shape)
-        return sums if axes is None else sums.transpose(axes).copy()
+        return sums if axes is None else sums.transpose(axes)  # a view of the fresh result
     for k0 in range(0, K, c):
         n = min(c, K - k0)
         fill(k0, k0 + n, rows[1:n + 1, :R].reshape((n,) + shape))
         rows[0] = np.add.reduce(rows[:n + 1], axis=0)  # row by row, in index order
     sums = rows[0, :R].reshape(shape)
     return (sums if axes is None else sums.transpose(axes)).copy()  # a copy: the rows are reused
+
+
+def _small_block(K, shape):
+    """A fresh (K + 1,) + shape block for a small sum (at least two outputs): row 0 +0.0, the
+    caller writes term k into row k + 1. A small block costs less fresh than through the scratch
+    array's bookkeeping, and the operands need no contiguous copies at this size."""
+    terms = np.empty((K + 1,) + tuple(shape))
+    terms[0] = 0.0
+    return terms
+
+
+def _sum_rows(terms):
+    """The in-order sums of a block from _small_block: its rows added one after another."""
+    return np.add.reduce(terms.reshape(terms.shape[0], -1), axis=0).reshape(terms.shape[1:])
+
+
+def _products(spec, a, b, out):
+    """out = the elementwise products of a and b, broadcast as the subscripts `spec` say, no index
+    summed: every element one rounded product. np.einsum writes +0.0 + a * b, the same double
+    but for a product of -0.0, which it writes +0.0; as a term of a sum from +0.0 the two are the
+    same (+0.0 + -0.0 is +0.0), so every sum keeps its bits. Used where one operand is constant
+    along the innermost axis (the M- and N-innermost layouts), where its loops take about half
+    np.multiply's time, the more so with the operand that runs along that axis first (x * y and
+    y * x are the same double); the sums are never left to np.einsum (its order is its own)."""
+    np.einsum(spec, a, b, out=out, optimize=False)
 
 
 def matmul(a, b):
@@ -90,6 +124,10 @@ def matmul(a, b):
         a3 = (a if a.shape[:-2] == lead else np.broadcast_to(a, lead + (M, K))).reshape(L, M, K)  # (L, M, K)
         b3 = (b if b.shape[:-2] == lead else np.broadcast_to(b, lead + (K, N))).reshape(L, K, N)  # (L, K, N)
     L, M3 = a3.shape[0], a3.shape[1]
+    if 2 <= L * M3 * N and K * L * M3 * N <= _SMALL:  # a small product: the operands as they are
+        terms = _small_block(K, (L, M3, N))
+        np.multiply(a3.transpose(2, 0, 1)[:, :, :, None], b3.transpose(1, 0, 2)[:, :, None, :], out=terms[1:])
+        return _sum_rows(terms).reshape(out_shape)
     # term k is a[l, m, k] * b[l, k, n], the loop's product at step k (a first), written with
     # the longest of L, M and N innermost: (K, M, N, L), (K, L, M, N) or (K, L, N, M).
     if L > 1 and L >= max(M3, N):  # many small products (attention): the batch innermost
@@ -104,11 +142,11 @@ def matmul(a, b):
         b_k = np.ascontiguousarray(b3.transpose(1, 0, 2))  # (K, L, N)  b[l, k, n]
         if N >= M3:
             def fill(k0, k1, out):
-                np.multiply(a_k[k0:k1, :, :, None], b_k[k0:k1, :, None, :], out=out)
+                _products("kln,klm->klmn", b_k[k0:k1], a_k[k0:k1], out)  # b * a: the same product
             sums = _sum_terms(fill, K, (L, M3, N))  # (L, M, N)
         else:
             def fill_t(k0, k1, out):
-                np.multiply(a_k[k0:k1, :, None, :], b_k[k0:k1, :, :, None], out=out)
+                _products("klm,kln->klnm", a_k[k0:k1], b_k[k0:k1], out)
             sums = _sum_terms(fill_t, K, (L, N, M3), axes=(0, 2, 1))  # (L, M, N)
     return sums.reshape(out_shape)
 
@@ -138,13 +176,18 @@ def sum_last(x):
     x = np.asarray(x, dtype=np.float64)
     if x.ndim < 1:
         raise ValueError("sum_last: needs at least one axis")
-    if math.prod(x.shape[:-1]) >= _LOOP_RATIO * x.shape[-1]:  # few long terms: the plain loop
+    K, R = x.shape[-1], math.prod(x.shape[:-1])
+    if R >= _LOOP_RATIO * K:  # few long terms: the plain loop
         acc = np.zeros(x.shape[:-1])
-        for k in range(x.shape[-1]):
+        for k in range(K):
             acc += x[..., k]
         return acc
     x_k = x.transpose((x.ndim - 1,) + tuple(range(x.ndim - 1)))  # (K, ...)  term k: x[..., k]
-    return _sum_terms(lambda k0, k1, out: np.copyto(out, x_k[k0:k1]), x.shape[-1], x.shape[:-1])
+    if 2 <= R and K * R <= _SMALL:
+        terms = _small_block(K, x.shape[:-1])
+        terms[1:] = x_k
+        return _sum_rows(terms)
+    return _sum_terms(lambda k0, k1, out: np.copyto(out, x_k[k0:k1]), K, x.shape[:-1])
 
 
 def mean_last(x):
