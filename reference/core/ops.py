@@ -32,7 +32,7 @@ import math
 
 import numpy as np
 
-_BLOCK = 1 << 18  # doubles in one block of terms (2 MiB)
+_BLOCK = 1 << 20  # doubles in one block of terms (8 MiB: a step of the reversal model ran 4 % faster than with 2 MiB)
 _SMALL = 1 << 12  # terms of a product small enough to be written in one fresh block, from the operands as they are
 _LOOP_RATIO = 512  # sum_last: R >= _LOOP_RATIO * K, few long terms, where the plain loop over k is as fast
 _scratch = np.empty(0)  # the blocks of terms, reused (the reference runs one case at a time, on one thread)
