@@ -231,19 +231,20 @@ def test_one_column_would_be_summed_pairwise():
 
 
 def test_products_are_the_products_and_einsum_is_never_asked_to_sum():
-    """ops._products (np.einsum, no summed index) writes each term as the one rounded product,
-    +0.0 where the product is -0.0 (the same term of a sum from +0.0); np.einsum asked to sum
-    over a contiguous k gives other bits than the loop, which is why it never sums."""
+    """ops._products (np.einsum, no summed index), with the subscripts and operand order matmul
+    uses, writes each term as the one rounded product (a zero product as a zero of either sign:
+    the same term of a sum from +0.0); np.einsum asked to sum over a contiguous k gives other
+    bits than the loop, which is why it never sums."""
     rng = np.random.default_rng(3)
     a, b = wild(rng, (9, 1, 672)), wild(rng, (9, 1, 64))  # (K, L, M), (K, L, N)
-    for spec, want in (("klm,kln->klnm", a[:, :, None, :] * b[:, :, :, None]),
-                       ("klm,kln->klmn", a[:, :, :, None] * b[:, :, None, :])):
+    for spec, x, y, want in (("klm,kln->klnm", a, b, a[:, :, None, :] * b[:, :, :, None]),   # fill_t
+                             ("kln,klm->klmn", b, a, a[:, :, :, None] * b[:, :, None, :])):  # fill
         got = np.full(want.shape, np.nan)
-        ops._products(spec, a, b, got)
+        ops._products(spec, x, y, got)
         zero = want == 0.0
         assert zero.any() and np.signbit(want[zero]).any(), "the data should hold products of -0.0"
+        assert (got[zero] == 0.0).all(), f"{spec}: a zero product written as non-zero"
         assert_same_bits(np.where(zero, 0.0, got), np.where(zero, 0.0, want), spec)
-        assert not np.signbit(got[zero]).any(), f"{spec}: einsum wrote -0.0"
     x, y = wild(rng, (16, 448)), wild(rng, (448, 16))
     summed = np.einsum("mk,nk->mn", x, np.ascontiguousarray(y.T), optimize=False)  # k innermost: in lanes
     assert (bits(summed) != bits(loop_matmul(x, y))).any(), "np.einsum's sum should differ from the loop here"
