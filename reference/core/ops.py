@@ -124,7 +124,8 @@ def matmul(a, b):
         a3 = (a if a.shape[:-2] == lead else np.broadcast_to(a, lead + (M, K))).reshape(L, M, K)  # (L, M, K)
         b3 = (b if b.shape[:-2] == lead else np.broadcast_to(b, lead + (K, N))).reshape(L, K, N)  # (L, K, N)
     L, M3 = a3.shape[0], a3.shape[1]
-    if 2 <= L * M3 * N and K * L * M3 * N <= _SMALL:  # a small product: the operands as they are
+    R = L * M3 * N  # outputs
+    if 2 <= R and K * R <= _SMALL:  # a small product: the operands as they are
         terms = _small_block(K, (L, M3, N))
         np.multiply(a3.transpose(2, 0, 1)[:, :, :, None], b3.transpose(1, 0, 2)[:, :, None, :], out=terms[1:])
         return _sum_rows(terms).reshape(out_shape)
