@@ -74,15 +74,17 @@ def test_ulp_distance_of_adjacent_doubles_is_one():
     assert compare([1.0], [np.nextafter(1.0, 2.0)]).max_ulp == 1
 
 
-def test_ulp_distance_of_signed_zeros_is_zero_and_across_zero_counts_both_sides():
-    assert ulp_distance(np.array([0.0]), np.array([-0.0]))[0] == 0
-    assert ulp_distance(np.array([5e-324]), np.array([-5e-324]))[0] == 2
+def test_ulp_distance_of_signed_zeros_is_one_and_across_zero_counts_both_sides_and_the_zeros():
+    # IEEE 754 totalOrder: -0.0 just below +0.0, so a signed zero is never "0 ULP" (issue 30, item 5)
+    assert ulp_distance(np.array([0.0]), np.array([-0.0]))[0] == 1
+    assert ulp_distance(np.array([5e-324]), np.array([-5e-324]))[0] == 3
+    assert ulp_distance(np.array([-5e-324]), np.array([-0.0]))[0] == 1
     assert ulp_distance(np.array([-1.0]), np.array([-1.0]))[0] == 0
 
 
 def test_ulp_distance_of_extremes_fits_in_uint64():
     d = ulp_distance(np.array([-np.finfo(np.float64).max]), np.array([np.finfo(np.float64).max]))[0]
-    assert int(d) == 2 * int(np.array([np.finfo(np.float64).max]).view(np.int64)[0])
+    assert int(d) == 2 * int(np.array([np.finfo(np.float64).max]).view(np.int64)[0]) + 1  # the two zeros between
 
 
 def test_worst_element_index_in_a_3d_array():

@@ -52,7 +52,7 @@ def describe(old_bytes, new_bytes, schemas, tol):
         parts = changes(old_bytes, new_bytes, schemas, tol)
     except (DocumentError, UnicodeDecodeError) as exc:
         return f"the previous file was not a valid golden ({exc})"
-    return "; ".join(parts) or "text only (same values)"
+    return "; ".join(parts) or "text only (same values and digests)"
 
 
 def _golden_bytes(path, schemas):
@@ -85,7 +85,7 @@ def diff_paths(old, new, schemas, tol):
         if data[old] == data[new]:
             return [f"{new}: identical to {old}"], False
         parts = changes(data[old], data[new], schemas, tol)
-        return [f"changed {new.name}:"] + [f"  {p}" for p in parts or ["text only (same values)"]], True
+        return [f"changed {new.name}:"] + [f"  {p}" for p in parts or ["text only (same values and digests)"]], True
     a, b = _files(old), _files(new)
     if not a and not b:
         raise InputError(f"neither {old} nor {new} holds a golden (*.json); give two golden directories")
@@ -213,7 +213,7 @@ def diff_revision(root, rev, paths, schemas, tol):
                 except (DocumentError, UnicodeDecodeError) as exc:
                     raise InputError(f"cannot compare {rev}:{shown} and {shown}: one is not a valid golden ({exc})") \
                         from None
-                lines += [f"changed {shown}:"] + [f"  {p}" for p in parts or ["text only (same values)"]]
+                lines += [f"changed {shown}:"] + [f"  {p}" for p in parts or ["text only (same values and digests)"]]
                 differ = True
             continue
         base = prefix + (rel + "/" if rel else "")

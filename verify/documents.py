@@ -29,14 +29,21 @@ MAX_BYTES = 64 << 20  # a document larger than this is refused unread (the large
 # The parser's fast path: orjson, about three times faster than the stdlib's json on the engines'
 # documents, mostly arrays of float64 (its check below included). Its result is taken only where
 # it is the stdlib's to the bit: the same values, the same types, the same float64 bits. The two parsers
-# agree on every valid JSON text but in three ways, each of which sends the text to the stdlib:
+# agree on every valid JSON text but in four ways, each of which sends the text to the stdlib:
 # orjson refuses what json accepts (bare NaN / Infinity, numbers beyond the float64 range, lone
 # surrogate escapes: orjson raises, and json gives the result or the error it always gave); it
 # reads an integer beyond 64 bits as a float (json as an int), so a float of magnitude 2**63 or
-# more, which only such an integer or a float that large gives, is read again by json; and it
+# more, which only such an integer or a float that large gives, is read again by json; it
 # parses nesting deeper than json's recursion limit, which the runner's later walks (the schema
 # validator) would then hit, so a document nested deeper than FAST_DEPTH is read again by json
-# too. tests/test_parse.py checks the agreement on generated and mutated texts and every golden.
+# too; and it keeps the last of two equal keys in an object without a word, where the strict
+# parser refuses the document (_unique_keys: a duplicate key can hide a value, a second "outputs"
+# replacing the first). orjson's result cannot show a key it dropped, so the text tells: outside
+# strings, a colon is only ever the separator of one key and its value, so the text's colons less
+# those inside the parsed strings are the pairs the text wrote, which equal the keys of the parsed
+# objects exactly when no key was dropped. A colon written as the escape \u003a would break the
+# count, so a text with any \u escape goes to json too (no golden or catalogue file has one).
+# tests/test_parse.py checks the agreement on generated and mutated texts and every golden.
 FAST_DEPTH = 64  # the engines' documents nest 5 deep; json refuses about 1000
 _BIG = 2.0 ** 63
 _SCALARS = frozenset((int, float, str, bool, type(None)))
@@ -44,26 +51,37 @@ _NOT_FAST = object()
 
 
 def _plain(value):
-    """Whether orjson's `value` is what json gives for the same text: it nests at most FAST_DEPTH
-    deep and holds no float of magnitude 2**63 or more. One pass in C per list and object."""
-    stack = [(value, 1)]
+    """(whether orjson's `value` is what json gives for the same text: it nests at most FAST_DEPTH
+    deep and holds no float of magnitude 2**63 or more; the number of its objects' keys; a
+    function counting the colons in its strings, keys and values). One pass in C per list and
+    object."""
+    stack, keys, dicts, stringy = [(value, 1)], 0, [], [[value]] if type(value) is str else []
     while stack:
         node, depth = stack.pop()
         if type(node) not in (dict, list):
             if type(node) is float and not -_BIG < node < _BIG:
-                return False
+                return False, keys, None
             continue
         if depth > FAST_DEPTH:
-            return False
+            return False, keys, None
+        if type(node) is dict:
+            keys += len(node)
+            dicts.append(node)
         items = node.values() if type(node) is dict else node
         types = set(map(type, items))
         if float in types:
             floats = items if types == {float} else [v for v in items if type(v) is float]
             if floats and not (-_BIG < min(floats) and max(floats) < _BIG):
-                return False
+                return False, keys, None
+        if str in types:
+            stringy.append(items)
         if not types <= _SCALARS:
             stack.extend((v, depth + 1) for v in items if type(v) in (dict, list))
-    return True
+
+    def colons():
+        return (sum("".join(d).count(":") for d in dicts)
+                + sum("".join(v for v in items if type(v) is str).count(":") for items in stringy))
+    return True, keys, colons
 
 
 def _fast(data):
@@ -72,20 +90,41 @@ def _fast(data):
         value = orjson.loads(data)
     except orjson.JSONDecodeError:
         return _NOT_FAST
-    return value if _plain(value) else _NOT_FAST
+    plain, keys, colons = _plain(value)
+    escape, colon = (b"\\u", b":") if isinstance(data, bytes) else ("\\u", ":")
+    if not plain or (escape[:1] in data and escape in data):  # a \u escape may spell a colon (no backslash: 0.1 ms)
+        return _NOT_FAST
+    pairs = data.count(colon) - colons()  # the text's colons outside strings: one per key written
+    return value if pairs == keys else _NOT_FAST  # a key dropped: json names it
+
+
+def _unique_keys(pairs):
+    """json's object_pairs_hook: the object, unless it names a key twice."""
+    found = dict(pairs)
+    if len(found) != len(pairs):
+        seen = set()
+        key = next(k for k, _ in pairs if k in seen or seen.add(k))
+        raise DocumentError(f"the key {_short(json.dumps(key, ensure_ascii=False), 80)} appears twice in one object; "
+                            "a document names each key once (a reader would keep one of the two values without a word)")
+    return found
 
 
 def parse(text):
     """JSON text to Python values; bare NaN / Infinity (which Python's json accepts) are refused,
-    and so is nesting too deep for the parser."""
+    and so are a key named twice in one object and nesting too deep for the parser."""
     value = _fast(text)
     return value if value is not _NOT_FAST else _parse_stdlib(text)
 
 
 def _parse_stdlib(text):
     """parse() by Python's json alone: the reference behaviour, and every error message."""
+    if text.startswith("\ufeff"):
+        raise DocumentError("not valid JSON: it starts with a byte order mark (U+FEFF), which JSON does not allow "
+                            "(RFC 8259); save it as UTF-8 without one")
     try:
-        return json.loads(text, parse_constant=_no_bare_constant)
+        return json.loads(text, parse_constant=_no_bare_constant, object_pairs_hook=_unique_keys)
+    except DocumentError:
+        raise
     except json.JSONDecodeError as exc:
         raise DocumentError(f"not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})") from None
     except RecursionError:
@@ -95,7 +134,12 @@ def _parse_stdlib(text):
 
 
 _KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-          (stat.S_ISFIFO, "a named pipe"), (stat.S_ISSOCK, "a socket"))
+          (stat.S_ISFIFO, "a named pipe"), (stat.S_ISSOCK, "a socket"), (stat.S_ISLNK, "a symbolic link"))
+
+
+def file_kind(mode):
+    """What a file that is not a regular one is, in words, from its st_mode."""
+    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
 
 
 def read_bytes(path, limit=MAX_BYTES):
@@ -110,8 +154,7 @@ def read_bytes(path, limit=MAX_BYTES):
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            kind = next((name for test, name in _KINDS if test(info.st_mode)), "not a regular file")
-            raise DocumentError(f"it is {kind}, not a regular file")
+            raise DocumentError(f"it is {file_kind(info.st_mode)}, not a regular file")
         if info.st_size > limit:
             raise DocumentError(f"it holds {info.st_size} bytes, more than the {limit} allowed")
         chunks, size = [], 0
@@ -154,8 +197,7 @@ def parse_bytes(data):
 class Schemas:
     """The suite's JSON Schemas (Draft 2020-12), loaded once; golden.schema.json refers to the
     case definition in catalogue.schema.json. The validators are built, and jsonschema imported,
-    at the first check: a run whose every document comes from the memo of decoded documents
-    (verify/decoded.py) needs neither."""
+    at the first check."""
 
     NAMES = ("catalogue", "golden", "report")
 
@@ -359,7 +401,7 @@ def decode_tensor(doc, where):
             if data and not (-(2 ** 63) <= min(data) and max(data) <= 2 ** 63 - 1):
                 i = next(i for i, v in enumerate(data) if not -(2 ** 63) <= v <= 2 ** 63 - 1)
                 raise DocumentError(f"at {where}: data[{i}] is {data[i]!r}, beyond the range of int64")
-            values = np.array(data, dtype=np.float64)  # as float64, as before: exact up to 2**53
+            values = np.array(data, dtype=np.float64) + 0.0  # as float64: exact up to 2**53; -0.0 (an integer 0) is 0
             finite = np.isfinite(values)
     except DocumentError:
         raise

@@ -7,6 +7,7 @@ import os
 import re
 import shlex
 import shutil
+import stat
 import sys
 import tempfile
 import time
@@ -22,7 +23,7 @@ except ImportError:  # not POSIX: no lock (one regeneration at a time is then th
 from . import decoded, lifecycle
 
 from .compare import compare_named
-from .documents import DocumentError, case_difference, read_bytes
+from .documents import DocumentError, case_difference, file_kind, read_bytes
 from .errors import InputError
 from .text import clean
 
@@ -44,6 +45,8 @@ class GoldenCheck:
 
     @property
     def label(self):
+        if self.status == "drift" and not self.max_ulp:  # every value the same bits: what differs is named
+            return f"same values, {self.detail}"
         if self.status == "drift":
             size = "fresh, last-bit drift" if self.max_ulp <= LAST_BIT_ULP else "within the tolerance"
             return f"{size} (max {self.max_ulp} ULP)"
@@ -61,11 +64,13 @@ def check(golden_path, shown, fresh_bytes, fresh_doc, fresh_tensors, tol, schema
     golden that is not a valid document is an InputError (the repository is damaged).
 
     fresh: the same bytes. drift: the same metadata and required digests, every tensor within the
-    rule, the text differs. parted: as drift, except that outputs of a training run's free run
-    (free_run: their names) moved beyond the rule: the engine's own arithmetic changed in its
-    last bits, which hundreds of steps amplify; reported, not failed (verify/verdict.py). stale:
-    anything else differs (the case, the engine's name, a required digest, a tensor's name or
-    shape, a tensor beyond the rule)."""
+    rule, the bytes differ; detail names what differs (tensors in their last bits, digests of
+    computed values, or the text alone: max_ulp 0, the same bits everywhere), and --bitwise fails
+    every drift (verify/verdict.py). parted: as drift, except that outputs of a training run's
+    free run (free_run: their names) moved beyond the rule: the engine's own arithmetic changed
+    in its last bits, which hundreds of steps amplify; reported, not failed. stale: anything else
+    differs (the case, the engine's name, a required digest changed or missing on either side, a
+    tensor's name or shape, a tensor beyond the rule)."""
     golden_path = Path(golden_path)
     if not golden_path.exists() and not golden_path.is_symlink():
         return GoldenCheck("missing", shown, "no such file")
@@ -80,11 +85,16 @@ def check(golden_path, shown, fresh_bytes, fresh_doc, fresh_tensors, tol, schema
         same = case_difference(fresh_doc[key], golden_doc[key]) is None if key == "case" else golden_doc[key] == fresh_doc[key]
         if not same:  # the case by value and by type, as the fresh output's echo was checked (true is not 1)
             return GoldenCheck("stale", shown, f"its {key} differs from the fresh output's")
-    for name, digest in sorted((golden_doc.get("digests") or {}).items()):
-        required = name.startswith("init") or name in required_digests
-        if required and (fresh_doc.get("digests") or {}).get(name) != digest:
-            return GoldenCheck("stale", shown, f"its digest {name} differs from the fresh output's")
-    worst, failing, parted = 0, [], []
+    golden_digests, fresh_digests = golden_doc.get("digests") or {}, fresh_doc.get("digests") or {}
+    moved_digests = sorted(n for n in set(golden_digests) | set(fresh_digests) if golden_digests.get(n) != fresh_digests.get(n))
+    for name in moved_digests:  # a digest either side lacks counts as changed: removing one hides nothing
+        if name.startswith("init") or name in required_digests:
+            if name in golden_digests and name in fresh_digests:
+                why = "differs from the fresh output's"
+            else:
+                why = "is missing (the fresh output writes it)" if name in fresh_digests else "is not in the fresh output"
+            return GoldenCheck("stale", shown, f"its digest {name} {why}")
+    worst, failing, parted, moved = 0, [], [], []
     for part, role in (("inputs", "input"), ("outputs", "output")):
         for result in compare_named(role, golden_tensors[part], fresh_tensors[part], tol, ("golden", "fresh")):
             free = part == "outputs" and result.name in free_run and result.message is None
@@ -93,14 +103,20 @@ def check(golden_path, shown, fresh_bytes, fresh_doc, fresh_tensors, tol, schema
             elif not result.passed:
                 why = result.message or f"{result.mismatched} / {result.total} elements beyond the tolerance"
                 failing.append(f"{part}.{result.name}: {why}")
-            elif result.max_ulp is not None:
+            elif result.max_ulp:
                 worst = max(worst, result.max_ulp)
+                moved.append(f"{part}.{result.name}")
     if failing:
         return GoldenCheck("stale", shown, "; ".join(failing))
     if parted:
-        shown_names = ", ".join(parted[:3]) + (f" and {len(parted) - 3} more" if len(parted) > 3 else "")
-        return GoldenCheck("parted", shown, f"{len(parted)} output(s) beyond the tolerance: {shown_names}", max_ulp=None)
-    return GoldenCheck("drift", shown, "values within the tolerance, text differs", max_ulp=worst)
+        return GoldenCheck("parted", shown, f"{len(parted)} output(s) beyond the tolerance: {_few(parted)}", max_ulp=None)
+    what = ([f"values within the tolerance, not the same bits: {_few(moved)}"] if moved else []) \
+        + ([f"digests differ: {_few(moved_digests)}"] if moved_digests else [])
+    return GoldenCheck("drift", shown, "; ".join(what) or "the text alone differs", max_ulp=worst)
+
+
+def _few(names, shown=3):
+    return ", ".join(names[:shown]) + (f" and {len(names) - shown} more" if len(names) > shown else "")
 
 
 def unused(golden_dir, engine_names, case_ids):
@@ -122,16 +138,19 @@ class Change:
     changed: list
     removed: list
     unchanged: int
+    kept: list = ()  # goldens of ids outside the catalogue, left in place (not the project's own catalogue)
 
 
-def plan(golden_dir, fresh_files, catalogue_ids):
-    """What a regen would do. fresh_files: {engine: {id: bytes}}. Goldens of ids outside the
-    catalogue are removed; catalogue goldens that were not regenerated (--case) are kept."""
+def plan(golden_dir, fresh_files, catalogue_ids, own_catalogue=True):
+    """What a regen would do. fresh_files: {engine: {id: bytes}}. Catalogue goldens that were not
+    regenerated (--case) are kept. Goldens of ids outside the catalogue are removed only when it
+    is the project's own (own_catalogue: cases/<suite>/, from which their cases were removed); a
+    regeneration over another catalogue (--cases-dir) was not asked about them and keeps them."""
     result = {}
     for engine, fresh in fresh_files.items():
         directory = Path(golden_dir) / engine
         old = {p.stem: p.read_bytes() for p in sorted(directory.glob("*.json"))} if directory.is_dir() else {}
-        new = {i: b for i, b in old.items() if i in catalogue_ids}
+        new = {i: b for i, b in old.items() if i in catalogue_ids or not own_catalogue}
         new.update(fresh)
         change = Change(
             engine,
@@ -139,6 +158,7 @@ def plan(golden_dir, fresh_files, catalogue_ids):
             changed=sorted(i for i in set(new) & set(old) if new[i] != old[i]),
             removed=sorted(set(old) - set(new)),
             unchanged=sum(1 for i in set(new) & set(old) if new[i] == old[i]),
+            kept=sorted(set(old) - set(catalogue_ids)) if not own_catalogue else [],
         )
         result[engine] = (change, new, old)
     return result
@@ -227,13 +247,51 @@ def lock_path(golden_dir):
     return golden_dir.parent / f".{golden_dir.name}.lock"
 
 
-def _holder(path):
-    """Who holds the lock, as its file says (pid, command, since)."""
+def _holder(fd):
+    """Who holds the lock, as its file says (pid, command, since), read through our own descriptor."""
     try:
-        info = json.loads(Path(path).read_text(encoding="utf-8") or "{}")
+        info = json.loads(os.pread(fd, 1 << 16, 0).decode("utf-8") or "{}")
         return f"pid {int(info['pid'])} (`{clean(info['command'])}`, since {clean(info['since'])})"
     except (OSError, ValueError, KeyError, TypeError):
         return "another regeneration (it has not written who it is yet)"
+
+
+def check_lock(golden_dir, display=str):
+    """Refuse, before anything runs, a regeneration lock (lock_path()) that is anything but a
+    regular file of its own: a symbolic link (dangling or not), a directory, a named pipe, a
+    device, a socket, a hard link to another file. The lock file is truncated and rewritten by
+    every regeneration, so whatever it points to or shares its data with would be destroyed.
+    InputError; regen_lock() checks again through the descriptor it opens."""
+    path = lock_path(golden_dir)
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise InputError(_lock_refused(path, f"cannot be examined ({exc.strerror or exc})", display)) from None
+    problem = _lock_problem(path, info)
+    if problem:
+        raise InputError(_lock_refused(path, problem, display))
+
+
+def _lock_problem(path, info):
+    """What makes `info` (an lstat or fstat of the lock) unusable as the lock, or None."""
+    if stat.S_ISLNK(info.st_mode):
+        try:
+            target = os.readlink(path)
+        except OSError:
+            target = "?"
+        return f"is a symbolic link (to {clean(target)})"
+    if not stat.S_ISREG(info.st_mode):
+        return f"is {file_kind(info.st_mode)}, not a regular file"
+    if info.st_nlink > 1:
+        return f"is a regular file with {info.st_nlink} names (a hard link: another file shares its data)"
+    return None
+
+
+def _lock_refused(path, problem, display):
+    return (f"the regeneration lock {display(path)} {problem}; `verify regen` empties and rewrites that file, so it "
+            "must be a regular file of its own: remove it (nothing else needs it) and run again")
 
 
 @contextmanager
@@ -247,7 +305,7 @@ def regen_lock(golden_dir, out=None, wait=600.0, display=str):
     golden_dir = Path(golden_dir)
     path = lock_path(golden_dir)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o666)
+    fd = _open_lock(path, display)
     held = False
     try:
         if fcntl is not None:
@@ -257,7 +315,7 @@ def regen_lock(golden_dir, out=None, wait=600.0, display=str):
                     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                     break
                 except BlockingIOError:
-                    holder = _holder(path)
+                    holder = _holder(fd)
                     if time.monotonic() > deadline:
                         raise InputError(f"{display(golden_dir)} is being regenerated by {holder}; gave up after {wait:g} s "
                                          "(--timeout); wait for it to finish, or stop it, and run again") from None
@@ -278,6 +336,29 @@ def regen_lock(golden_dir, out=None, wait=600.0, display=str):
             except OSError:
                 pass
         os.close(fd)  # releases the flock
+
+
+def _open_lock(path, display):
+    """A descriptor of the lock file, created if need be, opened without following a symbolic link
+    (O_NOFOLLOW) and without blocking (O_NONBLOCK: a named pipe never waits for a writer), then
+    required to be a regular file of its own (fstat); InputError otherwise."""
+    flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags, 0o666)
+    except OSError as exc:  # a link (ELOOP), a directory (EISDIR): said as check_lock says it
+        try:
+            problem = _lock_problem(path, os.lstat(path))
+        except OSError:
+            problem = None
+        raise InputError(_lock_refused(path, problem or f"cannot be opened ({exc.strerror or exc})", display)) from None
+    try:
+        problem = _lock_problem(path, os.fstat(fd))
+    except OSError as exc:
+        problem = f"cannot be examined ({exc.strerror or exc})"
+    if problem:
+        os.close(fd)
+        raise InputError(_lock_refused(path, problem, display))
+    return fd
 
 
 def _umask():
