@@ -38,7 +38,8 @@ def keep_run(root, argv, specs, cache_dir, extra=None, timeout=900):
     return shlex.join([sys.executable, "-m", "verify.cached_engine", str(cache_dir), "--", *map(str, argv)])
 
 
-CLOSING = ("=== ", "where to start: ", "short summary:", "note: ", "unused golden", "timings (", "reports: ", "tolerance: ")
+CLOSING = ("=== ", "where to start: ", "short summary:", "note: ", "unused golden", "timings (", "reports: ", "tolerance: ",
+           "reference: ", "looser tolerance ")
 
 
 def split_output(stdout):

@@ -12,7 +12,8 @@ import json
 import math
 
 from .axes import label
-from .report import Style, cache_lines, explanation, jsonable
+from .compare import DEFAULT_TOL
+from .report import Style, cache_lines, explanation, jsonable, loose_cases, reference_origin
 from .text import clean_data
 
 OPEN_ALL_UP_TO = 12  # cases; larger reports fold the passing ones
@@ -360,7 +361,17 @@ def dumps(report):
     engines = "".join(f"<tr><th>{_e(n)}</th><td><code>{_e(c)}</code></td></tr>" for n, c in report["engines"].items())
     data = json.dumps({"slices": slices}, allow_nan=False, separators=(",", ":")).replace("</", "<\\/")
     browsers = _browsers(report.get("browsers") or {})
-    cached = "".join(f'<p class="legend" id="reference-cache">{_e(line)}</p>' for line in cache_lines(report))
+    cached = "".join(f'<p class="legend" id="reference-cache">{_e(line)}</p>'
+                     for line in (cache_lines(report) if report.get("reference_cache") else []))
+    origin = reference_origin(report)  # beside the verdict: whether a deploy gate's "fresh" holds
+    fresh = (f' <span id="reference" data-fresh="{str(origin["fresh"]).lower()}" class="{"pass" if origin["fresh"] else "fail"}">'
+             + (f"reference computed fresh for every case ({origin['cases']})" if origin["fresh"] else
+                f"reference taken from the reference cache for {origin['from_cache']} of {origin['cases']} case(s), "
+                "not computed fresh") + "</span>")
+    loose = "".join(f'<li><code>{_e(c["id"])}</code>: {_e(what)}</li>' for c, what in loose_cases(report))
+    loose = f'<h2 class="fail" id="looser-tolerances">Looser tolerances</h2><ul>{loose}</ul>' if loose else ""
+    looser_tol = (f' <span class="fail" id="looser-tol">(--tol, looser than the default {DEFAULT_TOL:g})</span>'
+                  if report["tolerance"] > DEFAULT_TOL else "")
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
@@ -368,12 +379,13 @@ def dumps(report):
 <style>{CSS}</style></head>
 <body>
 <h1>verify {_e(report['suite'])}</h1>
-<div class="verdict {cls}" id="verdict">{verdict}: {s['passed']} passed, {s['failed']} failed</div>
-<p>Rule: <code>{_e(report['rule'])}</code> with tol = {report['tolerance']:g}. Heatmaps show reference, port and
+<div class="verdict {cls}" id="verdict">{verdict}: {s['passed']} passed, {s['failed']} failed</div>{fresh}
+<p>Rule: <code>{_e(report['rule'])}</code> with tol = {report['tolerance']:g}{looser_tol}. Heatmaps show reference, port and
 |port − reference| of each output matrix (attention weights first; colours per slice; values to 4 significant digits,
 the difference computed from the exact doubles; NaN magenta). Hover a cell for its index and values.</p>
 <table class="engines">{engines}</table>
 {cached}
+{loose}
 {browsers}
 {f'<h2 class="fail">Unused goldens</h2><ul>{unused}</ul>' if unused else ''}
 <nav><ul>{nav}</ul></nav>

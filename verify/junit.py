@@ -4,7 +4,8 @@ failing case carrying the terminal explanation; unused goldens are one more fail
 
 import xml.etree.ElementTree as ET
 
-from .report import Style, explanation
+from .compare import DEFAULT_TOL
+from .report import Style, explanation, own_tolerance, reference_origin
 from .text import clean_data
 
 
@@ -42,6 +43,12 @@ def dumps(report):
     ET.SubElement(props, "property", name="bitwise", value=str(bool(report.get("bitwise"))).lower())
     for name, command in report["engines"].items():
         ET.SubElement(props, "property", name=f"engine.{name}", value=command)
+    if report["tolerance"] > DEFAULT_TOL:
+        ET.SubElement(props, "property", name="tolerance.looser_than_default",
+                      value=f"--tol {report['tolerance']:g}, looser than the default {DEFAULT_TOL:g}")
+    origin = reference_origin(report)  # a deploy gate can require reference.fresh = true
+    ET.SubElement(props, "property", name="reference.fresh", value=str(origin["fresh"]).lower())
+    ET.SubElement(props, "property", name="reference.cases_from_cache", value=str(origin["from_cache"]))
     cached = report.get("reference_cache") or {}
     if cached.get("from_cache"):  # these cases' reference side was not run afresh
         ET.SubElement(props, "property", name="reference.from_cache", value=f"{len(cached['from_cache'])} case(s), key "
@@ -50,8 +57,13 @@ def dumps(report):
     for case in cases:
         tc = ET.SubElement(node, "testcase", classname=f"{suite}.{case['kind']}.{case['op']}", name=case["id"],
                            file=case["file"], time=f"{_seconds(case):.3f}")
-        if case.get("status"):
-            ET.SubElement(ET.SubElement(tc, "properties"), "property", name="status", value=case["status"])
+        own = own_tolerance(case, report["tolerance"])
+        if case.get("status") or own:
+            own_props = ET.SubElement(tc, "properties")
+            if case.get("status"):
+                ET.SubElement(own_props, "property", name="status", value=case["status"])
+            if own:
+                ET.SubElement(own_props, "property", name="tolerance", value=own)
         if not case["passed"]:
             failure = ET.SubElement(tc, "failure", message=_headline(case, report["tolerance"]), type="mismatch")
             failure.text = "\n".join(explanation(case, plain, report["tolerance"])) + "\n"

@@ -10,6 +10,7 @@ import orjson
 
 from . import advice, browsers, ops
 from .axes import label
+from .compare import DEFAULT_TOL
 from .text import clean_data, json_text_is_clean
 
 NON_FINITE_TEXT = {"NaN", "Infinity", "-Infinity"}
@@ -77,7 +78,9 @@ def _headline_figures(tensors):
     return _worst([t["max_abs"] for t in tensors]), _worst([t["max_ulp"] for t in tensors])
 
 
-def case_line(case, style):
+def case_line(case, style, tol=None):
+    """One case's line; a tolerance of its own looser than the default is named at its end
+    (tol: the run's --tol, named in the closing section instead)."""
     if case.get("status") == "not run":
         verdict = style.bad("NOT RUN")
     else:
@@ -87,12 +90,40 @@ def case_line(case, style):
     if isinstance(worst_ulp, int) and worst_ulp > 99999:
         worst_ulp = float(worst_ulp)  # shown as 4.6e+18, not 19 digits
     status = case.get("status") or ("passed" if case["passed"] else "failed")
+    own = own_tolerance(case, tol)
     if status == "not run":
         return f"{verdict} {case['kind']:<8} {case['id']:<44} not run: {case['errors'][0] if case['errors'] else ''}"
     return (
         f"{verdict} {case['kind']:<8} {case['id']:<44} {status:<21} max|diff| {_num(worst_abs):>8}  "
-        f"max ULP {_num(worst_ulp, '.1e'):>4}  goldens: {golden}"
+        f"max ULP {_num(worst_ulp, '.1e'):>4}  goldens: {golden}" + (f"; {own}" if own else "")
     )
+
+
+def own_tolerance(case, tol=None):
+    """What a case judged at a tolerance looser than the default says of it (its line, the closing
+    section, JUnit, HTML), or None: a case may loosen its own rule only in plain sight."""
+    value = case.get("tolerance")
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not value > DEFAULT_TOL:
+        return None
+    reason = case.get("tolerance_reason")
+    if reason is None and value == tol:
+        return None  # judged at --tol, which the closing section names
+    return f"tolerance {value:g}, looser than the default {DEFAULT_TOL:g}" + (f" ({reason})" if reason else "")
+
+
+def loose_cases(report):
+    """[(case, what its own tolerance says)] of the cases judged at a tolerance of their own looser than the default."""
+    return [(c, own_tolerance(c, report["tolerance"])) for c in report["cases"] if own_tolerance(c, report["tolerance"])]
+
+
+def reference_origin(report):
+    """Whether the reference was computed fresh for every case that ran or taken from the reference
+    cache for some (report["reference_cache"], which the run fills; a run with --fresh, VERIFY_FRESH
+    or --reference-cmd has none): the report's `reference` field, so a deploy gate can require fresh."""
+    ran = sum(1 for c in report.get("cases", []) if c.get("status") != "not run")
+    ids = {c["id"] for c in report.get("cases", []) if c.get("status") != "not run"}
+    hits = len([i for i in (report.get("reference_cache") or {}).get("from_cache", []) if i in ids])
+    return {"fresh": hits == 0, "from_cache": hits, "cases": ran}
 
 
 def tensor_block(t, tol):
@@ -278,13 +309,13 @@ def case_lines(case, style, tol):
     """What the terminal says about one case as soon as its verdict is known: its line and what it
     showed beyond the tensors (the failure details come in the closing section, failure_lines)."""
     case = clean_data(_terminal_view(case))  # engine text never reaches the terminal raw
-    return [case_line(case, style)] + expectation_lines(case, style)
+    return [case_line(case, style, tol)] + expectation_lines(case, style)
 
 
 def failure_lines(case, style, tol):
     """Why a failing case failed: its errors, its failures, the block of every failing tensor, and
     what to do (verify/advice.py)."""
-    lines = [case_line(case, style)]
+    lines = [case_line(case, style, tol)]
     for error in case["errors"]:
         lines.append(f"  {style.bad('error:')} {error}")
     for failure in case.get("failures", []):
@@ -377,7 +408,10 @@ def closing_lines(report, style, timings=False, written=()):
         lines += timing_lines(report.get("timings"))
     if written:
         lines.append("reports: " + ", ".join(str(w) for w in written))
-    lines.append(style.dim(f"tolerance: |port - reference| <= {tol:g} * (1 + |reference|) per element"
+    for case, what in loose_cases(report):
+        lines.append(f"{style.bad('looser tolerance')} {case['id']}: {what}")
+    looser = f" (--tol, looser than the default {DEFAULT_TOL:g})" if tol > DEFAULT_TOL else ""
+    lines.append(style.dim(f"tolerance: |port - reference| <= {tol:g} * (1 + |reference|) per element{looser}"
                            + (" (a case may declare its own); --bitwise: anything short of bit identity fails"
                               if report.get("bitwise") else " (a case may declare its own)")))
     s = report["summary"]
@@ -398,7 +432,7 @@ def cache_lines(report, opening=False):
     taken for a fresh run of the reference. opening: the line printed before the cases."""
     rc = report.get("reference_cache")
     if not rc:
-        return []
+        return [] if opening else ["reference: run afresh on every case (the reference cache was not used)"]
     ran = sum(1 for c in report.get("cases", []) if c.get("status") != "not run") if not opening else report.get("ran")
     hits = len(rc.get("from_cache", []))
     where = f"key {str(rc.get('key'))[:16]}, {rc.get('directory')}"
@@ -408,11 +442,10 @@ def cache_lines(report, opening=False):
                      "afresh; `--fresh` runs the reference too")
     elif opening:
         return []
+    elif rc.get("not_used"):
+        lines.append("reference: run afresh on every case (the reference cache was not used: see the note below)")
     else:
         lines.append(f"reference: run afresh on every case (nothing in the cache for it: {where})")
-    if rc.get("damaged"):
-        lines.append(f"reference cache: {len(rc['damaged'])} damaged entry(ies) ignored and run afresh: "
-                     + ", ".join(rc["damaged"][:5]) + (" ..." if len(rc["damaged"]) > 5 else ""))
     failing = [c["id"] for c in report.get("cases", []) if not c.get("passed") and c["id"] in rc.get("from_cache", [])]
     if not opening and failing:
         lines.append(f"reference cache: {len(failing)} failing case(s) had the reference from the cache; "
@@ -420,21 +453,8 @@ def cache_lines(report, opening=False):
     if not opening and rc.get("stored"):
         lines.append(f"reference cache: kept {len(rc['stored'])} case(s) for the next run")
     if not opening:
-        lines += [f"note: {n}" for n in rc.get("notes", [])] + memo_lines(report)
+        lines += [f"note: {n}" for n in rc.get("notes", [])]
     return lines
-
-
-def memo_lines(report):
-    """What the memo of decoded documents did (verify/decoded.py)."""
-    memo = report.get("document_memo")
-    if not memo:
-        return []
-    read = memo["from_memo"] + memo["decoded"]
-    lines = [f"documents: {memo['from_memo']} of {read} decoded from the memo ({memo['directory']}), found by the "
-             "SHA-256 of their bytes as read in this run; `--fresh` decodes every one from its text"] if memo["from_memo"] else []
-    if memo["damaged"]:
-        lines.append(f"document memo: {memo['damaged']} damaged entry(ies) ignored, the documents decoded afresh")
-    return lines + [f"note: {n}" for n in memo.get("notes", [])]
 
 
 def _kernels(counts):
@@ -497,6 +517,7 @@ def dumps(report):
     curves make an indented file several times larger), non-finite numbers as strings, every
     string cleaned (verify/text.py). The common report (every number finite, nothing to clean) is
     written as it is: json refuses a non-finite number, and json_text_is_clean looks at the text."""
+    report = dict(report, reference=reference_origin(report))  # derived, never taken from the input
     try:
         text = _layout(report)
         if json_text_is_clean(text):

@@ -53,6 +53,12 @@ class Policy:
         return float(declared["value"]) if declared else self.tol
 
 
+def declared_reason(spec):
+    """The reason a case gives for its own tolerance (expect.tolerance), or None."""
+    declared = (spec.get("expect") or {}).get("tolerance")
+    return declared["reason"] if declared else None
+
+
 @dataclass
 class Fresh:
     """One engine's output for one case, once read and validated (or why it is unusable)."""
@@ -198,6 +204,7 @@ def judge(ctx, case, runs, policy, reader, fresh=None):
         "passed": False,
         "status": FAILED,
         "tolerance": tol,
+        **({"tolerance_reason": declared_reason(case.spec)} if declared_reason(case.spec) else {}),
         "goldens": {role: g.status for role, g in golden_checks.items()},
         "golden_details": {role: dict(g.to_dict(), label=g.label, engine=fresh[role].engine_name)
                            for role, g in golden_checks.items()},
@@ -227,13 +234,64 @@ def add_replay(entry, replay_part, policy):
 
 # --- the decision ---------------------------------------------------------------------------------
 
+def _number(x):
+    """A figure of a tensor record as a float ("NaN", "Infinity" as the JSON report writes them)."""
+    if isinstance(x, bool) or x is None:
+        return None
+    if isinstance(x, str):
+        return {"NaN": float("nan"), "Infinity": float("inf"), "-Infinity": float("-inf")}.get(x)
+    return float(x)
+
+
+def contradiction(t, tol=None):
+    """Why a tensor record that says `passed` cannot have passed by its own figures, or None. A
+    saved report is an input like any other: `verify show` judges its figures, never its stored
+    `passed` (a record of compare.py always agrees with itself, so a run is judged the same).
+    Every element passes when the greatest |diff| is within what is allowed there, nothing is
+    mismatched, no element is NaN (NaN is never close), no non-finite mismatch is counted, both
+    sides hold as many infinities, and no mismatch is sampled."""
+    if not t.get("passed"):
+        return None
+    found = []
+    if t.get("message"):
+        found.append(f"it says {t['message']!r}")
+    if t.get("mismatched"):
+        found.append(f"mismatched {t['mismatched']} of {t.get('total')}")
+    if t.get("nonfinite"):
+        found.append(f"{t['nonfinite']} non-finite mismatch(es)")
+    nan = {k: v for k, v in (t.get("nan") or {}).items() if v}
+    if nan:
+        found.append("NaN " + ", ".join(f"{k} {v}" for k, v in nan.items()))
+    inf = list((t.get("inf") or {}).values())
+    if len(set(inf)) > 1:
+        found.append("Inf " + ", ".join(f"{k} {v}" for k, v in t["inf"].items()))
+    if t.get("samples"):
+        found.append(f"{len(t['samples'])} mismatch(es) sampled")
+    max_abs, allowed = _number(t.get("max_abs")), _number(t.get("allowed_at_max_abs"))
+    if max_abs is not None:
+        if t.get("dtype") == "int64":
+            allowed = 0.0  # integers compare exactly
+        elif tol is not None and (allowed is None or not allowed >= tol):
+            allowed = tol  # tol * (1 + |reference|) is never below tol
+        if not max_abs <= (allowed if allowed is not None else 0.0):
+            found.append(f"max|diff| {max_abs:g} against {allowed if allowed is not None else 0.0:g} allowed")
+    return f"recorded as passed, but {'; '.join(found)}" if found else None
+
+
 def _tensor_identical(t):
-    exact = t["max_ulp"] == 0 or (t["dtype"] == "int64" and t["message"] is None)  # integers compare exactly
+    """Bit identity by the figures: passed, 0 ULP apart and 0 apart (integers: compared exactly), no NaN."""
+    if t["dtype"] == "int64":
+        exact = t["message"] is None and _number(t.get("max_abs")) in (0.0, None)
+    else:
+        exact = t["max_ulp"] == 0 and _number(t.get("max_abs")) in (0.0, None)
     return t["passed"] and exact and not any((t.get("nan") or {}).values())
 
 
-def tensor_status(t, bitwise=False):
-    """bit-identical, within the tolerance, parted (a free-run output beyond the tolerance) or failed."""
+def tensor_status(t, bitwise=False, tol=None):
+    """bit-identical, within the tolerance, parted (a free-run output beyond the tolerance) or failed;
+    a record whose figures contradict its `passed` (contradiction) is failed."""
+    if contradiction(t, tol):
+        return FAILED
     if _tensor_identical(t):
         return BIT_IDENTICAL
     if t["passed"]:
@@ -266,13 +324,17 @@ def decide(entry, policy, include_goldens=True):
         entry.update(passed=False, failures=failures or ["not run"])
         return entry
     identical = True
+    tol = entry.get("tolerance") or policy.tol
+    if not (entry["tensors"] or entry["checks"] or entry["replay"] or entry.get("evaluation")) and not failures:
+        failures.append("no tensor was compared: nothing shows that the engines agree")  # a run always compares some
     for t in entry["tensors"]:
-        t["status"] = tensor_status(t, policy.bitwise)
+        t["status"] = tensor_status(t, policy.bitwise, tol)
         identical &= t["status"] == BIT_IDENTICAL
         if t["status"] == FAILED:
             free = t.get("part") == "free_run"
-            bitwise_only = t["passed"] or (free and t["message"] is None)
-            failures.append(f"{t['role']} '{t['name']}'{' (free run)' if free else ''}: {_describe(t)}"
+            lie = contradiction(t, tol)
+            bitwise_only = not lie and (t["passed"] or (free and t["message"] is None))
+            failures.append(f"{t['role']} '{t['name']}'{' (free run)' if free else ''}: {lie or _describe(t)}"
                             + (" (--bitwise)" if bitwise_only else ""))
     for c in entry["checks"]:
         bitwise_only = c.get("required", "always") == "bitwise"
@@ -292,19 +354,22 @@ def decide(entry, policy, include_goldens=True):
         if evaluation["error"]:
             failures.append(f"evaluation: {evaluation['error']}")
         for t in evaluation["tensors"]:
-            t["status"] = tensor_status(t, policy.bitwise)
+            t["status"] = tensor_status(t, policy.bitwise, tol)
             tie = bool(t.get("near_tie") or t.get("near_tie_rows"))
             identical &= t["status"] == BIT_IDENTICAL and not tie
-            if t["status"] == FAILED and not t.get("near_tie"):
-                failures.append(f"evaluation of the reference's final parameters, '{t['name']}': {_describe(t)}"
-                                + (" (--bitwise)" if t["passed"] else ""))
+            lie = contradiction(t, tol)
+            if t["status"] == FAILED and (lie or not t.get("near_tie")):
+                failures.append(f"evaluation of the reference's final parameters, '{t['name']}': {lie or _describe(t)}"
+                                + (" (--bitwise)" if t["passed"] and not lie else ""))
             elif tie and policy.bitwise:
                 failures.append(f"evaluation '{t['name']}': parted at a near tie, not bit-identical (--bitwise)")
     if include_goldens:
         for role, g in entry["golden_details"].items():
             if g["status"] in ("stale", "missing", "not run"):
-                continue  # named in errors (stale, missing) or by the engine's own error
-            if policy.bitwise and (g["status"] == "parted" or (g["status"] == "drift" and g["max_ulp"])):
+                if not golden_errors and not failures:  # named in errors or by the engine's own error, or edited out
+                    failures.append(f"golden {g['file']}: {g['status']}")
+                continue
+            if policy.bitwise and g["status"] in ("parted", "drift"):  # drift at 0 ULP too: the text or a digest differs
                 failures.append(f"golden {g['file']}: {g['label']}, not byte-identical (--bitwise)")
     failures += golden_errors
     entry["passed"] = not failures
@@ -338,3 +403,37 @@ def not_run_entry(case, display, reason):
         "tensors": [], "checks": [], "free_runs": [], "replay": [], "evaluation": None,
         "errors": [reason], "failures": [reason], "seconds": {},
     }
+
+
+# --- a saved report's browsers (verify show) --------------------------------------------------------
+
+def decide_browsers(browsers, ids, policy, whole):
+    """Judge again report["browsers"] (verify/browsers.py) for the cases `ids` shown: a browser passes
+    when it ran and each of these cases has a verdict of its own there that passed (bit-identical or
+    within the tolerance, no failure; bit-identical under --bitwise); a case it holds no verdict for
+    fails. whole: every case of the report is shown, so the browser's stored verdict counts too (a
+    stored failure is never shown as a pass). Returns {name: part} as the report holds them."""
+    found = {}
+    for name, part in browsers.items():
+        cases = {}
+        for case_id in ids:
+            c = part["cases"].get(case_id)
+            if c is None:
+                c = {"passed": False, "status": NOT_RUN, "identical_to_node": False, "seconds": None,
+                     "failures": [f"browser {name} holds no verdict for this case (the report was edited)"]}
+            else:
+                c = dict(c)
+                good = (BIT_IDENTICAL,) if policy.bitwise else (BIT_IDENTICAL, WITHIN)
+                if c["passed"] and (c["status"] not in good or c["failures"]):
+                    why = c["failures"][0] if c["failures"] else f"status {c['status']}"
+                    c["failures"] = [f"recorded as passed, but {why}"
+                                     + (" (--bitwise)" if c["status"] == WITHIN and not c["failures"] else "")]
+                    c["passed"] = False
+            cases[case_id] = c
+        extra = sorted(set(part["cases"]) - set(ids)) if whole else []
+        passed = part["ran"] and all(c["passed"] for c in cases.values()) and not extra and (part["passed"] or not whole)
+        found[name] = dict(part, cases=cases, passed=passed,
+                           summary=dict(part["summary"], passed=sum(c["passed"] for c in cases.values()),
+                                        failed=sum(not c["passed"] for c in cases.values()),
+                                        identical_to_node=sum(bool(c["identical_to_node"]) for c in cases.values())))
+    return found
