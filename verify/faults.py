@@ -34,6 +34,7 @@ from pathlib import Path
 from . import anchors, assets, catalogue, lifecycle
 from . import engines as engines_mod
 from . import schedule, suite, verdict
+from .documents import DocumentError, read
 from .errors import EXIT_MISMATCH, EXIT_PASS, InputError
 
 AREAS = ("forward", "backward", "optimiser", "generator", "init", "decoding", "data")
@@ -80,12 +81,10 @@ def load(path, root, display):
     """The catalogue's faults, checked: every key present, a known engine and area, and one
     declaration of `within` in that engine's tree whose text holds `find` exactly once."""
     try:
-        doc = json.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise InputError(f"cannot read the fault catalogue {display(path)} ({exc.strerror}); "
-                         "it lists the faults, one text edit each (docs/faults.md)") from None
-    except ValueError as exc:
-        raise InputError(f"the fault catalogue {display(path)} is not valid JSON ({exc}); fix it") from None
+        doc = read(path)  # bounded and without blocking: a pipe or /dev/zero is said at once
+    except DocumentError as exc:
+        raise InputError(f"the fault catalogue {display(path)} cannot be read: {exc}; fix it or give another "
+                         "--catalogue (it lists the faults, one text edit each: docs/faults.md)") from None
     entries = doc.get("faults") if isinstance(doc, dict) else None
     if not isinstance(entries, list) or not entries:
         raise InputError(f"the fault catalogue {display(path)} needs a non-empty list 'faults' (docs/faults.md)")
