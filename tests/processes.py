@@ -79,3 +79,35 @@ def _describe(pids):
             cmd = "?"
         out.append(f"{pid} ({cmd})")
     return ", ".join(out)
+
+
+def marked(marker):
+    """The live processes whose command line holds `marker` (a word unique to one test): how a
+    test finds what a port started that cleared its environment (no token) and left the run's
+    process tree (a daemon)."""
+    found = []
+    needle = marker.encode()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) != os.getpid():
+            try:
+                cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+            except OSError:
+                continue
+            if needle in cmdline and running(int(entry)):
+                found.append(int(entry))
+    return sorted(found)
+
+
+def kill_marked(marker, pids=()):
+    """SIGKILL what a failed test left: the processes holding `marker`, and `pids` (until none is
+    left: one may fork meanwhile)."""
+    for _ in range(50):
+        left = [p for p in {*marked(marker), *pids} if running(p)]
+        if not left:
+            return
+        for pid in left:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        time.sleep(0.02)

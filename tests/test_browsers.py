@@ -125,9 +125,12 @@ SMALL = ["multi_head_attention.*", "transformer.one_plus_one", "gradcheck.alignm
 def test_the_engine_writes_nodes_documents_byte_for_byte(node, name, tmp_path, capsys):
     require(node, name)
     account = tmp_path / "account.json"
-    args = ["--engine", "node", "--engine", name, "--engine", f"{name}-js", "--json", str(account)]
+    # a generous, explicit bound for a loaded machine (each engine run; the browser's own start-up
+    # has its own, port_ts/browser/browsers.ts); never a second try of a verdict
+    args = ["--engine", "node", "--engine", name, "--engine", f"{name}-js", "--json", str(account), "--timeout", "1800"]
     code = engine_identity.main(args + [a for p in SMALL for a in ("--case", p)])
-    printed = capsys.readouterr().out
+    out, err = capsys.readouterr()
+    printed = out + err  # an engine's failure is on stderr: the reason must be in the assertion's message
     assert code == 0, printed
     result = json.loads(account.read_text())
     assert "pretrained.minilm.lesson" in result["cases"] and "train.alignment" in result["cases"], printed
@@ -315,7 +318,8 @@ def test_the_engine_and_its_browser_stop_when_the_runner_is_gone(node, tmp_path,
             owner.kill()
             owner.wait()
             proc.wait(timeout=60)
-            assert proc.returncode == 2 and "the runner that started this engine is gone" in proc.stderr.read()
+            said = proc.stderr.read()
+            assert proc.returncode == 2 and "the runner that started this engine is gone" in said, (proc.returncode, said)
             deadline = time.monotonic() + 10
             while any(_alive(p) for p in started) and time.monotonic() < deadline:
                 time.sleep(0.1)

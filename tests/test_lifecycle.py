@@ -34,8 +34,9 @@ def slow_cases(repo_root, tmp_path_factory):
     return directory
 
 
-_WITH_DEFAULT_SIGINT = ("import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
-                        "sys.argv[0] = 'verify'; runpy.run_module('verify', run_name='__main__', alter_sys=True)")
+_WITH_DEFAULT_SIGNALS = ("import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+                         "signal.signal(signal.SIGHUP, signal.SIG_DFL); signal.signal(signal.SIGTERM, signal.SIG_DFL); "
+                         "sys.argv[0] = 'verify'; runpy.run_module('verify', run_name='__main__', alter_sys=True)")
 
 
 class Run:
@@ -46,10 +47,11 @@ class Run:
         tmp.mkdir(exist_ok=True)
         env = dict(os.environ, TMPDIR=str(tmp))
         env.pop(lifecycle.ENV, None)
-        # SIGINT at Python's default even when this process inherited it ignored (a job a shell
-        # without job control put in the background): the runner keeps an ignored SIGINT ignored,
-        # as a user who started it that way asked, and these tests are about the default.
-        self.proc = subprocess.Popen([sys.executable, "-c", _WITH_DEFAULT_SIGINT, *map(str, args)], cwd=repo_root, env=env,
+        # SIGINT, SIGHUP and SIGTERM at their defaults even when this process inherited them
+        # ignored (a job a shell without job control put in the background ignores SIGINT; pytest
+        # under nohup ignores SIGHUP): the runner keeps an ignored signal ignored, as a user who
+        # started it that way asked, and these tests are about the defaults.
+        self.proc = subprocess.Popen([sys.executable, "-c", _WITH_DEFAULT_SIGNALS, *map(str, args)], cwd=repo_root, env=env,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                      start_new_session=True)
         self.pid = self.proc.pid
@@ -144,7 +146,20 @@ def test_the_next_run_never_touches_a_live_runs_directory(start, cases_dir, gold
     port.write_text(SLEEPY_PORT)
     live = start("attention", "--cases-dir", cases_dir, "--golden-dir", goldens, "--port-cmd",
                  f"{sys.executable} {port} 60", "--timeout", "120")
-    mine = wait_until(lambda: dirs_of(live.pid, live.tmp), timeout=60)
+    def reference_running():
+        for pid in started_by(live.pid):
+            try:
+                if b"reference\0run" in open(f"/proc/{pid}/cmdline", "rb").read():
+                    return True
+            except OSError:
+                pass
+        return False
+
+    # the reference's own TMPDIR goes when it is done; then the run keeps its directories while the port sleeps
+    assert wait_until(lambda: dirs_of(live.pid, live.tmp) and not reference_running(), timeout=60), live.finish()
+    mine, seen = None, dirs_of(live.pid, live.tmp)
+    while mine != seen:  # and the runner has removed that TMPDIR: the same directories twice, 0.5 s apart
+        mine, seen = seen, (time.sleep(0.5), dirs_of(live.pid, live.tmp))[1]
     assert mine, live.finish()
     dead = live.tmp / "verify-999999999-1-abcdef"  # a name a dead runner would have made
     dead.mkdir()

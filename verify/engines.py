@@ -14,13 +14,14 @@ import selectors
 import shlex
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import lifecycle
 from .errors import InputError
-from .models import cache_root
+from .models import NoCacheDir, cache_root
 from .text import clean
 
 PROTOCOL = 1
@@ -131,10 +132,18 @@ def compile_cache_env(environ):
     types are stripped), keyed by the module's source, and reuses it while the source is the
     same: a port process starts in about 0.1 s instead of 0.35 s (docs/performance.md). It holds
     compiled code, never a result, as Python's __pycache__ does for the reference; a Node that
-    cannot write the directory runs without it, and a command that is not Node ignores it."""
+    cannot write the directory runs without it, and a command that is not Node ignores it. Not used
+    without a home directory, nor in a directory another user can write (docs/trust.md)."""
     if environ.get(COMPILE_CACHE) or environ.get("NODE_DISABLE_COMPILE_CACHE"):
         return {}
-    return {COMPILE_CACHE: str(cache_root(environ) / "node-compile-cache")}
+    try:
+        directory = cache_root(environ) / "node-compile-cache"
+    except NoCacheDir:  # no home directory: no cache
+        return {}
+    from .reference_cache import private_problem  # here: reference_cache imports this module
+    if private_problem(directory):  # code another user could have written is never run
+        return {}
+    return {COMPILE_CACHE: str(directory)}
 
 
 def cached(real, cache_dir):
@@ -310,7 +319,9 @@ def run(engine, case_specs, out_dir, timeout, extra=None, on_status=None, kind=N
     StatusReader), the run stops at `timeout` seconds, and once the engine has exited, stdout and
     stderr must close within EXIT_GRACE seconds (a process it started that keeps them open, even
     in a session of its own, is killed and the run stops). On every way out the engine's process
-    group, and every process carrying this engine run's tag (verify/lifecycle.py), is killed."""
+    group, and every process carrying this engine run's tag (verify/lifecycle.py), is killed; once no
+    engine runs, so is every process the runner adopted as a subreaper (lifecycle.kill_adopted()).
+    The engine's TMPDIR is a directory of its own (lifecycle.engine_tmp()), removed when it ends."""
     out_dir = Path(out_dir)
     items = {"kind": kind, REQUEST_ITEMS[kind]: case_specs} if kind else {"cases": case_specs}
     request = json.dumps({"protocol": PROTOCOL, "out_dir": str(out_dir), **items, **engine.fields, **(extra or {})})
@@ -320,6 +331,21 @@ def run(engine, case_specs, out_dir, timeout, extra=None, on_status=None, kind=N
         env.update(compile_cache_env(env))
     if engine.one_blas_thread:
         env.update(blas_env(env))
+    try:
+        tmp = lifecycle.engine_tmp()  # its TMPDIR: what it (a browser) leaves there goes with it
+    except OSError as exc:
+        raise InputError(f"cannot make a temporary directory for the {engine.name} engine in {clean(tempfile.gettempdir())}: "
+                         f"{exc.strerror or exc}; set TMPDIR to a directory you can write") from None
+    env["TMPDIR"] = str(tmp)
+    lifecycle.started()
+    try:
+        return _run(engine, request, case_specs, out_dir, timeout, on_status, env, tag)
+    finally:
+        lifecycle.ended()  # the last engine: what they left detached is killed, before their TMPDIR goes
+        lifecycle.remove_dir(tmp)
+
+
+def _run(engine, request, case_specs, out_dir, timeout, on_status, env, tag):
     started = time.monotonic()
     deadline = started + timeout
     try:
@@ -437,11 +463,18 @@ def _lingering(proc, engine):
     )
 
 
+def _no_repeated_key(pairs):
+    keys = [k for k, _ in pairs]
+    if len(set(keys)) != len(keys):
+        raise ValueError("a key named twice")
+    return dict(pairs)
+
+
 def parse_status(line):
     """A status line as a dict, or None when it is not one: a JSON object (strict JSON: no bare
-    NaN or Infinity) with a string `id` and a boolean `ok` (docs/protocol.md)."""
+    NaN or Infinity, no key named twice, as `"ok": false, "ok": true`) with a string `id` and a boolean `ok` (docs/protocol.md)."""
     try:
-        status = json.loads(line, parse_constant=_not_json)
+        status = json.loads(line, parse_constant=_not_json, object_pairs_hook=_no_repeated_key)
     except (ValueError, RecursionError):
         return None
     if not (isinstance(status, dict) and isinstance(status.get("id"), str) and isinstance(status.get("ok"), bool)):

@@ -12,17 +12,28 @@
   next run removes those whose owner is dead; a live run's directories are never touched (the
   start time tells a reused pid apart).
 
-Linux reads /proc for start times and environments; elsewhere the token is the pid alone and
-only the process groups are killed.
+- A process that leaves the engine's group and clears its environment (a daemon: double fork,
+  setsid, env -i) carries neither. On Linux a command of the runner (guard()) makes it a child
+  subreaper (prctl(PR_SET_CHILD_SUBREAPER)): every orphaned descendant of its engines is then
+  reparented to the runner instead of init, and once no engine runs, and on every way out, the
+  runner kills (SIGKILL, its whole subtree) and reaps every child it adopted that way: a child it
+  neither had when the command began nor started itself (kill_adopted()). So a runner inside
+  another program (pytest calling verify.cli.main) never touches that program's own children.
+
+Linux reads /proc for start times, environments and parents; elsewhere the token is the pid alone,
+only the process groups are killed, and there is no subreaper (docs/runner.md, "Guarantees").
 """
 
 import atexit
+import ctypes
 import os
 import re
 import shutil
 import signal
+import sys
 import tempfile
 import threading
+import time
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -155,6 +166,8 @@ def register(proc):
     """An engine process started in its own session (its pid is its process group)."""
     with _lock:
         _groups[proc.pid] = proc
+        if _adopting is not None:
+            _adopting["mine"][proc.pid] = start_ticks(proc.pid)
 
 
 def unregister(proc):
@@ -198,9 +211,164 @@ def kill_groups():
 
 
 def kill_all():
-    """Every engine process group this runner started, and every process carrying its token."""
+    """Every engine process group this runner started, every process carrying its token, and every
+    process it adopted as a subreaper (however it detached)."""
     kill_groups()
     kill_carriers()
+    kill_adopted()
+
+
+# --- the subreaper: what detached however it could ----------------------------------------------
+
+PR_SET_CHILD_SUBREAPER, PR_GET_CHILD_SUBREAPER = 36, 37
+ADOPTED_GRACE = 5.0  # seconds kill_adopted() keeps killing a subtree that keeps forking
+_adopting = None  # while guard() made this process a subreaper: {"before": bool, "mine": {pid: start ticks}}
+_depth = 0  # nested guard()s
+_engines_running = 0  # engine runs between started() and ended()
+
+
+def _prctl():
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+def _subreaper_get():
+    prctl = _prctl()
+    if prctl is None:
+        return None
+    value = ctypes.c_int(0)
+    if prctl(PR_GET_CHILD_SUBREAPER, ctypes.byref(value), 0, 0, 0) != 0:
+        return None
+    return bool(value.value)
+
+
+def _subreaper_set(on):
+    prctl = _prctl()
+    return prctl is not None and prctl(PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0) == 0
+
+
+def _table():
+    """{pid: (parent pid, state)} of every process, from /proc (empty without it)."""
+    found = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return found
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as fh:
+                stat = fh.read()
+            fields = stat[stat.rindex(b")") + 2:].split()
+            found[int(entry)] = (int(fields[1]), fields[0][:1])
+        except (OSError, ValueError, IndexError):
+            continue
+    return found
+
+
+def _adopt_begin():
+    """Become a subreaper (Linux) and note the children this process already has: never ours to
+    kill. Returns whether it is one now."""
+    global _adopting
+    with _lock:
+        if _adopting is not None:
+            return True
+        before = _subreaper_get()
+        if before is None or not _subreaper_set(True):
+            return False
+        me = os.getpid()
+        mine = {pid: start_ticks(pid) for pid, (ppid, _) in _table().items() if ppid == me}
+        mine.update({pid: start_ticks(pid) for pid in _groups})
+        _adopting = {"before": before, "mine": mine}
+        return True
+
+
+def _adopt_end():
+    global _adopting
+    with _lock:
+        if _adopting is None:
+            return
+        kill_adopted()
+        if not _adopting["before"]:
+            _subreaper_set(False)
+        _adopting = None
+
+
+def adopted():
+    """The pids of the children this process adopted as a subreaper and that are still there
+    (zombies included): children it neither had when guard() began nor started as an engine."""
+    with _lock:
+        if _adopting is None:
+            return []
+        mine = dict(_adopting["mine"])
+    me = os.getpid()
+    return sorted(pid for pid, (ppid, _) in _table().items()
+                  if ppid == me and not (pid in mine and mine[pid] == start_ticks(pid)))
+
+
+def kill_adopted():
+    """SIGKILL every process this runner adopted, with its whole subtree (a child that forks as it
+    is killed is adopted in turn: looked at again, for up to ADOPTED_GRACE seconds), and reap them
+    (waitpid on those pids only). Returns the pids killed."""
+    with _lock:
+        if _adopting is None:
+            return []
+        killed = set()
+        deadline = time.monotonic() + ADOPTED_GRACE
+        me = os.getpid()
+        while True:
+            theirs = set(adopted())
+            if not theirs:
+                break
+            table = _table()
+            children = {}
+            for pid, (ppid, _) in table.items():
+                children.setdefault(ppid, []).append(pid)
+            subtree, todo = set(), list(theirs)
+            while todo:
+                pid = todo.pop()
+                if pid in subtree or pid == me:
+                    continue
+                subtree.add(pid)
+                todo.extend(children.get(pid, ()))
+            for pid in subtree:
+                if table.get(pid, (0, b"Z"))[1] != b"Z":
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                        killed.add(pid)
+                    except (ProcessLookupError, PermissionError):
+                        pass
+            for pid in theirs:  # ours to reap: they were adopted, nobody else waits for them
+                try:
+                    os.waitpid(pid, os.WNOHANG)
+                except ChildProcessError:
+                    pass
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.01)
+        return sorted(killed)
+
+
+def started():
+    """An engine run begins (engines.run, before its process starts)."""
+    global _engines_running
+    with _lock:
+        _engines_running += 1
+
+
+def ended():
+    """An engine run is over (its process and group killed and waited for): once none runs, what
+    the engines left detached is killed (kill_adopted())."""
+    global _engines_running
+    with _lock:
+        _engines_running -= 1
+        if _engines_running == 0:
+            kill_adopted()
 
 
 # --- temporary directories --------------------------------------------------------------------
@@ -219,6 +387,22 @@ def temp_dir(prefix="verify-"):
         raise
     finally:
         _remove(path)
+
+
+def engine_tmp():
+    """A fresh temporary directory for one engine process (its TMPDIR), named after this runner like
+    temp_dir()'s: remove_dir() removes it when the engine ends, cleanup() on every way out, the
+    next run if this one was killed. So nothing an engine or a browser it starts puts in its
+    temporary directory (Chromium's org.chromium.Chromium.*, a profile) outlives the run."""
+    path = Path(tempfile.mkdtemp(prefix=f"verify-tmp-{token()}-"))
+    with _lock:
+        _dirs.add(path)
+    return path
+
+
+def remove_dir(path):
+    """Remove a directory of engine_tmp()."""
+    _remove(Path(path))
 
 
 def _remove(path):
@@ -270,7 +454,8 @@ def reap(tmp=None):
 # --- the way out --------------------------------------------------------------------------------
 
 def cleanup():
-    """Every way out: stop what this runner started, remove its temporary directories."""
+    """Every way out: stop what this runner started (and adopted), remove its temporary
+    directories."""
     kill_all()
     with _lock:
         dirs = list(_dirs)
@@ -307,10 +492,19 @@ def guard():
                 previous[sig] = signal.signal(sig, _on_signal)
     if not _installed_atexit:
         _register_atexit()
+    global _depth
+    with _lock:
+        _depth += 1
+        if _depth == 1:
+            _adopt_begin()
     try:
         reap()
         yield
     finally:
         cleanup()
+        with _lock:
+            _depth -= 1
+            if _depth == 0:
+                _adopt_end()
         for sig, handler in previous.items():
             signal.signal(sig, handler if handler is not None else signal.SIG_DFL)

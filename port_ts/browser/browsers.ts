@@ -12,14 +12,16 @@
 // way out of this process (a normal end, an error, SIGTERM, SIGINT, SIGHUP) cleanup() kills what
 // is left of the tree of processes this process started, and removes the browser's profile,
 // a fresh temporary directory per browser (HOME and the XDG directories point into it too, so
-// nothing is read from or written to the user's own profile). A profile left behind by a process
-// killed with SIGKILL (no handler can run) is removed by the next run.
+// nothing is read from or written to the user's own profile), and the directory Chromium makes
+// for its singleton socket in TMPDIR (org.chromium.Chromium.*). A profile left behind by a process
+// killed with SIGKILL (no handler can run) is removed by the next run; under `verify` both live in
+// the engine's own TMPDIR, which the runner removes however the engine ended.
 
 import { spawn, type ChildProcess } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { basename, dirname, join } from "node:path";
 import {
   Browser as BrowserKind, CDP_WEBSOCKET_ENDPOINT_REGEX, WEBDRIVER_BIDI_WEBSOCKET_ENDPOINT_REGEX, createProfile, launch,
 } from "@puppeteer/browsers";
@@ -39,15 +41,37 @@ export class Fail extends Error {}
 /** The one line a command prints for an error: its own words for Fail and BrowserMissing, else the
  *  first line of the message after the browser's name. */
 export function failureLine(name: string, err: unknown): string {
-  return err instanceof Fail || err instanceof BrowserMissing ? err.message : `${name}: ${(err as Error).message.split("\n")[0]}`;
+  if (err instanceof Fail || err instanceof BrowserMissing) return err.message;
+  // never an empty reason: a thrown non-Error, an Error without a message (selenium's, puppeteer's)
+  // still say what they are
+  if (!(err instanceof Error)) return `${name}: ${typeof err} thrown: ${String(err).split("\n")[0] || "(empty)"}`;
+  const first = err.message.split("\n").map((l) => l.trim()).find((l) => l !== "") ?? "";
+  const kind = err.name && err.name !== "Error" ? `${err.name}: ` : "";
+  const where = err.stack?.split("\n").find((l) => l.trim().startsWith("at "))?.trim() ?? "no stack";
+  return `${name}: ${kind}${first !== "" ? first : `an error without a message (${where})`}`;
 }
 
-/** Runs a command's main, then kills what it started and exits with its code. */
+/** Runs a command's main, then kills what it started and exits with its code; a main that
+ *  throws (which it should not) is exit 2 with its one line, never Node's bare stack and exit 1. */
 export function exitAfter(main: Promise<number>): void {
   main.then((code) => {
     cleanup();
     process.exit(code);
+  }, (err: unknown) => {
+    process.stderr.write(`${failureLine("browser engine", err)}\n`);
+    cleanup();
+    process.exit(2);
   });
+}
+
+/** The line of a browser's own output that says why it stopped: its FATAL line, else its last
+ *  line naming an error (not Chromium's crashpad chatter), else its last line. */
+export function browserSaid(lines: string[]): string {
+  const kept = lines.map((l) => l.trim()).filter((l) => l !== "");
+  const fatal = kept.find((l) => /FATAL|fatal error|Fatal/.test(l));
+  const error = [...kept].reverse().find((l) => /error|cannot|failed|refused/i.test(l) && !/crashpad|cpufreq/.test(l));
+  const line = fatal ?? error ?? kept[kept.length - 1] ?? "";
+  return line.length > 300 ? `${line.slice(0, 297)}...` : line;
 }
 
 /** An open browser with one page. */
@@ -71,7 +95,7 @@ const INSTALL: Record<BrowserName, string> = {
   webkit: "apt-get install -y webkit2gtk-driver xvfb",
 };
 const PROFILE_PREFIX = "attention-parity-browser-";
-const LAUNCH_TIMEOUT_MS = 60_000;
+const LAUNCH_TIMEOUT_MS = 120_000; // a browser's start-up, its first page: generous, for a loaded machine
 const VIEWPORT = { width: 1200, height: 900 }; // the lab page, heat maps side by side
 
 function firstExisting(envName: string, candidates: string[]): string | null {
@@ -180,9 +204,30 @@ export function cleanup(): void {
     }
   }
   for (const dir of profiles) {
-    try { rmSync(dir, { recursive: true, force: true, maxRetries: 3 }); } catch { /* best effort */ }
+    removeProfile(dir);
     profiles.delete(dir);
   }
+}
+
+/** A profile, and the directory Chromium made for its singleton socket outside it
+ *  ($TMPDIR/org.chromium.Chromium.XXXXXX, which the profile's SingletonSocket link points into). */
+function removeProfile(dir: string): void {
+  try {
+    const socketDir = dirname(readlinkSync(join(dir, "chromium", "SingletonSocket")));
+    if (basename(socketDir).startsWith("org.chromium.Chromium.")) rmSync(socketDir, { recursive: true, force: true });
+  } catch { /* not Chromium's, or no link */ }
+  try { rmSync(dir, { recursive: true, force: true, maxRetries: 3 }); } catch { /* best effort */ }
+}
+
+const SOCKET_PATH_MAX = 107; // bytes in a Unix socket's path (sun_path, less its NUL)
+
+/** The TMPDIR Chromium gets: ours (under `verify`, a directory of the engine's own that the runner
+ *  removes with it, whatever is left in it), unless the singleton socket Chromium makes there,
+ *  $TMPDIR/org.chromium.Chromium.XXXXXX/SingletonSocket, would not fit a socket path (Chromium
+ *  then dies with "Socket path too long"): /tmp then (removeProfile() removes that directory). */
+function chromiumTmp(): string {
+  const mine = tmpdir();
+  return Buffer.byteLength(join(mine, "org.chromium.Chromium.XXXXXX", "SingletonSocket")) <= SOCKET_PATH_MAX ? mine : "/tmp";
 }
 
 function installHandlers(): void {
@@ -207,9 +252,7 @@ function removeStaleProfiles(): void {
   try { entries = readdirSync(tmpdir()); } catch { return; }
   for (const e of entries) {
     const m = e.startsWith(PROFILE_PREFIX) ? /-(\d+)-[^-]+$/.exec(e) : null;
-    if (m !== null && !alive(Number(m[1]))) {
-      try { rmSync(join(tmpdir(), e), { recursive: true, force: true }); } catch { /* another run's, racing */ }
-    }
+    if (m !== null && !alive(Number(m[1]))) removeProfile(join(tmpdir(), e));
   }
 }
 
@@ -258,7 +301,8 @@ async function openPuppeteer(name: "chromium" | "firefox"): Promise<OpenBrowser>
   // process group of its own, which a runner killing the engine's group would miss
   const proc = launch({
     executablePath: name === "chromium" ? exe.chromium : exe.firefox, args, detached: false,
-    handleSIGINT: false, handleSIGTERM: false, handleSIGHUP: false, env: privateEnv(profile),
+    handleSIGINT: false, handleSIGTERM: false, handleSIGHUP: false,
+    env: privateEnv(profile, name === "chromium" ? { TMPDIR: chromiumTmp() } : {}),
   });
   let browser: PuppeteerBrowser;
   try {
@@ -268,8 +312,9 @@ async function openPuppeteer(name: "chromium" | "firefox"): Promise<OpenBrowser>
       ? await puppeteer.connect({ browserWSEndpoint: endpoint, protocolTimeout: 0, defaultViewport: VIEWPORT })
       : await puppeteer.connect({ browserWSEndpoint: `${endpoint}/session`, protocol: "webDriverBiDi", protocolTimeout: 0, defaultViewport: VIEWPORT });
   } catch (err) {
+    const said = browserSaid(proc.getRecentLogs());
     await proc.close().catch(() => undefined);
-    throw new Error(`${name} did not start: ${(err as Error).message.split("\n")[0]}`);
+    throw new Error(`${name} did not start: ${(err as Error).message.split("\n")[0].trim()}; ${said !== "" ? `it said: ${said}` : "it printed nothing"}`);
   }
   const version = (await browser.version()).replace(/^[A-Za-z]+\//, "");
   const pages = await browser.pages();
@@ -321,7 +366,7 @@ async function startXvfb(xvfb: string, profile: string): Promise<{ child: ChildP
   let err = "";
   child.stderr!.on("data", (d: Buffer) => { err = (err + d.toString()).slice(-2000); });
   const display = await new Promise<string>((ok, fail) => {
-    const timer = setTimeout(() => fail(new Error("Xvfb gave no display within 30 s")), 30_000);
+    const timer = setTimeout(() => fail(new Error("Xvfb gave no display within 60 s")), 60_000);
     child.stdout!.once("data", (d: Buffer) => { clearTimeout(timer); ok(d.toString().trim()); });
     child.once("exit", () => { clearTimeout(timer); fail(new Error(`Xvfb exited: ${err.trim().split("\n").slice(-2).join(" | ")}`)); });
   });
@@ -345,13 +390,25 @@ async function openWebKit(): Promise<OpenBrowser> {
   capabilities.set("webkitgtk:browserOptions", { binary: exe.mini, args: ["--automation"] });
   let driver: webdriver.WebDriver | undefined;
   const started = Date.now();
-  for (;;) { // the driver listens a moment after it starts
+  let timeouts = 0;
+  for (;;) {
     try {
       driver = await webdriver.WebDriver.createSession(new Executor(new HttpClient(`http://127.0.0.1:${port}`)), capabilities);
       break;
     } catch (err) {
-      if (driverProc.exitCode !== null || Date.now() - started > LAUNCH_TIMEOUT_MS) {
-        throw new Error(`webkit did not start: ${(err as Error).message.split("\n")[0]} ${driverLog.trim().split("\n").slice(-2).join(" | ")}`);
+      // Tried again only while the driver is not listening yet (it listens a moment after it
+      // starts), or once when the driver itself says MiniBrowser did not start in time (a
+      // loaded machine); any other refusal is said at once, with what the driver logged.
+      const message = err instanceof Error ? `${err.name !== "Error" ? `${err.name}: ` : ""}${err.message.split("\n")[0]}` : String(err);
+      const code = (err as { code?: string } | null)?.code ?? "";
+      const notListening = /ECONNREFUSED|ECONNRESET|socket hang up/.test(`${code} ${message}`);
+      const startTimeout = !notListening && /timed? ?out|timeout/i.test(message) && timeouts++ === 0;
+      const gone = driverProc.exitCode !== null || driverProc.signalCode !== null;
+      if (gone || Date.now() - started > LAUNCH_TIMEOUT_MS || !(notListening || startTimeout)) {
+        const said = browserSaid(driverLog.split("\n"));
+        const exit = gone ? ` (WebKitWebDriver exited: ${driverProc.signalCode ?? `code ${driverProc.exitCode}`})` : "";
+        throw new Error(`webkit did not start: ${message || "the session was refused without a message"}${exit}; ` +
+          `${said !== "" ? `WebKitWebDriver said: ${said}` : "WebKitWebDriver printed nothing"}`);
       }
       await new Promise((r) => setTimeout(r, 200));
     }

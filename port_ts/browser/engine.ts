@@ -124,7 +124,7 @@ async function run(name: BrowserName, flagKernel: string | undefined): Promise<n
       fatal: (body) => {
         let said: { message?: unknown; request?: unknown } = {};
         try { said = JSON.parse(body); } catch { said = { message: body }; }
-        finish({ fatal: String(said.message ?? "the page stopped"), request: said.request === true });
+        finish({ fatal: String(said.message ?? "") || "the page stopped without saying why", request: said.request === true });
         return { status: 204 };
       },
     },
@@ -132,7 +132,7 @@ async function run(name: BrowserName, flagKernel: string | undefined): Promise<n
   try {
     browser = await openBrowser(name);
     const b = browser;
-    void b.gone.then((why) => finish({ fatal: why }));
+    void b.gone.then((why) => finish({ fatal: why || `${name} went away without a word` }));
     const startTimer = setTimeout(() => {
       if (!started) finish({ fatal: `the page did not start the port's worker within ${START_TIMEOUT_MS / 1000} s` });
     }, START_TIMEOUT_MS);
