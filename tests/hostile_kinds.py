@@ -43,6 +43,8 @@ CONSUMERS = {
     "hostile port": ("test_lifecycle", "test_after_a_hostile_port_nothing_of_the_run_is_left"),
     "concurrent runs": ("test_lifecycle", "test_the_next_run_never_touches_a_live_runs_directory"),
     "regeneration": ("test_regen_lock", "test_a_regeneration_condition"),
+    "port daemon": ("test_trust_processes", "test_nothing_a_port_started_outlives_the_run_however_it_detached"),
+    "browser temporary files": ("test_trust_processes", "test_a_browser_run_leaves_nothing_in_the_temporary_directory"),
 }
 
 AREA_TITLES = {
@@ -57,6 +59,9 @@ AREA_TITLES = {
     "hostile port": "A hostile port, then the process-level check (no process or directory of the run left)",
     "concurrent runs": "Concurrent runs",
     "regeneration": "Regenerations",
+    "port daemon": ("A port that leaves a daemon behind (fork, setsid, fork, descriptors closed, `env -i`: no token), "
+                    "then the check that no process of it is left and the run's TMPDIR is empty"),
+    "browser temporary files": "A run in Chromium with TMPDIR a fresh directory, which must be left empty",
 }
 
 
@@ -311,6 +316,8 @@ _e("id-number", "an id that is a number", 2, "not a status line", "out(json.dump
 _e("ok-string", 'ok "true"', 2, "not a status line", "out(json.dumps({'id': ids[0], 'ok': 'true'}))")
 _e("no-ok", "a status without ok", 2, "not a status line", "out(json.dumps({'id': ids[0]}))")
 _e("bare-nan", "a bare NaN in a status", 2, "not a status line", "out('{\"id\": \"%s\", \"ok\": true, \"seconds\": NaN}' % ids[0])")
+_e("ok-twice", 'ok named twice in a status ("ok": false, "ok": true)', 2, "not a status line",
+   "copy_all(); out('{\"id\": \"%s\", \"ok\": false, \"ok\": true}' % ids[0])")
 _e("not-utf8", "a line that is not UTF-8", 2, "printed a line that is not UTF-8", "raw(b'\\xff\\xfe\\n')")
 _e("long-line", "a 2 MiB line", 2, "a line longer than 1048576 bytes", "raw(b'x' * (2 << 20)); hang()")
 _e("many-bytes", "status lines beyond 16 MiB in all", 2, "more than 16777216 bytes on stdout",
@@ -491,6 +498,47 @@ for _mode, _says in (("hang", "did not finish within 3 s"), ("detached", "someth
                                  "crash": "a crashing port"}[_mode], 2, _says, _mode)
 kind("concurrent runs", "live-directory", "a run while another runs (and a dead run's directory is there)", 0,
      "", None)
+D = "port daemon"
+for _name, _what, _exit, _says, _data in (
+        ("env-i", "a daemon that double-forks, setsid's, closes its descriptors, clears its environment and sleeps; the run "
+         "passes", 0, "1 passed, 0 failed", ("env-i", None)),
+        ("ignores-signals", "the daemon ignores SIGTERM, SIGHUP, SIGINT, SIGQUIT", 0, "1 passed, 0 failed",
+         ("ignores-signals", None)),
+        ("forks-every-10ms", "the daemon forks a sleeping child every 10 ms (150 of them)", 0, "1 passed, 0 failed",
+         ("forks-every-10ms", None)),
+        ("own-group", "a child that leaves the port's process group (setpgid, same session) with an empty environment",
+         0, "1 passed, 0 failed", ("own-group", None)),
+        ("renames-itself", "the daemon renames itself (/proc/self/comm: kworker/0:1)", 0, "1 passed, 0 failed",
+         ("renames-itself", None)),
+        ("cwd-in-run-dir", "the daemon's working directory is the run's output directory, a file there held open", 0,
+         "1 passed, 0 failed", ("cwd-in-run-dir", None)),
+        ("stopped", "the daemon stops itself (SIGSTOP)", 0, "1 passed, 0 failed", ("stopped", None)),
+        ("late-write", "the daemon writes (to a file standing for the terminal) 1.5 s after it starts", 0,
+         "1 passed, 0 failed", ("late-write", None)),
+        ("subreaper-port", "the port makes itself a subreaper first (its orphans come to it, then to the runner)", 0,
+         "1 passed, 0 failed", ("subreaper-port", None)),
+        ("born-late", "the daemon is born 1 s after the port exited (its parent, in a session of its own, waits)", 0,
+         "1 passed, 0 failed", ("born-late", None)),
+        ("two-daemons", "two daemons", 0, "1 passed, 0 failed", ("two-daemons", None)),
+        ("crash", "the port crashes after starting its daemon", 2,
+         "RuntimeError: the port fell over after starting its daemon", ("env-i+crash", None)),
+        ("hang", "the port hangs after starting its daemon (--timeout 10)", 2, "did not finish within 10 s",
+         ("env-i+hang", None)),
+        ("sigint", "SIGINT to the runner while the port hangs with its daemon", 130, "verify: interrupted (SIGINT)",
+         ("env-i+hang", "SIGINT")),
+        ("sigterm", "SIGTERM to the runner while the port hangs with its daemon", 143, "verify: interrupted (SIGTERM)",
+         ("env-i+hang", "SIGTERM")),
+        ("sighup", "SIGHUP to the runner while the port hangs with its ignoring daemon", 129, "verify: interrupted (SIGHUP)",
+         ("ignores-signals+hang", "SIGHUP"))):
+    kind(D, _name, _what, _exit, _says, _data)
+kind("browser temporary files", "passing", "a passing run (Chromium's org.chromium.Chromium.* and its profile)", 0,
+     "1 passed, 0 failed", (None, "short"))
+kind("browser temporary files", "sigint", "SIGINT to the runner while Chromium runs (no handler of the engine runs)", 130,
+     "verify: interrupted (SIGINT)", ("SIGINT", "short"))
+kind("browser temporary files", "sigterm", "SIGTERM to the runner while Chromium runs", 143,
+     "verify: interrupted (SIGTERM)", ("SIGTERM", "short"))
+kind("browser temporary files", "long-tmpdir", "a TMPDIR over 100 bytes long, too long for Chromium's singleton socket under "
+     "it: Chromium still starts, and leaves nothing", 0, "1 passed, 0 failed", (None, "long"))
 R = "regeneration"
 kind(R, "concurrent", "two `verify regen` at once with different --case (4 rounds)", 0, "wrote", "concurrent")
 kind(R, "lock-held", "a regen while another holds the lock: says who, waits, then writes", 0, "is being regenerated by pid", "lock-held")
@@ -500,6 +548,398 @@ kind(R, "staging-dead", "a dead regeneration's staging directory", 0, "is left o
 kind(R, "symlinked-golden", "a symlinked golden directory (refused up front)", 2, "is a symbolic link", "symlinked-golden")
 kind(R, "symlinked-engine", "a symlinked engine directory in it", 2, "port is a symbolic link", "symlinked-engine")
 kind(R, "after-swap", "a failure after the swap (said truthfully)", 2, "the new goldens are in", "after-swap")
+
+
+# --- a saved report and the tolerances (tests/test_trust_verdict.py) -------------------------------
+# saved report: data (edit, extra arguments of `verify show`); edit(passing, failing) returns the
+# report to show, from a real passing report of masked_softmax.lens_1d and a real failing one (a
+# port that doubles every output). tolerance: data (the case's expect.tolerance or None, argv).
+
+CONSUMERS["saved report"] = ("test_trust_verdict", "test_a_hostile_saved_report")
+CONSUMERS["tolerance"] = ("test_trust_verdict", "test_a_tolerance_condition")
+AREA_TITLES["saved report"] = ("A saved report edited or damaged (`verify show REPORT`): decided again from its "
+                               "evidence, never from what it says of itself")
+AREA_TITLES["tolerance"] = "A case's own tolerance (`verify attention --list --cases-dir DIR`) and `--tol`"
+
+
+def _edited(change):
+    def edit(passing, failing):
+        change(passing)
+        return passing
+    return edit
+
+
+def _claim_pass(doc):
+    """The failing report edited to say pass everywhere, its figures left as they are."""
+    doc.update(passed=True, summary={"passed": len(doc["cases"]), "failed": 0})
+    for c in doc["cases"]:
+        c.update(passed=True, status="bit-identical", failures=[], errors=[])
+        for d in c["golden_details"].values():
+            d.update(status="fresh", label="fresh", detail="")
+        c["goldens"] = {r: "fresh" for r in c["goldens"]}
+        for t in c["tensors"]:
+            t.update(passed=True, status="bit-identical")
+    return doc
+
+
+def _browser(ran=True, passed=True, cases="same", status="bit-identical", failures=()):
+    def change(doc):
+        ids = [c["id"] for c in doc["cases"]]
+        part = {"ran": ran, "error": None if ran else "chromium is not installed", "version": None,
+                "kernel": {"wasm": 0, "js": 0}, "passed": passed,
+                "summary": {"passed": len(ids), "failed": 0, "identical_to_node": len(ids)},
+                "cases": {i: {"passed": True, "status": status, "identical_to_node": True, "failures": list(failures),
+                              "seconds": 0.1} for i in ids}}
+        if cases == "none":
+            part["cases"] = {}
+        elif cases == "missing":
+            del part["cases"]
+        elif cases == "extra":
+            part["cases"]["no_such.case"] = dict(part["cases"][ids[0]])
+        doc["passed"] = doc["passed"] and passed
+        doc["browsers"] = {"chromium": part}
+    return _edited(change)
+
+
+def _first_tensor(**fields):
+    def change(doc):
+        doc["cases"][0]["tensors"][-1].update(fields)
+    return _edited(change)
+
+
+S = "saved report"
+for _name, _what, _exit, _says, _data in (
+        ("browser-not-run", "a browser that did not run (`passed: false`, its cases not run)", 1,
+         "NOT RUN browser chromium", (_browser(ran=False, passed=False), [])),
+        ("browser-case-failed", "a browser case stored as passed with status failed", 1,
+         "recorded as passed, but status failed", (_browser(status="failed"), [])),
+        ("browser-no-verdict", "a browser entry holding no verdict for the report's case", 1,
+         "holds no verdict for this case", (_browser(cases="none"), [])),
+        ("browser-no-cases", "a browser entry missing its `cases`", 2, "'cases' is a required property",
+         (_browser(cases="missing"), [])),
+        ("browser-extra-case", "a browser entry with a verdict for a case the report does not hold", 1,
+         "FAIL browser chromium", (_browser(cases="extra"), [])),
+        ("browser-within-bitwise", "a browser case within the tolerance, shown with --bitwise", 1,
+         "recorded as passed, but status within the tolerance (--bitwise)",
+         (_browser(status="within the tolerance"), ["--bitwise"])),
+        ("cases-emptied", "its `cases` list emptied (a failing run's)", 2, "holds no case",
+         (lambda passing, failing: dict(failing, cases=[], summary={"passed": 0, "failed": 0}), [])),
+        ("tensors-claim-pass", "a failing run's tensors, case and report edited to `passed: true` (figures kept)", 1,
+         "recorded as passed, but mismatched", (lambda passing, failing: _claim_pass(failing), [])),
+        ("stored-case-fail", "a passing case stored as `passed: false`", 1, "stored as failed in the report",
+         (_edited(lambda d: d["cases"][0].update(passed=False)), [])),
+        ("stored-report-fail", "a passing report stored as `passed: false`", 1,
+         "not a pass: the report's stored verdict is FAIL", (_edited(lambda d: d.update(passed=False)), [])),
+        ("unused-golden", "an unused golden in a passing report", 1, "unused golden golden/attention/port/gone.json",
+         (_edited(lambda d: d.update(unused_goldens=["golden/attention/port/gone.json"])), [])),
+        ("passed-missing", "the report's `passed` removed", 2, "'passed' is a required property",
+         (_edited(lambda d: d.pop("passed")), [])),
+        ("case-passed-missing", "a case's `passed` removed", 2, "'passed' is a required property",
+         (_edited(lambda d: d["cases"][0].pop("passed")), [])),
+        ("tolerance-5", "a case's `tolerance` edited to 5", 2, "is not a report written by `verify`",
+         (_edited(lambda d: d["cases"][0].update(tolerance=5)), [])),
+        ("report-tolerance-1", "the report's `tolerance` edited to 1", 2, "is not a report written by `verify`",
+         (_edited(lambda d: d.update(tolerance=1)), [])),
+        ("nan-claims-pass", "a tensor stored as passed with a NaN counted on the port's side", 1,
+         "recorded as passed, but NaN port 1", (_first_tensor(nan={"reference": 0, "port": 1}), [])),
+        ("inf-claims-pass", "a tensor stored as passed with more infinities on one side", 1,
+         "recorded as passed, but Inf", (_first_tensor(inf={"reference": 0, "port": 2}), [])),
+        ("max-abs-beyond", "a tensor stored as passed whose max|diff| is beyond what is allowed there", 1,
+         "recorded as passed, but max|diff| 0.5 against", (_first_tensor(max_abs=0.5), [])),
+        ("samples-claim-pass", "a tensor stored as passed with mismatches sampled", 1, "1 mismatch(es) sampled",
+         (_first_tensor(samples=[{"index": [0, 0, 0], "expected": 0.5, "actual": 1.0}]), [])),
+        ("bitwise-ulp-lie", "a report run with --bitwise whose tensor says 0 ULP but 1e-9 apart", 1,
+         "not bit-identical (--bitwise)", (_edited(lambda d: (d.update(bitwise=True), d["cases"][0]["tensors"][-1].update(
+             max_abs=1e-9, max_rel=1e-9))), [])),
+        ("stale-golden-no-error", "a golden status `stale` with the error naming it removed", 1, "stale",
+         (_edited(lambda d: d["cases"][0]["golden_details"]["port"].update(status="stale")), [])),
+        ("tensors-emptied", "a case's tensors removed", 1, "no tensor was compared",
+         (_edited(lambda d: d["cases"][0].update(tensors=[])), [])),
+        ("reference-field-lie", "`reference` says fresh while reference_cache lists the case as from the cache", 0,
+         "does not follow from its reference_cache",
+         (_edited(lambda d: d.update(reference_cache={"directory": "/c", "key": "k", "from_cache": [d["cases"][0]["id"]],
+                                                      "stored": [], "damaged": []})), [])),
+        ("no-reference-field", "a report from before the `reference` field (read as its reference_cache gives)", 0,
+         "reference: run afresh on every case", (_edited(lambda d: d.pop("reference")), []))):
+    kind(S, _name, _what, _exit, _says, _data)
+
+T = "tolerance"
+_LIST = ["attention", "--list", "--cases-dir", "{cases}"]
+for _name, _what, _exit, _says, _data in (
+        ("case-1", "a case tolerance of 1 (it passed a port doubling every output)", 2,
+         "1 is greater than the maximum of 0.001", ({"value": 1, "reason": "close enough"}, _LIST)),
+        ("case-beyond-bound", "a case tolerance just beyond the bound, 0.0011", 2, "greater than the maximum of 0.001",
+         ({"value": 0.0011, "reason": "close enough"}, _LIST)),
+        ("case-at-bound", "a case tolerance exactly at the bound, 1e-3, with a reason", 0, "",
+         ({"value": 1e-3, "reason": "at the bound"}, _LIST)),
+        ("case-no-reason", "a case tolerance without a reason", 2, "'reason' is a required property", ({"value": 1e-4}, _LIST)),
+        ("case-blank-reason", "a case tolerance whose reason is blank", 2, "does not match",
+         ({"value": 1e-4, "reason": " \t "}, _LIST)),
+        ("case-string", "a case tolerance given as a string, \"1e-4\"", 2, "is not of type 'number'",
+         ({"value": "1e-4", "reason": "a string"}, _LIST)),
+        ("case-zero", "a case tolerance of 0", 2, "less than or equal to the minimum of 0",
+         ({"value": 0, "reason": "exact"}, _LIST)),
+        ("case-negative", "a case tolerance of -1e-6", 2, "less than or equal to the minimum of 0",
+         ({"value": -1e-6, "reason": "negative"}, _LIST)),
+        ("tol-underscore", "`--tol 1_0` (Python reads 10)", 2, "expected a positive number written in decimal",
+         (None, _LIST + ["--tol", "1_0"])),
+        ("tol-space", "`--tol ' 1'`", 2, "expected a positive number written in decimal", (None, _LIST + ["--tol", " 1"])),
+        ("tol-hex", "`--tol 0x1p-3`", 2, "expected a positive number written in decimal", (None, _LIST + ["--tol", "0x1p-3"])),
+        ("tol-infinity", "`--tol infinity`", 2, "expected a positive number written in decimal",
+         (None, _LIST + ["--tol", "infinity"])),
+        ("tol-1", "`--tol 1`", 2, "expected a positive number below 1", (None, _LIST + ["--tol", "1"])),
+        ("tol-1e6", "`--tol 1e6`", 2, "expected a positive number below 1", (None, _LIST + ["--tol", "1e6"])),
+        ("tol-1e308", "`--tol 1e308` (leaked a NumPy RuntimeWarning)", 2, "expected a positive number below 1",
+         (None, _LIST + ["--tol", "1e308"])),
+        ("tol-1e-400", "`--tol 1e-400` (reads as 0)", 2, "expected a positive number", (None, _LIST + ["--tol", "1e-400"])),
+        ("tol-twice", "`--tol` given twice", 2, "--tol given twice", (None, _LIST + ["--tol", "1e-6", "--tol", "1e-7"])),
+        ("tol-looser", "`--tol 1e-5`: one warning line naming it", 0, "--tol 1e-05 is looser than the default 1e-06",
+         (None, _LIST + ["--tol", "1e-5"])),
+        ("tol-just-below-1", "`--tol 0.999`: accepted, with its warning", 0, "--tol 0.999 is looser than the default",
+         (None, _LIST + ["--tol", "0.999"])),
+        ("tol-tighter", "`--tol 1e-9`: nothing said", 0, "", (None, _LIST + ["--tol", "1e-9"])),
+        ("timeout-underscore", "`--timeout 1_0`", 2, "expected a positive number written in decimal",
+         (None, _LIST + ["--timeout", "1_0"])),
+        ("regen-tol", "`verify regen attention --tol 1_0`", 2, "expected a positive number", (None, ["regen", "attention", "--tol", "1_0"])),
+        ("diff-tol", "`verify diff --tol 1e308 A B`", 2, "expected a positive number below 1",
+         (None, ["diff", "--tol", "1e308", "{tmp}/a.json", "{tmp}/b.json"])),
+        ("faults-tol", "`verify faults attention --tol nan`", 2, "expected a positive number", (None, ["faults", "attention", "--tol", "nan"])),
+        ("inspect-tol", "`verify inspect SENTENCE --tol 1`", 2, "expected a positive number below 1",
+         (None, ["inspect", "the cat", "--tol", "1"]))):
+    kind(T, _name, _what, _exit, _says, _data)
+
+
+# --- bit identity and the goldens (tests/test_trust_goldens.py) ---------------------------------
+# data: the name of the scenario (tests/test_trust_goldens.py SCENARIOS) that builds the condition
+# on masked_softmax.lens_1d (scripted engines answering from the committed goldens, a private
+# golden directory) and runs `verify`; exit 2 rows say it in one line.
+
+B = "bit identity and goldens"
+CONSUMERS[B] = ("test_trust_goldens", "test_a_bit_identity_or_golden_condition")
+AREA_TITLES[B] = ("Bit identity, the goldens that vouch for it, keys named twice, regenerations over another "
+                  "catalogue, the regeneration lock")
+for _name, _what, _exit, _says in (
+        ("minus-zero-bitwise", "the port writes -0.0 where the reference has +0.0, --bitwise", 1,
+         "max 1 ULP, not bit-identical (--bitwise)"),
+        ("minus-zero-default", "the same without --bitwise (equal numbers: within the tolerance, 1 ULP)", 0,
+         "1 passed, 0 failed"),
+        ("int64-minus-zero-bitwise", "-0.0 for the integer 0 of an int64 tensor, --bitwise (the same integer; the "
+         "golden's text differs)", 1, "same values, the text alone differs, not byte-identical (--bitwise)"),
+        ("int64-minus-zero-default", "the same without --bitwise", 0, "1 passed, 0 failed"),
+        ("golden-minus-zero-bitwise", "a golden holding -0.0 where its engine writes +0.0, --bitwise", 1,
+         "fresh, last-bit drift (max 1 ULP), not byte-identical (--bitwise)"),
+        ("golden-text-bitwise", "a golden whose text alone differs (re-indented, keys unsorted), --bitwise", 1,
+         "same values, the text alone differs, not byte-identical (--bitwise)"),
+        ("golden-text-default", "the same without --bitwise (named, passes)", 0, "same values, the text alone differs"),
+        ("digests-removed", "a golden with its digests removed (an init* digest is required)", 1,
+         "its digest init_w is missing (the fresh output writes it)"),
+        ("digest-required-zeroed", "a golden with its init* digest zeroed", 1, "its digest init_w differs from the fresh output's"),
+        ("digest-computed-removed-bitwise", "a golden without a digest of computed values, --bitwise", 1,
+         "same values, digests differ: state.0, not byte-identical (--bitwise)"),
+        ("digest-computed-zeroed-bitwise", "a golden with a digest of computed values zeroed, --bitwise", 1,
+         "same values, digests differ: state.0, not byte-identical (--bitwise)"),
+        ("digest-computed-zeroed-default", "the same without --bitwise (named, passes)", 0, "same values, digests differ: state.0"),
+        ("golden-duplicate-outputs", "a golden naming \"outputs\" twice, the first hiding a tensor the schema refuses", 2,
+         "the key \"outputs\" appears twice in one object"),
+        ("golden-duplicate-data", "a golden naming \"data\" twice inside a tensor", 2, "the key \"data\" appears twice"),
+        ("golden-duplicate-case-key", "a golden naming \"seed\" twice in its echoed case", 2, "the key \"seed\" appears twice"),
+        ("golden-duplicate-escaped", "a golden naming \"outputs\" twice, once spelt with a \\u escape", 2,
+         "the key \"outputs\" appears twice"),
+        ("golden-bom", "a golden that is valid JSON after a UTF-8 byte order mark", 2, "starts with a byte order mark"),
+        ("golden-nfc-nfd", "tensor names differing only in Unicode normalisation (two keys, not one; refused by the "
+         "name pattern)", 2, "does not match '^[A-Za-z_][A-Za-z0-9_.]*$'"),
+        ("diff-duplicate-outputs", "`verify diff` of a golden naming \"outputs\" twice (never \"text only\")", 2,
+         "is not a valid golden: the key \"outputs\" appears twice"),
+        ("port-duplicate-outputs", "the port writes \"outputs\" twice (the first a bare number)", 1,
+         "port: wrote an invalid golden document: the key \"outputs\" appears twice"),
+        ("catalogue-duplicate", "a catalogue case naming \"seed\" twice", 2, "the key \"seed\" appears twice"),
+        ("report-duplicate", "`verify show` of a report naming \"passed\" twice", 2,
+         "is not a report written by `verify`: the key \"passed\" appears twice"),
+        ("regen-other-catalogue", "`verify regen --cases-dir DIR` over a copy of every committed golden: none removed", 0,
+         "note: kept 238 golden(s) of cases not in"),
+        ("regen-own-catalogue", "`verify regen --case ID` of the project's own catalogue: the golden of a removed case "
+         "is removed (the faithful variant)", 0, "removed gone.case"),
+        ("regen-cases-dir-is-golden-dir", "`verify regen --cases-dir` naming the golden directory itself", 2,
+         "no catalogue files"),
+        ("lock-symlink", "the regeneration lock a symbolic link to a file of the user's (left as it was)", 2,
+         "is a symbolic link (to "),
+        ("lock-dangling", "the lock a dangling symbolic link (nothing created where it points)", 2, "is a symbolic link"),
+        ("lock-fifo", "the lock a named pipe (never waits)", 2, "is a named pipe, not a regular file"),
+        ("lock-directory", "the lock a directory", 2, "is a directory, not a regular file"),
+        ("lock-hard-link", "the lock a hard link to a file of the user's", 2, "a hard link: another file shares its data"),
+        ("lock-raced-link", "the lock made a link after the up-front check (regen_lock opens it with O_NOFOLLOW)", 2,
+         "is a symbolic link")):
+    kind(B, _name, _what, _exit, _says, _name)
+
+
+# --- the reference cache: what it trusts (tests/test_trust_cache.py) ------------------------------
+# data: the name of the setup in tests/test_trust_cache.py (_set_<name>), which changes a copy of a
+# warm cache of the layer_norm cases (or the key, the checkout, the command) before the run.
+
+C = "reference cache"
+CONSUMERS[C] = ("test_trust_cache", "test_a_hostile_reference_cache")
+AREA_TITLES[C] = ("The reference cache (`verify attention`, `verify cache`): an entry is used only when its "
+                  "manifest's HMAC verifies with the user's own key; the cache only when it and its key are private")
+for _name, _what, _exit, _says, _data in (
+    ("other-user", "the cache directory owned by another user, mode 0777", 0,
+     "is owned by another user (uid 65534)", "other_user"),
+    ("group-writable", "the cache directory yours but writable by its group (0770)", 0,
+     "is writable by its group (mode 0770)", "group_writable"),
+    ("parent-world-writable", "a parent of the cache directory writable by all, not sticky", 0,
+     "is writable by others (mode 0777)", "parent_world_writable"),
+    ("parent-other-user", "a parent of the cache directory owned by another user", 0,
+     "is owned by another user (uid 65534)", "parent_other_user"),
+    ("link-of-other-user", "the cache path through a symbolic link owned by another user", 0,
+     "is a symbolic link owned by another user", "link_of_other_user"),
+    ("rewritten-entry", "an entry's document rewritten with its manifest's SHA-256s (run afresh, replaced)", 0,
+     "not authenticated by your cache key", "rewritten"),
+    ("restored-cache", "a cache restored for a user with another key: every entry planted", 0,
+     "not authenticated by your cache key", "restored"),
+    ("symlinked-entry", "an entry directory that is a symbolic link", 0, "the entry is a symbolic link", "symlinked_entry"),
+    ("symlinked-manifest", "an entry's manifest.json a symbolic link", 0, "manifest.json is a symbolic link",
+     "symlinked_manifest"),
+    ("swapped-entries", "two genuine entries swapped between their case keys", 0,
+     "is not the entry its manifest describes", "swapped_entries"),
+    ("dotdot", "a manifest naming a file outside its entry through '..'", 0, "not authenticated by your cache key",
+     "dotdot"),
+    ("empty-states", "an empty <id>.states directory added to a forward case's entry", 0,
+     "its files are not the ones its manifest names", "empty_states"),
+    ("lying-environment", "an environment.json that lies about what its key was made from (never read for a key)", 0,
+     "4 of 4 case(s) from cache", "lying_environment"),
+    ("key-symlink", "the cache key a symbolic link (to a 0600 file of the same bytes)", 0, "is a symbolic link",
+     "key_symlink"),
+    ("key-mode", "the cache key with mode 0644", 0, "has mode 0644, not 0600", "key_mode"),
+    ("key-empty", "the cache key 0 bytes long", 0, "holds 0 bytes, not 32", "key_empty"),
+    ("key-other-user", "the cache key owned by another user", 0, "is owned by uid 65534", "key_other_user"),
+    ("key-fifo", "the cache key a FIFO (never waited on)", 0, "is not a regular file", "key_fifo"),
+    ("cache-in-key-dir", "VERIFY_REFERENCE_CACHE inside the cache key's directory", 0,
+     "is inside the cache key's directory", "cache_in_key_dir"),
+    ("key-dir-in-cache", "the cache key's directory (XDG_CONFIG_HOME) inside the cache directory", 0,
+     "is inside the cache directory", "key_dir_in_cache"),
+    ("cache-a-file", "the cache path a plain file: one note, never \"2 damaged entries\"", 0,
+     "is a file, not a directory", "cache_a_file"),
+    ("clear-a-file", "`verify cache --clear` with the cache path a plain file", 2,
+     "which is a file, not a cache directory", "clear_a_file"),
+    ("clear-general-folder", "`verify cache --clear` on a folder holding pip/, notes/ and a 64-hex folder not verify's", 0,
+     "removed 1 environment(s)", "clear_general_folder"),
+    ("clear-checkout", "`verify cache --clear` with the cache path the checkout", 2, "is the checkout", "clear_checkout"),
+    ("prune-parent", "`verify cache --prune` with the cache path a parent of the checkout", 2,
+     "is a parent of the checkout", "clear_parent"),
+    ("clear-inside", "`verify cache --clear` with the cache path inside the checkout (golden/)", 2,
+     "is inside the checkout", "clear_inside"),
+    ("clear-home", "`verify cache --clear` with the cache path $HOME", 2, "is the home directory", "clear_home"),
+    ("clear-root", "`verify cache --clear` with the cache path /", 2, "is the root directory", "clear_root"),
+    ("source-link", "a folder under reference/ that is a symbolic link (the key would not cover it)", 0,
+     "reference/nn is a symbolic link", "source_link"),
+    ("source-fifo", "a FIFO under reference/ (never read)", 0, "reference/notes.fifo is not a regular file",
+     "source_fifo"),
+    ("old-memo", "an earlier version's document memo with a planted entry, then `verify cache --clear`", 0,
+     "removed 1 environment(s)", "old_memo"),
+    ("two-at-once", "two runs filling the same cache at once", 0, "4 passed", "two_at_once"),
+):
+    kind(C, _name, _what, _exit, _says, _data)
+
+
+# --- where the outputs go, and the previous report (tests/test_trust_outputs.py) ------------------
+# data: (argv, setup, env). argv: `verify`'s arguments, with {root} (a scratch checkout: verify/,
+# golden/ and cases/ copied, reports/ its own), {tmp} (a scratch directory) and {case} filled in;
+# setup: [(action, path, argument)] done first: "fifo", "link" (to argument), "sparse" (argument
+# bytes), "write" (argument text), "mkdir", "remove"; env: more environment. Every run has its
+# address space limited (2 GB, the engines excepted): a regression that reads /dev/zero fails
+# instead of exhausting the machine.
+
+_OUT = "outputs"
+CONSUMERS[_OUT] = ("test_trust_outputs", "test_an_output_path_or_a_previous_report")
+AREA_TITLES[_OUT] = ("Where `--report`, `--html`, `--junit` (and inspect's `--html`, export's `--out`) write, "
+                     "the previous report the schedule reads, and other paths given: refused with exit 2 and one "
+                     "line before anything runs, or no estimate and the run goes on")
+_RUN = ["attention", "--case", "{case}"]
+_PREV = "{root}/reports/verify-attention.json"
+_INSPECT = ["inspect", "the cat", "--token", "cat", "--layer", "0", "--head", "0"]
+for _name, _what, _exit, _says, _data in (
+        ("html-null-link", "`--html LINK`, LINK a symbolic link to /dev/null (as root, `--html /dev/null` replaced "
+                           "the null device)", 2, "it is a character device, not a regular file",
+         (_RUN + ["--html", "{tmp}/null"], [("link", "{tmp}/null", "/dev/null")])),
+        ("junit-fifo", "`--junit FIFO`", 2, "it is a named pipe, not a regular file",
+         (_RUN + ["--junit", "{tmp}/fifo"], [("fifo", "{tmp}/fifo", None)])),
+        ("report-directory", "`--report DIR`, an existing directory", 2, "it is a directory, not a regular file",
+         (_RUN + ["--report", "{tmp}"], [])),
+        ("report-link-loop", "`--report LOOP`, a symbolic link to itself", 2, "cannot be looked at",
+         (_RUN + ["--report", "{tmp}/loop"], [("link", "{tmp}/loop", "{tmp}/loop")])),
+        ("report-golden", "`--report golden/attention/reference/<id>.json` (a committed golden)", 2,
+         "lies in the goldens", (_RUN + ["--report", "{root}/golden/attention/reference/{case}.json"], [])),
+        ("html-catalogue", "`--html cases/attention/zz.json` (the next run would read it as a catalogue file)", 2,
+         "lies in the catalogue", (_RUN + ["--html", "{root}/cases/attention/zz.json"], [])),
+        ("report-catalogue-file", "`--report cases/attention/forward_attention.json`, a catalogue file", 2,
+         "lies in the catalogue", (_RUN + ["--report", "{root}/cases/attention/forward_attention.json"], [])),
+        ("junit-link-into-golden", "`--junit LINK/x.xml`, LINK a symbolic link to golden/attention/port", 2,
+         "lies in the goldens", (_RUN + ["--junit", "{tmp}/g/x.xml"], [("link", "{tmp}/g", "{root}/golden/attention/port")])),
+        ("golden-dir-in-use", "`--golden-dir G --html G/x.html`", 2, "lies in the goldens in use (--golden-dir)",
+         (_RUN + ["--golden-dir", "{tmp}/g", "--html", "{tmp}/g/x.html"], [("mkdir", "{tmp}/g", None)])),
+        ("cases-dir-in-use", "`--cases-dir C --report C/r.json`", 2, "lies in the catalogue in use (--cases-dir)",
+         (_RUN + ["--cases-dir", "{tmp}/c", "--report", "{tmp}/c/r.json"], [("mkdir", "{tmp}/c", None)])),
+        ("reports-link-into-golden", "reports/ a symbolic link to golden/attention/reference, a full run", 2,
+         "lies in the goldens", (["attention"], [("remove", "{root}/reports", None),
+                                                 ("link", "{root}/reports", "{root}/golden/attention/reference")])),
+        ("report-and-html-same", "`--report X --html X`", 2, "--report and --html name the same file",
+         (_RUN + ["--report", "{tmp}/x", "--html", "{tmp}/x"], [])),
+        ("html-and-junit-via-link", "`--html X --junit LINK`, LINK a symbolic link to X", 2,
+         "--html and --junit name the same file",
+         (_RUN + ["--html", "{tmp}/x", "--junit", "{tmp}/l"], [("write", "{tmp}/x", ""), ("link", "{tmp}/l", "{tmp}/x")])),
+        ("junit-default-report", "`--case ... --junit reports/verify-attention.json` (the full run's report)", 2,
+         "the JSON report the runner writes", (_RUN + ["--junit", _PREV], [])),
+        ("report-is-the-runners", "`--case ... --report reports/verify-attention.subset.json` (the run's own report, "
+                                  "given again): written once", 0, "1 passed, 0 failed",
+         (_RUN + ["--report", "{root}/reports/verify-attention.subset.json"], [])),
+        ("report-parent-file", "`--report FILE/x.json`, FILE a regular file", 2, "is not a directory",
+         (_RUN + ["--report", "{tmp}/file/x.json"], [("write", "{tmp}/file", "")])),
+        ("report-under-dev-null", "`--report /dev/null/a/b.json` (a directory that cannot be made)", 2,
+         "/dev/null is not a directory", (_RUN + ["--report", "/dev/null/a/b.json"], [])),
+        ("report-newline", "`--report` a name with a newline in it", 2, "a file name with control characters",
+         (_RUN + ["--report", "{tmp}/a\nb.json"], [])),
+        ("show-html-over-report", "`verify show R --html R`", 2, "is the report being shown",
+         (["show", "{tmp}/r.json", "--html", "{tmp}/r.json"], [("write", "{tmp}/r.json", "{}")])),
+        ("show-junit-default-report", "`verify show R --junit reports/verify-attention.json`", 2,
+         "the JSON report the runner writes", (["show", "{tmp}/r.json", "--junit", _PREV], [("write", "{tmp}/r.json", "{}")])),
+        ("inspect-html-fifo", "`verify inspect ... --html FIFO`", 2, "it is a named pipe",
+         (_INSPECT + ["--html", "{tmp}/fifo"], [("fifo", "{tmp}/fifo", None)])),
+        ("export-out-golden", "`verify export attention --out golden/attention/reference` (exports are <id>.json, "
+                              "as goldens are)", 2, "lies in the goldens",
+         (["export", "attention", "--out", "{root}/golden/attention/reference"], [])),
+        ("full-run-fifo-report", "a named pipe at reports/verify-attention.json, a full run (the run's own report)", 2,
+         "it is a named pipe", (["attention"], [("fifo", _PREV, None)])),
+        ("full-run-dev-zero-report", "reports/verify-attention.json a symbolic link to /dev/zero, a full run", 2,
+         "it is a character device", (["attention"], [("link", _PREV, "/dev/zero")])),
+        ("previous-fifo", "a named pipe at reports/verify-attention.json (the previous report), a `--case` run", 0,
+         "1 passed, 0 failed", (_RUN, [("fifo", _PREV, None)])),
+        ("seconds-fifo", "a named pipe at reports/.verify-attention.json.seconds (the seconds file, removed: never "
+                         "read)", 0, "1 passed, 0 failed",
+         (_RUN, [("fifo", "{root}/reports/.verify-attention.json.seconds", None)])),
+        ("previous-dev-zero", "the previous report a symbolic link to /dev/zero, a `--case` run", 0, "1 passed, 0 failed",
+         (_RUN, [("link", _PREV, "/dev/zero")])),
+        ("previous-3gb", "the previous report a 3 GB (sparse) file", 0, "1 passed, 0 failed",
+         (_RUN, [("sparse", _PREV, 3 << 30)])),
+        ("previous-nested", "the previous report nested 100,000 deep", 0, "1 passed, 0 failed",
+         (_RUN, [("write", _PREV, "[" * 100_000 + "]" * 100_000)])),
+        ("previous-directory", "a directory at the previous report's path, a `--case` run", 0, "1 passed, 0 failed",
+         (_RUN, [("mkdir", _PREV, None)])),
+        ("previous-not-a-report", "the previous report `{\"cases\": 7}`", 0, "1 passed, 0 failed",
+         (_RUN, [("write", _PREV, '{"cases": 7}')])),
+        ("jobs-100000", "`--jobs 100000` (a thread per job)", 0, "--jobs 100000 is more than the 64",
+         (_RUN + ["--jobs", "100000"], [])),
+        ("tmpdir-missing", "TMPDIR a directory that does not exist", 0, "1 passed, 0 failed",
+         (_RUN, [], {"TMPDIR": "{tmp}/no/such/dir"})),
+        ("home-relative", "HOME a relative path (the cache would be under the working directory), `--list`", 0,
+         "no cache is used in this run", (_RUN + ["--list"], [], {"HOME": "relative-home", "VERIFY_FRESH": ""})),
+        ("fetch-cache-unknown-user", "`verify fetch-model --cache ~nosuchuser/x`", 2,
+         "no home directory to expand ~ into", (["fetch-model", "--cache", "~no-such-user-of-verify/x"], [])),
+        ("faults-catalogue-dev-zero", "`verify faults attention --catalogue /dev/zero`", 2,
+         "it is a character device", (["faults", "attention", "--catalogue", "/dev/zero"], [])),
+        ("cases-dir-link-loop", "`--cases-dir LOOP`, a symbolic link to itself", 2, "cannot be resolved",
+         (["attention", "--list", "--cases-dir", "{tmp}/loop"], [("link", "{tmp}/loop", "{tmp}/loop")])),
+        ("golden-dir-link-loop", "`--golden-dir LOOP`, a symbolic link to itself", 2, "cannot be resolved",
+         (_RUN + ["--golden-dir", "{tmp}/loop"], [("link", "{tmp}/loop", "{tmp}/loop")]))):
+    kind(_OUT, _name, _what, _exit, _says, _data)
 
 
 if __name__ == "__main__":

@@ -18,22 +18,22 @@ import gc
 import json
 import math
 import os
+import re
 import signal
 import sys
-import tempfile
 from pathlib import Path
 
-from . import advice, catalogue, engines, goldens, lifecycle, models, schedule, suite
+from . import advice, catalogue, engines, files, goldens, lifecycle, models, suite
 # browsers, diff, export, faults, html and junit are imported by the commands and options that use
 # them: `verify attention` alone does not pay for their imports.
-from . import decoded, reference_cache
+from . import reference_cache
 from . import verdict
 from . import inspect as inspect_cmd  # not `import inspect`: that would shadow the standard library's
 from .compare import DEFAULT_TOL
 from .documents import DocumentError, Schemas, read
 from .errors import EXIT_INPUT, EXIT_MISMATCH, EXIT_PASS, InputError
 from .progress import Progress
-from .report import Style, cache_lines, case_lines, closing_lines, dumps, render
+from .report import Style, cache_lines, case_lines, closing_lines, dumps, reference_origin, render
 from .text import clean
 from .timings import Timings
 
@@ -53,14 +53,47 @@ def repo_root():
     return root
 
 
+# A number as a person writes it: digits, an optional fraction, an optional exponent. float() also
+# reads '1_0' (10), ' 1', 'nan', 'inf', 'infinity', and float.fromhex '0x1p-3': all refused.
+PLAIN_NUMBER = re.compile(r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
+
 def _positive(text):
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
+    value = float(text) if PLAIN_NUMBER.fullmatch(text) else math.nan
     if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected a positive number written in decimal (30, 0.5, 1e-6), got {text!r}")
     return value
+
+
+# --tol is below 1: at 1 an element passes when it is within 1 + |reference| of the reference, so a
+# port that doubles every output passes; beyond, tol * (1 + |reference|) overflows to infinity.
+MAX_TOL = 1.0
+
+
+def _tolerance(text):
+    value = _positive(text)
+    if not value < MAX_TOL:
+        raise argparse.ArgumentTypeError(f"expected a positive number below {MAX_TOL:g} (the default is {DEFAULT_TOL:g}), "
+                                         f"got {text!r}: at {MAX_TOL:g} and beyond the rule passes a port that doubles "
+                                         "every output")
+    return value
+
+
+class _Tol(argparse.Action):
+    """--tol, given at most once; one warning line on stderr when it is looser than the default."""
+
+    def __call__(self, parser, namespace, value, option_string=None):
+        if getattr(namespace, "tol_given", False):
+            parser.error(f"--tol given twice ({namespace.tol:g} and {value:g}); give it once")
+        namespace.tol, namespace.tol_given = value, True
+        if value > DEFAULT_TOL:
+            print(f"verify: warning: --tol {value:g} is looser than the default {DEFAULT_TOL:g}: every case that does "
+                  "not declare its own tolerance is judged at it", file=sys.stderr)
+
+
+def _tol_option(p, help):
+    p.add_argument("--tol", type=_tolerance, action=_Tol, default=DEFAULT_TOL, metavar="T",
+                   help=help + f" (default {DEFAULT_TOL:g}; below {MAX_TOL:g}; a looser one than the default is warned of)")
 
 
 def _jobs(text):
@@ -71,6 +104,9 @@ def _jobs(text):
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a whole number of processes (1 or more), got {text!r}")
     return value
+
+
+MAX_JOBS = 64  # --jobs beyond this runs this many (with a note): each job is an engine process and a thread
 
 
 DEFAULT_REPORT = "reports/verify-{suite}.json"  # the last full run's report
@@ -99,9 +135,8 @@ def _common(p, with_tol=True):
                    help="select cases whose id matches PATTERN: a glob (fnmatch, on the whole id) or, "
                         "without * ? [, a substring; repeat to select more")
     if with_tol:
-        p.add_argument("--tol", type=_positive, default=DEFAULT_TOL, metavar="T",
-                       help=f"tolerance: an element passes when |port - reference| <= T * (1 + |reference|) "
-                            f"(default {DEFAULT_TOL:g}; a case may declare its own, in expect.tolerance)")
+        _tol_option(p, "tolerance: an element passes when |port - reference| <= T * (1 + |reference|); a case "
+                       "may declare its own, in expect.tolerance")
     _bitwise(p)
     p.add_argument("--timeout", type=_positive, default=engines.DEFAULT_TIMEOUT, metavar="SECONDS",
                    help=f"stop an engine that runs longer than this (default {engines.DEFAULT_TIMEOUT:g})")
@@ -192,8 +227,7 @@ def build_parser():
     x.add_argument("--port-cmd", metavar="CMD", help="export from CMD instead of node port_ts/src/cli.ts run; it must "
                                                      "answer requests of kind export (docs/protocol.md)")
     i = inspect_cmd.add_parser(sub)
-    i.add_argument("--tol", type=_positive, default=DEFAULT_TOL, metavar="T",
-                   help=f"the port agrees when |port - reference| <= T * (1 + |reference|) (default {DEFAULT_TOL:g})")
+    _tol_option(i, "the port agrees when |port - reference| <= T * (1 + |reference|)")
     i.add_argument("--timeout", type=_positive, default=engines.DEFAULT_TIMEOUT, metavar="SECONDS",
                    help=f"stop an engine that runs longer than this (default {engines.DEFAULT_TIMEOUT:g})")
     i.add_argument("--port-cmd", metavar="CMD", help="ask CMD (split like a shell) as the port (implies --port); it "
@@ -212,7 +246,7 @@ def build_parser():
     f.add_argument("--jobs", type=_jobs, default=2, metavar="N", help="faults run at once (default 2)")
     f.add_argument("--timeout", type=_positive, default=300.0, metavar="SECONDS",
                    help="stop a faulty engine that runs longer than this; counted as caught (default 300)")
-    f.add_argument("--tol", type=_positive, default=DEFAULT_TOL, metavar="T", help=f"tolerance (default {DEFAULT_TOL:g})")
+    _tol_option(f, "tolerance")
     f.add_argument("--all-stages", action="store_true",
                    help="run every stage for every fault, also after a stage has caught it")
     _bitwise(f)
@@ -246,8 +280,7 @@ def build_parser():
                         "(files or directories) to compare with REV's")
     d.add_argument("--rev", metavar="REV", help="compare the goldens of this git revision (HEAD, a branch, a tag, "
                                                 "a hash) with the working tree's")
-    d.add_argument("--tol", type=_positive, default=DEFAULT_TOL, metavar="T",
-                   help=f"also count the elements that moved beyond T * (1 + |old|) (default {DEFAULT_TOL:g})")
+    _tol_option(d, "also count the elements that moved beyond T * (1 + |old|)")
     c = sub.add_parser("cache", help="show (or empty) the reference cache that `verify attention` answers unchanged "
                                      "cases from",
                        description="The reference cache (docs/runner.md, \"The reference cache\"): where it is, each "
@@ -272,6 +305,11 @@ class Project:
             raise InputError(str(exc)) from None
         self.cases_dir = getattr(args, "cases_dir", None) or self.root / "cases" / suite_name
         self.golden_dir = getattr(args, "golden_dir", None) or self.root / "golden" / suite_name
+        for option, path in (("--cases-dir", self.cases_dir), ("--golden-dir", self.golden_dir)):
+            try:
+                Path(path).resolve()  # a loop of symbolic links: said here, not as a traceback of display()
+            except (OSError, RuntimeError) as exc:
+                raise InputError(f"{option} {path} cannot be resolved ({exc}); give a directory") from None
         self._dirs = {}  # display(): a directory -> its resolution
 
     def display(self, path):
@@ -306,22 +344,57 @@ class Project:
 
 
 def _write(path, text, what):
-    """Write a report file atomically (a reader never sees half of it)."""
+    """Write a report file atomically (a reader never sees half of it; files.write_atomically:
+    never into a device, a pipe or a directory at the path)."""
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                fh.write(text)
-            os.chmod(tmp, 0o666 & ~goldens._umask())  # mkstemp makes it private; a report is an ordinary file
-            os.replace(tmp, path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+        files.write_atomically(path, text)
     except OSError as exc:
-        raise InputError(f"cannot write the {what} to {path} ({exc.strerror}); choose another path") from None
+        raise InputError(f"cannot write the {what} to {path} ({exc.strerror or exc}); choose another path") from None
+
+
+def _json_paths(args, root):
+    """Where `verify <suite>` writes its JSON report: the runner's own report (the subset one with
+    --case), and --report when it is another file."""
+    main_report = root / (SUBSET_REPORT if args.case else DEFAULT_REPORT).format(suite=args.suite)
+    if not args.report:
+        return [main_report]
+    try:
+        same = Path(args.report).resolve() == main_report.resolve()
+    except (OSError, RuntimeError):  # a loop of links: _check_outputs says so
+        same = False
+    return [main_report] + ([] if same else [args.report])
+
+
+def _check_outputs(args):
+    """Refuse, before anything runs, an output path of the command (--report, --html, --junit,
+    inspect's --html, export's --out) that is not a regular file, lies in golden/ or cases/ (or the
+    --golden-dir / --cases-dir in use), or is given for two outputs (files.check_outputs)."""
+    root = repo_root()
+    protected = [("the goldens", root / "golden"), ("the catalogue", root / "cases")]
+    if getattr(args, "golden_dir", None):
+        protected.append(("the goldens in use (--golden-dir)", args.golden_dir))
+    if getattr(args, "cases_dir", None):
+        protected.append(("the catalogue in use (--cases-dir)", args.cases_dir))
+    if args.command == "export":
+        if args.out:
+            files.check_outputs([], protected, directories=[("--out", args.out)])
+        return
+    suite_name = getattr(args, "suite", None) or SUITES[0]
+    runner_reports = [root / name.format(suite=suite_name) for name in (DEFAULT_REPORT, SUBSET_REPORT)]
+    reserved = [("the JSON report the runner writes", p, ("--html", "--junit")) for p in runner_reports]
+    outputs = []
+    if args.command in SUITES:
+        if args.list:
+            return  # nothing is written
+        json_paths = _json_paths(args, root)
+        outputs += [("the JSON report", json_paths[0])] + [("--report", p) for p in json_paths[1:]]
+    if args.command == "show":
+        reserved.append(("the report being shown", args.report, ("--html", "--junit")))
+    outputs += [(option, getattr(args, name)) for option, name in (("--html", "html"), ("--junit", "junit"))
+                if getattr(args, name, None)]
+    files.check_outputs(outputs, protected, reserved)
 
 
 def _write_outputs(args, report, timings, out, json_paths=()):
@@ -345,13 +418,6 @@ def _policy(args):
 
 
 def cmd_verify(args, out):
-    memo = None if _fresh(args) else decoded.Memo(reference_cache.cache_dir() / reference_cache.MEMO,
-                                                   repo_root() / "golden" / "schemas")
-    with decoded.active(memo):  # the catalogue's files too
-        return _verify(args, out, memo)
-
-
-def _verify(args, out, memo):
     timings = Timings(from_process_start=True)  # the interpreter, imports, schemas and catalogue count too
     with timings.section("loading: schemas, catalogue"):
         project = Project(args, args.suite)
@@ -391,17 +457,8 @@ def _verify(args, out, memo):
                                                   _policy(args), args.jobs, args.port_kernel, node_kept,
                                                   say=lambda text: print(text, file=out, flush=True), timings=timings)
             report["passed"] = report["passed"] and all(b["passed"] for b in report["browsers"].values())
-    if memo is not None:
-        if memo.stored:  # a run that kept nothing new left the memo no larger
-            with timings.section("document memo"):
-                memo.trim()
-        report["document_memo"] = memo.to_dict()
-    main_report = project.root / (SUBSET_REPORT if args.case else DEFAULT_REPORT).format(suite=args.suite)
-    json_paths = [main_report] + ([args.report] if args.report else [])
+    json_paths = _json_paths(args, project.root)
     _write_outputs(args, report, timings, out, json_paths)
-    if main_report == previous:  # the report the next run's schedule reads its seconds from
-        _write(schedule.seconds_path(previous), schedule.seconds_text(previous, report["cases"]),
-               "seconds of the report")
     report["timings"] = timings.to_dict()
     written = [project.display(p) for p in json_paths + [p for p in (args.html, args.junit) if p]]
     with timings.section("report: terminal"):
@@ -425,7 +482,7 @@ def _reference_cache(args, project):
 
 def cmd_cache(args, out):
     root = repo_root()
-    if args.clear or args.prune:
+    if args.clear or args.prune:  # only what verify made; InputError for /, home, the checkout, a file
         removed = reference_cache.remove(root, stale_only=args.prune)
         what = "environment(s) other than the current reference's" if args.prune else "environment(s)"
         print(f"removed {removed} {what} from {reference_cache.cache_dir()}", file=out)
@@ -440,6 +497,8 @@ def cmd_regen(args, out):
     each engine's documents into golden/<suite>/<engine name>/ in one atomic step."""
     project = Project(args, args.suite)
     goldens.check_target(project.golden_dir, display=project.display)  # a symlinked golden tree: refused up front
+    goldens.check_lock(project.golden_dir, display=project.display)  # a lock that is a link, a pipe ...: likewise
+    own_catalogue = Path(project.cases_dir).resolve() == (project.root / "cases" / args.suite).resolve()
     every, selected = project.cases(args.case)
     policy = _policy(args)
     progress, kept, style = Progress(out), {}, Style(out)
@@ -481,7 +540,7 @@ def cmd_regen(args, out):
               file=out)
         return EXIT_MISMATCH
     with goldens.regen_lock(project.golden_dir, out, args.timeout, project.display) as leftovers:  # one writer at a time
-        plan = goldens.plan(project.golden_dir, fresh_files, {c.id for c in every})  # from the tree as it is now
+        plan = goldens.plan(project.golden_dir, fresh_files, {c.id for c in every}, own_catalogue)  # the tree as it is now
         changed = any(c.added or c.changed or c.removed for c, _, _ in plan.values())
         if changed:  # write first: what follows is only the account of it
             try:
@@ -500,6 +559,12 @@ def cmd_regen(args, out):
         for case_id in change.removed:
             print(f"  removed {case_id}", file=out)
     print(f"{'wrote' if changed else 'no change in'} {project.display(project.golden_dir)}", file=out)
+    left = {name: len(change.kept) for name, (change, _, _) in plan.items() if change.kept}
+    if left:
+        counts = ", ".join(f"{name} {n}" for name, n in left.items())
+        print(f"note: kept {sum(left.values())} golden(s) of cases not in {project.display(project.cases_dir)} ({counts}): "
+              f"only a regeneration of the project's own catalogue (cases/{args.suite}/) removes the goldens of cases "
+              "removed from it; delete them by hand if they are stale", file=out)
     for path in leftovers:
         print(f"note: {project.display(path)} is left over from an interrupted regeneration; the goldens were "
               "never touched by it and it can be deleted", file=out)
@@ -516,6 +581,10 @@ def _schemas(root):
 
 
 def cmd_show(args, out):
+    """Re-render a saved report, its verdict decided again from its evidence as the run decided it:
+    every case's tensors judged by their figures (verify/verdict.py, contradiction), its checks,
+    replay and goldens; the browsers; the unused goldens. A stored failure is never shown as a
+    pass; a report that holds no case is refused (exit 2), as no run of verify writes one."""
     root = repo_root()
     schemas = _schemas(root)
     try:
@@ -523,6 +592,9 @@ def cmd_show(args, out):
         schemas.check("report", report)
     except DocumentError as exc:
         raise InputError(f"{args.report} is not a report written by `verify`: {exc}") from None
+    if not report["cases"]:
+        raise InputError(f"{args.report} holds no case: every run of `verify` reports at least one, so this report was "
+                         "emptied or not written by `verify`, and it shows nothing that passed; run the verification again")
     saved = verdict.Policy(report["tolerance"], bool(report.get("bitwise", False)))
     policy = verdict.Policy(report["tolerance"], saved.bitwise or args.bitwise)
     cases = report["cases"]
@@ -535,15 +607,35 @@ def cmd_show(args, out):
         problem = verdict.consistency(c, saved)
         if problem:
             notes.append(f"note: {c['id']}: {problem} (the report was edited, or written by another version); "
-                         "shown as its evidence gives")
+                         "shown as its evidence gives" + (", and as failed: a stored failure is never shown as a pass"
+                                                          if not c["passed"] else ""))
+        stored_failed = not c["passed"]
         verdict.decide(c, policy)
-    unused = [] if args.case else report.get("unused_goldens", [])
-    report = dict(report, cases=cases, unused_goldens=unused, bitwise=policy.bitwise, summary=suite.summary(cases),
-                  passed=all(c["passed"] for c in cases) and not unused)
-    for line in notes + render(report, Style(out), timings=args.timings):
+        if stored_failed and c["passed"]:
+            c.update(passed=False, status=verdict.FAILED,
+                     failures=["stored as failed in the report, though its evidence passes: a stored failure is never "
+                               "shown as a pass"])
+    whole = not args.case
+    unused = report.get("unused_goldens", []) if whole else []
+    shown = dict(report, cases=cases, unused_goldens=unused, bitwise=policy.bitwise, summary=suite.summary(cases))
+    if report.get("browsers"):
+        shown["browsers"] = verdict.decide_browsers(report["browsers"], [c["id"] for c in cases], policy, whole)
+    passed = (all(c["passed"] for c in cases) and not unused
+              and all(b["passed"] for b in (shown.get("browsers") or {}).values()))
+    stored = report["passed"] if whole else True  # the whole report's stored verdict covers every case
+    shown["passed"] = passed and stored
+    stored_reference = report.get("reference")
+    if stored_reference is not None and stored_reference != reference_origin(shown if whole else report):
+        notes.append(f"note: the report's `reference` field {json.dumps(stored_reference)} does not follow from its "
+                     "reference_cache; shown as reference_cache gives (the report was edited)")
+    lines = notes + render(shown, Style(out), timings=args.timings)
+    if passed and not stored:
+        lines.append("not a pass: the report's stored verdict is FAIL though the evidence it holds passes (the report "
+                     "was edited, or written by another version); run the verification again")
+    for line in lines:
         print(line, file=out)
-    _write_outputs(args, report, Timings(), out)
-    return EXIT_PASS if report["passed"] else EXIT_MISMATCH
+    _write_outputs(args, shown, Timings(), out)
+    return EXIT_PASS if shown["passed"] else EXIT_MISMATCH
 
 
 def cmd_export(args, out):
@@ -604,6 +696,17 @@ def _main(argv=None):
     args = parser.parse_args(argv)
     out = sys.stdout
     try:
+        if getattr(args, "jobs", 1) > MAX_JOBS:
+            print(f"verify: note: --jobs {args.jobs} is more than the {MAX_JOBS} processes the runner starts at once; "
+                  f"running {MAX_JOBS}", file=sys.stderr)
+            args.jobs = MAX_JOBS
+        if args.command in ("show", "inspect", "export", *SUITES):
+            _check_outputs(args)  # before anything is read or run
+        if args.command in SUITES and not _fresh(args):
+            note = models.cache_note()
+            if note is not None:  # no home directory: no cache, never one in the working directory
+                print(f"verify: {note}", file=sys.stderr)
+                args.fresh = True
         if args.command == "regen":
             return cmd_regen(args, out)
         if args.command == "export":
@@ -637,3 +740,9 @@ def _main(argv=None):
         except OSError:
             pass
         return EXIT_MISMATCH
+    except OSError as exc:  # a path given to verify that no check above foresaw: one line, never a traceback
+        out.flush()
+        where = f" {exc.filename}" if exc.filename is not None else ""
+        print(clean(f"verify: error: cannot use{where} ({exc.strerror or exc}); check the path and its permissions"),
+              file=sys.stderr)
+        return EXIT_INPUT
