@@ -177,6 +177,20 @@ def _runner(repo_root, tmp, *args):
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
 
 
+def _finished(proc, kind, timeout):
+    """The runner's (stdout, stderr) once it ends (killed if it outlives timeout), its exit code
+    and message being the row's."""
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == kind.exit, out + err
+    assert kind.says in (err if kind.exit else out), out + err
+    return out, err
+
+
 @pytest.mark.parametrize("kind", params("port daemon"))
 def test_nothing_a_port_started_outlives_the_run_however_it_detached(kind, scripted, repo_root, tmp_path):
     mode, action = kind.data
@@ -187,13 +201,11 @@ def test_nothing_a_port_started_outlives_the_run_however_it_detached(kind, scrip
         if action is not None:
             assert wait_until(scripted.pids, timeout=60), "the daemon did not start"
             os.kill(proc.pid, getattr(signal, action))
-        out, err = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
-    assert proc.returncode == kind.exit, out + err
-    assert kind.says in (err if kind.exit else out), out + err
+    except BaseException:
+        proc.kill()
+        proc.communicate()
+        raise
+    out, err = _finished(proc, kind, timeout=120)
     assert "Traceback" not in err
     if mode != "born-late":
         assert scripted.pids(), "the daemon never started: the row tries nothing"
@@ -280,13 +292,11 @@ def test_a_browser_run_leaves_nothing_in_the_temporary_directory(kind, node, rep
             made = lambda: any(tmp.glob("**/org.chromium.Chromium.*"))  # noqa: E731
             assert wait_until(made, timeout=60), f"chromium made no temporary files in {tmp}"
             os.kill(proc.pid, getattr(signal, action))
-        out, err = proc.communicate(timeout=600)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
-    assert proc.returncode == kind.exit, out + err
-    assert kind.says in (err if kind.exit else out), out + err
+    except BaseException:
+        proc.kill()
+        proc.communicate()
+        raise
+    _finished(proc, kind, timeout=600)
     assert_nothing_left(proc.pid, tmp)
     assert wait_until(lambda: os.listdir(tmp) == [], timeout=10), f"left in the temporary directory: {sorted(os.listdir(tmp))}"
 
