@@ -13,8 +13,6 @@ Exit codes: 0 everything passed, 1 a mismatch (or a refused regen), 2 a usage or
 """
 
 import argparse
-import contextlib
-import gc
 import json
 import math
 import os
@@ -310,30 +308,12 @@ class Project:
                 Path(path).resolve()  # a loop of symbolic links: said here, not as a traceback of display()
             except (OSError, RuntimeError) as exc:
                 raise InputError(f"{option} {path} cannot be resolved ({exc}); give a directory") from None
-        self._dirs = {}  # display(): a directory -> its resolution
 
     def display(self, path):
-        path = Path(path)
         try:
-            return str(self._resolve(path).relative_to(self.root))
-        except ValueError:
+            return str(Path(path).resolve().relative_to(self.root))
+        except (ValueError, OSError, RuntimeError):  # outside the root, or a loop of links: the path as given
             return str(path)
-
-    def _resolve(self, path):
-        """path.resolve(), with each directory's resolution remembered (a run shows hundreds of
-        goldens in two directories and the cases of a dozen catalogue files): resolving dir/name,
-        name neither "." nor "..", is resolving dir, then name within it, whose symbolic link (if
-        it is one) is resolved afresh. An absolute path only (the directory is the same one
-        whatever the working directory); the directories are taken to stay as they are during
-        one invocation."""
-        text = str(path)
-        parent, name = os.path.split(text)
-        if not os.path.isabs(text) or name in ("", ".", ".."):
-            return path.resolve()
-        if parent not in self._dirs:
-            self._dirs[parent] = str(Path(parent).resolve())  # its error (a loop of links) is never remembered
-        found = os.path.join(self._dirs[parent], name)
-        return path.resolve() if os.path.islink(found) else Path(found)
 
     def context(self, timeout):
         return suite.Context(self.root, self.suite, self.schemas, Path(self.golden_dir), timeout, self.display)
@@ -667,25 +647,6 @@ def cmd_diff(args, out):
     return EXIT_MISMATCH if differ else EXIT_PASS
 
 
-@contextlib.contextmanager
-def _few_collections():
-    """A run makes some ten thousand objects per case and keeps most of them to the end: Python's
-    collector, left as it is, went through them some 240 times in one run (0.05 s of the runner's
-    1 s of CPU). The objects made so far (the modules) are set aside and the collector starts after
-    GC_FIRST new objects instead of 700; both restored after the run (the tests call main in-process)."""
-    thresholds = gc.get_threshold()
-    gc.freeze()
-    gc.set_threshold(GC_FIRST, *thresholds[1:])
-    try:
-        yield
-    finally:
-        gc.set_threshold(*thresholds)
-        gc.unfreeze()
-
-
-GC_FIRST = 20_000
-
-
 def main(argv=None):
     with lifecycle.guard():  # SIGTERM/SIGHUP stop the engines too; what a dead run left is removed
         return _main(argv)
@@ -724,8 +685,7 @@ def _main(argv=None):
         if args.command == "faults":
             from . import faults
             return faults.run(args, out, Project(args, args.suite))
-        with _few_collections():
-            return cmd_verify(args, out)
+        return cmd_verify(args, out)
     except InputError as exc:
         out.flush()
         print(f"verify: error: {clean(exc)}", file=sys.stderr)

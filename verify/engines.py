@@ -35,7 +35,6 @@ class Engine:
     cwd: Path
     fields: dict = field(default_factory=dict)  # request fields for this engine only (the port's "kernel")
     compile_cache: bool = False  # run with Node's module compile cache (compile_cache_env): the checkout's own port
-    one_blas_thread: bool = False  # NumPy's BLAS with one thread (blas_env): the checkout's own reference, which calls no BLAS
 
     @property
     def command(self):
@@ -81,7 +80,7 @@ def reference_engine(root, reference_cmd=None):
     """The NumPy reference, or any command given with --reference-cmd (a kept run, for instance)."""
     if reference_cmd is not None:
         return Engine("reference", _split("--reference-cmd", reference_cmd, "python -m reference run"), Path(root))
-    return Engine("reference", [sys.executable, "-m", "reference", "run"], Path(root), one_blas_thread=True)
+    return Engine("reference", [sys.executable, "-m", "reference", "run"], Path(root))
 
 
 KERNELS = ("auto", "js", "wasm")  # the port's product kernel (docs/protocol.md, "Product kernel")
@@ -103,19 +102,6 @@ def browser_engine(root, name, kernel=None):
     """The port's core in a real browser (port_ts/browser/engine.ts, docs/browsers.md)."""
     return Engine("port", [str(node_binary()), "port_ts/browser/engine.ts", "--browser", name, "run",
                            *(["--kernel", kernel] if kernel else [])], Path(root), compile_cache=True)
-
-
-BLAS_THREADS = "OPENBLAS_NUM_THREADS"
-
-
-def blas_env(environ):
-    """{OPENBLAS_NUM_THREADS: "1"} for the checkout's own reference, unless the environment sets it.
-
-    The reference sums every product in its documented order (reference/core/ops.py) and never
-    calls BLAS, so the thread pool OpenBLAS starts when NumPy is imported, one thread per core,
-    serves it nothing; starting it cost each reference process 0.07-0.1 s of CPU on this
-    machine's two cores (`python -c "import numpy"`: 0.19 s of CPU, 0.12 s with one thread)."""
-    return {} if environ.get(BLAS_THREADS) else {BLAS_THREADS: "1"}
 
 
 COMPILE_CACHE = "NODE_COMPILE_CACHE"  # Node's module compile cache: the port's counterpart of __pycache__
@@ -150,7 +136,7 @@ def cached(real, cache_dir):
     """An engine answering from a kept run in cache_dir (verify/cached_engine.py); a replay request
     still goes to `real`."""
     return Engine(real.name, [sys.executable, "-m", "verify.cached_engine", str(cache_dir), "--", *real.argv], real.cwd,
-                  dict(real.fields), real.compile_cache, real.one_blas_thread)
+                  dict(real.fields), real.compile_cache)
 
 
 def engines_of(root, args):
@@ -329,8 +315,6 @@ def run(engine, case_specs, out_dir, timeout, extra=None, on_status=None, kind=N
     env, tag = lifecycle.engine_env()
     if engine.compile_cache:
         env.update(compile_cache_env(env))
-    if engine.one_blas_thread:
-        env.update(blas_env(env))
     try:
         tmp = lifecycle.engine_tmp()  # its TMPDIR: what it (a browser) leaves there goes with it
     except OSError as exc:
