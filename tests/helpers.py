@@ -2,9 +2,38 @@
 
 import json
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def main_in_process(capsys, argv):
+    """(exit code, stdout, stderr) of `verify ARGV` run in this process (argparse's exit included)."""
+    from verify import cli
+    try:
+        code = cli.main([str(a) for a in argv])
+    except SystemExit as exc:
+        code = exc.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def project_copy(tmp):
+    """The checkout's parts the runner and both engines read, copied into tmp/project: the runner
+    imported from the copy (PYTHONPATH) takes the copy as the project."""
+    copy = Path(tmp) / "project"
+    for part in ("verify", "reference", "cases", "golden", "ops", "faults", "port_ts/src", "port_ts/package.json",
+                 "pyproject.toml"):
+        source, target = ROOT / part, copy / part
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if source.is_dir():
+            shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__", "node_modules"))
+        else:
+            shutil.copy2(source, target)
+    return copy
 
 
 def run_verify(root, *args, timeout=900):

@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 
 import port_variants
+from helpers import project_copy
 from verify import anchors
 from verify import reference_cache as rc
 
@@ -63,21 +64,6 @@ def _report(path):
 def _verdicts(report):
     """Each case's verdict and evidence, without what may differ between two runs (seconds)."""
     return {c["id"]: {k: v for k, v in c.items() if k != "seconds"} for c in report["cases"]}
-
-
-def _project_copy(tmp_path):
-    """The checkout's parts the runner and both engines read, copied: the runner imported from
-    the copy (PYTHONPATH) takes the copy as the project."""
-    copy = tmp_path / "project"
-    for part in ("verify", "reference", "cases", "golden", "ops", "faults", "port_ts/src", "port_ts/package.json",
-                 "pyproject.toml"):
-        source, target = ROOT / part, copy / part
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if source.is_dir():
-            shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__", "node_modules"))
-        else:
-            shutil.copy2(source, target)
-    return copy
 
 
 def _apply_fault(copy, fault_id):
@@ -180,7 +166,7 @@ def test_a_warm_run_answers_the_reference_from_the_cache_with_the_fresh_runs_ver
 
 
 def test_a_planted_reference_fault_is_a_miss_and_is_caught_with_a_warm_cache(tmp_path):
-    copy = _project_copy(tmp_path)
+    copy = project_copy(tmp_path)
     cache = tmp_path / "cache"
     env = dict(_env(cache), PYTHONPATH=str(copy))
     warm = _verify(copy, cache, *CHEAP, "--report", tmp_path / "a.json", env=env)

@@ -10,9 +10,9 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from helpers import run_verify
+from helpers import main_in_process, run_verify
 from test_browsers import BROWSERS, require
-from verify import cli, engines, faults
+from verify import engines, faults
 
 CASES = ("layer_norm", "dot_product_attention.no_mask")  # cheap cases with products; the layer-norm fault breaks a few
 
@@ -46,15 +46,6 @@ def test_every_browser_is_judged_and_compared_with_node(repo_root, installed, tm
     assert len(browser_cases) == len(ids) * len(installed)
 
 
-def _main(capsys, argv):
-    try:
-        code = cli.main([str(a) for a in argv])
-    except SystemExit as exc:
-        code = exc.code
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 def test_a_fault_fails_in_node_and_in_every_browser_naming_the_same_cases(repo_root, installed, node, tmp_path,
                                                                           capsys, monkeypatch):
     fault = {f.id: f for f in faults.load(repo_root / "faults" / "attention.json", repo_root, str)}["port.layer_norm.eps_1e-6"]
@@ -66,7 +57,7 @@ def test_a_fault_fails_in_node_and_in_every_browser_naming_the_same_cases(repo_r
     monkeypatch.setattr(engines, "browser_engine", lambda root, name, kernel=None: engines.Engine(
         "port", [str(node), str(faulty / "port_ts" / "browser" / "engine.ts"), "--browser", name, "run"], root))
     report = tmp_path / "r.json"
-    code, out, err = _main(capsys, _args("--browser", ",".join(installed), "--report", report,
+    code, out, err = main_in_process(capsys, _args("--browser", ",".join(installed), "--report", report,
                                          "--port-cmd", f"{node} {faulty / 'port_ts' / 'src' / 'cli.ts'} run"))
     assert code == 1, out[-3000:] + err
     doc = json.loads(report.read_text())
@@ -86,7 +77,7 @@ def test_a_browser_that_cannot_run_makes_its_cases_not_run(repo_root, tmp_path, 
     monkeypatch.setattr(engines, "browser_engine", lambda root, name, kernel=None: engines.Engine(
         "port", [sys.executable, str(missing)], root))
     report = tmp_path / "r.json"
-    code, out, err = _main(capsys, _args("--browser", "chromium", "--report", report))
+    code, out, err = main_in_process(capsys, _args("--browser", "chromium", "--report", report))
     assert code == 1, out + err
     part = json.loads(report.read_text())["browsers"]["chromium"]
     assert not part["ran"] and not part["passed"] and "apt-get install -y chromium" in part["error"]

@@ -27,6 +27,7 @@ from pathlib import Path
 import pytest
 
 import port_variants
+from helpers import project_copy
 from hostile_kinds import params
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -66,21 +67,6 @@ def _port(tmp, *edits):
     for edit in edits:
         port_variants.apply_edit(target / "src", edit)
     return target / "src" / "cli.ts"
-
-
-def _project_copy(tmp):
-    """The checkout's parts the runner and both engines read, copied: the runner imported from the
-    copy (PYTHONPATH) takes the copy as the project."""
-    copy = Path(tmp) / "project"
-    for part in ("verify", "reference", "cases", "golden", "ops", "faults", "port_ts/src", "port_ts/package.json",
-                 "pyproject.toml"):
-        source, target = ROOT / part, copy / part
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if source.is_dir():
-            shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__", "node_modules"))
-        else:
-            shutil.copy2(source, target)
-    return copy
 
 
 def _entry(cache, case_id):
@@ -205,7 +191,7 @@ def test_nothing_planted_beside_the_cache_passes_a_doubling_port_under_bitwise(t
 # --- item 6: a symbolic link under reference/ ----------------------------------------------------
 
 def test_a_fault_planted_behind_a_symlinked_reference_folder_is_never_answered_from_the_cache(tmp_path):
-    copy = _project_copy(tmp_path)
+    copy = project_copy(tmp_path)
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     shutil.move(copy / "reference" / "nn", elsewhere / "nn")
@@ -415,21 +401,21 @@ def _set_clear_general_folder(s):
 
 
 def _set_clear_checkout(s):
-    copy = _project_copy(s.tmp)
+    copy = project_copy(s.tmp)
     s.root, s.env = copy, _env(copy, s.config, PYTHONPATH=copy)
     s.args = ["cache", "--clear"]
     s.check = lambda s, proc: all((copy / p).is_dir() for p in ("verify", "reference", "cases", "golden"))
 
 
 def _set_clear_parent(s):
-    copy = _project_copy(s.tmp)
+    copy = project_copy(s.tmp)
     s.root, s.env = copy, _env(s.tmp, s.config, PYTHONPATH=copy)
     s.args = ["cache", "--prune"]
     s.check = lambda s, proc: (copy / "verify").is_dir() and s.cache.is_dir()
 
 
 def _set_clear_inside(s):
-    copy = _project_copy(s.tmp)
+    copy = project_copy(s.tmp)
     s.root, s.env = copy, _env(copy / "golden", s.config, PYTHONPATH=copy)
     s.args = ["cache", "--clear"]
     s.check = lambda s, proc: (copy / "golden" / "attention").is_dir()
@@ -446,7 +432,7 @@ def _set_clear_home(s):
 def _set_clear_root(s):
     # Only ever run once the checkout itself is known to be refused: a runner that deleted every
     # directory under the cache path must never be pointed at /.
-    copy = _project_copy(s.tmp)
+    copy = project_copy(s.tmp)
     guard = _run(_env(copy, s.config, PYTHONPATH=copy), "cache", "--clear", root=copy)
     assert guard.returncode == 2 and (copy / "verify").is_dir(), "the checkout is not refused: / is never tried"
     s.env = _env("/", s.config)
@@ -454,7 +440,7 @@ def _set_clear_root(s):
 
 
 def _set_source_link(s):
-    copy = _project_copy(s.tmp)
+    copy = project_copy(s.tmp)
     (s.tmp / "nn").mkdir()
     (copy / "reference" / "nn").rename(s.tmp / "nn" / "nn")
     (copy / "reference" / "nn").symlink_to(s.tmp / "nn" / "nn")
@@ -463,7 +449,7 @@ def _set_source_link(s):
 
 
 def _set_source_fifo(s):
-    copy = _project_copy(s.tmp)
+    copy = project_copy(s.tmp)
     os.mkfifo(copy / "reference" / "notes.fifo")
     s.root, s.env = copy, _env(s.cache, s.config, PYTHONPATH=copy)
     s.check = _nothing_from_cache

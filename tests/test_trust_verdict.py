@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import run_verify
+from helpers import main_in_process, run_verify
 from hostile_kinds import _claim_pass, params  # the failing report edited to say pass
 from verify import cli
 from verify.engines import node_binary
@@ -239,7 +239,7 @@ def test_tol_is_parsed_strictly_and_bounded_by_every_command(command, value, cap
         cli.main([*command, "--tol", value])
     err = capsys.readouterr().err
     assert exit_.value.code == 2, err
-    assert f"argument --tol: expected a positive number" in err.strip().splitlines()[-1]
+    assert "argument --tol: expected a positive number" in err.strip().splitlines()[-1]
     assert "RuntimeWarning" not in err and "Traceback" not in err
 
 
@@ -296,22 +296,13 @@ def test_show_derives_the_reference_field_and_reads_reports_written_before_it(tm
 
 # --- the hostile rows of this area ------------------------------------------------------------------
 
-def _main(capsys, argv):
-    try:
-        code = cli.main([str(a) for a in argv])
-    except SystemExit as exc:
-        code = exc.code
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 @pytest.mark.parametrize("kind", params("saved report"))
 def test_a_hostile_saved_report(kind, passing_report, doubled_report, tmp_path, capsys):
     edit, extra = kind.data
     doc = edit(json.loads(passing_report), json.loads(doubled_report))
     path = tmp_path / "report.json"
     path.write_text(doc if isinstance(doc, str) else json.dumps(doc))
-    code, out, err = _main(capsys, ["show", path, *extra])
+    code, out, err = main_in_process(capsys, ["show", path, *extra])
     assert code == kind.exit, out + err
     assert "Traceback" not in out + err
     if kind.exit == 2:
@@ -324,7 +315,7 @@ def test_a_hostile_saved_report(kind, passing_report, doubled_report, tmp_path, 
 def test_a_tolerance_condition(kind, tmp_path, capsys):
     tolerance, argv = kind.data
     cases = _catalogue(tmp_path / "cases", tolerance)
-    code, out, err = _main(capsys, [a.format(cases=cases, tmp=tmp_path) for a in argv])
+    code, out, err = main_in_process(capsys, [a.format(cases=cases, tmp=tmp_path) for a in argv])
     assert code == kind.exit, out + err
     assert "Traceback" not in err and "RuntimeWarning" not in err
     lines = err.strip().splitlines()
