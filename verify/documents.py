@@ -11,6 +11,7 @@ import numpy as np
 import orjson
 
 from .compare import Tensor
+from .files import file_kind
 
 NON_FINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 
@@ -131,15 +132,6 @@ def _parse_stdlib(text):
         raise DocumentError("not a document the runner reads: its arrays or objects are nested too deeply") from None
     except ValueError as exc:
         raise DocumentError(str(exc)) from None
-
-
-_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-          (stat.S_ISFIFO, "a named pipe"), (stat.S_ISSOCK, "a socket"), (stat.S_ISLNK, "a symbolic link"))
-
-
-def file_kind(mode):
-    """What a file that is not a regular one is, in words, from its st_mode."""
-    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
 
 
 def read_bytes(path, limit=MAX_BYTES):

@@ -18,7 +18,12 @@ from .errors import InputError
 from .text import clean
 
 _KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-          (stat.S_ISFIFO, "a named pipe"), (stat.S_ISSOCK, "a socket"))
+          (stat.S_ISFIFO, "a named pipe"), (stat.S_ISSOCK, "a socket"), (stat.S_ISLNK, "a symbolic link"))
+
+
+def file_kind(mode):
+    """What a file that is not a regular one is, in words, from its st_mode."""
+    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
 
 
 WHAT = {"--report": "JSON report", "the JSON report": "JSON report", "--html": "HTML report", "--junit": "JUnit XML"}
@@ -41,7 +46,7 @@ def not_regular(path):
         return f"it cannot be looked at ({exc.strerror or exc})"
     if stat.S_ISREG(info.st_mode):
         return None
-    return f"it is {next((name for test, name in _KINDS if test(info.st_mode)), 'not a regular file')}, not a regular file"
+    return f"it is {file_kind(info.st_mode)}, not a regular file"
 
 
 def write_atomically(path, data):

@@ -113,7 +113,7 @@ def own_tolerance(case, tol=None):
 
 def loose_cases(report):
     """[(case, what its own tolerance says)] of the cases judged at a tolerance of their own looser than the default."""
-    return [(c, own_tolerance(c, report["tolerance"])) for c in report["cases"] if own_tolerance(c, report["tolerance"])]
+    return [(c, what) for c in report["cases"] if (what := own_tolerance(c, report["tolerance"]))]
 
 
 def reference_origin(report):

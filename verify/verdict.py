@@ -204,7 +204,7 @@ def judge(ctx, case, runs, policy, reader, fresh=None):
         "passed": False,
         "status": FAILED,
         "tolerance": tol,
-        **({"tolerance_reason": declared_reason(case.spec)} if declared_reason(case.spec) else {}),
+        **({"tolerance_reason": reason} if (reason := declared_reason(case.spec)) else {}),
         "goldens": {role: g.status for role, g in golden_checks.items()},
         "golden_details": {role: dict(g.to_dict(), label=g.label, engine=fresh[role].engine_name)
                            for role, g in golden_checks.items()},
