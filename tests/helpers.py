@@ -1,6 +1,7 @@
 """Helpers shared by the runner's tests: run the CLI, and check a usage or input error's shape."""
 
 import json
+import os
 import shlex
 import shutil
 import subprocess
@@ -34,6 +35,30 @@ def project_copy(tmp):
         else:
             shutil.copy2(source, target)
     return copy
+
+
+VERIFY = Path(sys.executable).with_name("verify")  # the console script `pip install -e .` puts beside python
+
+
+def user_attention(root, report, *args, env=None, python=None, timeout=600):
+    """`verify attention ARGS --report REPORT` run in the checkout (or copy) root as the README's
+    main command runs it: the `verify` console script, the runner imported from root, the
+    environment as it is (the session's reference cache: conftest.py); `python -c PYTHON` instead
+    of the script when given. (the completed process, the JSON report or None)."""
+    assert VERIFY.is_file(), f"expected the console script {VERIFY} (pip install -e .)"
+    command = [str(VERIFY)] if python is None else [sys.executable, "-c", python]
+    environ = dict(os.environ if env is None else env, PYTHONPATH=str(root))
+    proc = subprocess.run([*command, "attention", *map(str, args), "--report", str(report)], cwd=root, env=environ,
+                          capture_output=True, text=True, timeout=timeout)
+    return proc, (json.loads(Path(report).read_text(encoding="utf-8")) if Path(report).is_file() else None)
+
+
+def judged(report):
+    """A JSON report without what two runs of the same verdicts may differ in: the timings, each
+    case's seconds, and where the reference came from (`reference`, `reference_cache`)."""
+    kept = {k: v for k, v in report.items() if k not in ("timings", "reference", "reference_cache")}
+    kept["cases"] = [{k: v for k, v in c.items() if k != "seconds"} for c in report["cases"]]
+    return kept
 
 
 def run_verify(root, *args, timeout=900):
@@ -74,8 +99,11 @@ CLOSING = ("=== ", "where to start: ", "short summary:", "note: ", "unused golde
 def split_output(stdout):
     """(the cases' blocks as printed while the run went, sorted: each case's line and its indented
     lines; the closing section without its `reports:` line). The cases are printed as their
-    verdicts arrive, so only their set is stable; `verify show` prints them in catalogue order."""
+    verdicts arrive, so only their set is stable; `verify show` prints them in catalogue order. A
+    run answered from the reference cache says so before the cases too: that line is left out."""
     lines = stdout.splitlines()
+    while lines and lines[0].startswith("reference: "):  # the reference cache's line before the cases
+        lines = lines[1:]
     end = next((n for n, line in enumerate(lines) if line.startswith(CLOSING)), len(lines))
     blocks, current = [], []
     for line in lines[:end]:

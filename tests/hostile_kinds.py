@@ -1,9 +1,9 @@
-"""The hostile inputs and conditions the suite tries, one row per kind (docs/runner.md, "Hostile
-inputs and conditions"). Every row is a parameter of the test that consumes its area (CONSUMERS),
-which builds the input from the row's `data`, runs `verify` on it and asserts the row's exit code
-and message fragment; tests/test_hostile_table.py checks that every area has its consumer and
-that docs/runner.md holds exactly the table markdown() makes (`python tests/hostile_kinds.py`
-prints it).
+"""The hostile inputs and conditions the suite tries, one row per kind (their table:
+docs/reference/hostile-conditions.md). Every row is a parameter of the test that consumes its area
+(CONSUMERS), which builds the input from the row's `data`, runs `verify` on it and asserts the row's
+exit code and message fragment; tests/test_hostile_table.py checks that every area has its consumer,
+and tests/test_docs_generated.py that the page holds exactly the table markdown() makes
+(`python scripts/generate_docs.py` writes it; `python tests/hostile_kinds.py` prints it).
 
 Areas: the catalogue (`verify attention --list --cases-dir DIR`), a golden file (`verify diff`), the
 engine process (a scripted port through the whole `verify attention`), the documents an engine
@@ -79,7 +79,7 @@ def params(area):
 
 
 def markdown():
-    """The table for docs/runner.md, one section per area."""
+    """The table of docs/reference/hostile-conditions.md, one section per area."""
     out = [f"{len(ROWS)} kinds, each tried by a test (tests/hostile_kinds.py; the consuming test per area below).", ""]
     for area, (module, function) in CONSUMERS.items():
         rows = [r for r in ROWS if r.area == area]
@@ -355,6 +355,10 @@ _e("no-stdin-no-output", "exits 0 at once, reading nothing, printing nothing", 1
    "#nostdin")
 _e("silent", "reads the request, prints nothing, exits 0", 1, "port: gave no status line for this case", "pass")
 _e("duplicate-status", "the same status line twice", 0, "passed, 0 failed", "copy_all(); [status(i) for i in ids]")
+_e("status-changed", "a second, different status line for a case (ok, then failed): a case is judged once", 2,
+   "printed a second, different status line for case", "copy_all(); [status(i, ok=False, error='late') for i in ids]")
+_e("status-changed-seconds", "the same case's status line again with other seconds", 2,
+   "printed a second, different status line for case", "copy_all(); [status(i, seconds=1) for i in ids]")
 _e("ok-false-bare", "ok false without an error", 1, "port: failed without a message", "[status(i, ok=False) for i in ids]")
 _e("error-number", "an error that is a number", 1, "port: 42", "[status(i, ok=False, error=42) for i in ids]")
 _e("error-control", "an error with control characters (shown escaped)", 1, "port: bad\\x00\\x07\\x1b[2Jtext",
@@ -838,6 +842,34 @@ for _name, _what, _exit, _says, _data in (
     ("two-at-once", "two runs filling the same cache at once", 0, "4 passed", "two_at_once"),
 ):
     kind(C, _name, _what, _exit, _says, _data)
+
+
+# --- the reference cache's key: each input changed (tests/test_cache_keying.py) ---------------------
+# data: (how, what). "python": a statement the runner's interpreter runs before verify is imported,
+# changing what the key reads; "environment": a variable set for the run; "bump": a constant of the
+# runner's raised by one in a copy of the checkout. Each run starts from a warm cache of two cases.
+
+K = "reference cache key"
+CONSUMERS[K] = ("test_cache_keying", "test_a_changed_key_input_misses_every_case")
+AREA_TITLES[K] = ("The reference cache's key (`verify attention`): a run whose interpreter, NumPy, platform, protocol "
+                  "or cache format differs from the one that filled the cache answers no case from it")
+_MISS = "reference: run afresh on every case (nothing in the cache for it"
+for _name, _what, _data in (
+    ("python-version", "another Python version (sys.version)", ("python", "sys.version = '0.0.0 (another build) ' + sys.version")),
+    ("python-implementation", "another Python implementation (sys.implementation.cache_tag)",
+     ("python", "sys.implementation.cache_tag = 'another-00'")),
+    ("numpy-version", "another NumPy version (numpy.__version__)", ("python", "import numpy\nnumpy.__version__ = '0.0.0'")),
+    ("platform", "another platform (platform.platform())",
+     ("python", "import platform\nplatform.platform = lambda *args, **kwargs: 'Another-OS-0.0'")),
+    ("machine", "another machine (platform.machine())", ("python", "import platform\nplatform.machine = lambda: 'another-machine'")),
+    ("byte-order", "the other byte order (sys.byteorder)",
+     ("python", "sys.byteorder = {'little': 'big', 'big': 'little'}[sys.byteorder]")),
+    ("cpu-feature-off", "a CPU feature NumPy dispatches to switched off (NPY_DISABLE_CPU_FEATURES)",
+     ("environment", "NPY_DISABLE_CPU_FEATURES")),
+    ("protocol", "the engines' protocol version raised (PROTOCOL)", ("bump", "PROTOCOL")),
+    ("cache-format", "the cache's format raised (FORMAT: its layout and key recipe)", ("bump", "FORMAT")),
+):
+    kind(K, _name, _what, 0, _MISS, _data)
 
 
 # --- where the outputs go, and the previous report (tests/test_trust_outputs.py) ------------------

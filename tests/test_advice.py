@@ -140,6 +140,8 @@ def test_each_case_is_printed_as_soon_as_it_is_known_through_a_pipe(repo_root, c
     proc = subprocess.Popen(argv, cwd=repo_root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     started = time.monotonic()
     first = proc.stdout.readline()
+    while first.startswith("reference: "):  # the reference cache's line before the cases, when it answers some
+        first = proc.stdout.readline()
     seen_at = time.monotonic() - started
     rest, _ = proc.communicate(timeout=120)
     assert first.startswith("PASS forward  ") and case_ids[0] in first, first
@@ -160,7 +162,7 @@ def test_a_subset_run_keeps_the_full_runs_report(repo_root, cases_dir, goldens, 
 def test_the_primitive_that_explains_the_others_comes_first(repo_root, node, tmp_path):
     """Layer norm's epsilon wrong in the port: every block and model built on it fails too; the
     closing section lists the layer-norm cases first and says to start there."""
-    from verify import faults
+    from verify.tools import faults
     fault = {f.id: f for f in faults.load(repo_root / "faults" / "attention.json", repo_root, str)}["port.layer_norm.eps_1e-6"]
     faults.apply(fault, repo_root, tmp_path / "faulty")
     proc = run_verify(repo_root, "attention", "--case", "layer_norm", "--case", "encoder_block", "--case", "transformer.",

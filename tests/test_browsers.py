@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 from helpers import assert_one_line_error, run_verify
-from verify.anchors import locate
+from verify.tools.anchors import locate
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))

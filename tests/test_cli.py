@@ -56,9 +56,10 @@ def _without_time(report):
 
 
 def test_jobs_one_two_and_four_give_the_same_report(repo_root, cases_dir, goldens, tmp_path, case_ids):  # noqa: F811
-    one, r1 = _run(repo_root, cases_dir, goldens, tmp_path, "--jobs", "1")
-    two, r2 = _run(repo_root, cases_dir, goldens, tmp_path, "--jobs", "2")
-    four, r4 = _run(repo_root, cases_dir, goldens, tmp_path, "--jobs", "4")
+    # --fresh: both engines are scheduled (the reference cache would answer the reference's side)
+    one, r1 = _run(repo_root, cases_dir, goldens, tmp_path, "--jobs", "1", "--fresh")
+    two, r2 = _run(repo_root, cases_dir, goldens, tmp_path, "--jobs", "2", "--fresh")
+    four, r4 = _run(repo_root, cases_dir, goldens, tmp_path, "--jobs", "4", "--fresh")
     assert one.returncode == two.returncode == four.returncode == 0, one.stdout + two.stdout + four.stdout
     assert split_output(one.stdout) == split_output(two.stdout) == split_output(four.stdout)
     assert _without_time(r1) == _without_time(r2) == _without_time(r4)

@@ -1,7 +1,8 @@
 """Node's module compile cache for the checkout's own port (verify/engines.py, compile_cache_env;
 docs/performance.md): its processes keep their compiled modules under the cache root, a user's own
 NODE_COMPILE_CACHE or NODE_DISABLE_COMPILE_CACHE is left as it is, a --port-cmd (or a copy of the
-port with a planted fault) runs without it, and the cache changes no byte of what the port writes."""
+port with a planted fault) runs without it, VERIFY_PLAIN=1 turns it off, and the cache changes no
+byte of what the port writes."""
 
 import os
 
@@ -11,11 +12,14 @@ SPECS = [{"id": "t.softmax", "kind": "forward", "op": "masked_softmax", "seed": 
           "config": {"shape": [3, 2, 5], "valid_lens": [0, 2, 5]}}]
 
 
-def test_the_cache_sits_under_the_cache_root_unless_the_user_chose():
+def test_the_cache_sits_under_the_cache_root_unless_the_user_chose(monkeypatch):
     root = {"ATTENTION_PARITY_CACHE": "/somewhere/cache"}
+    monkeypatch.delenv("VERIFY_PLAIN", raising=False)
     assert engines.compile_cache_env(root) == {"NODE_COMPILE_CACHE": "/somewhere/cache/node-compile-cache"}
     assert engines.compile_cache_env(dict(root, NODE_COMPILE_CACHE="/mine")) == {}
     assert engines.compile_cache_env(dict(root, NODE_DISABLE_COMPILE_CACHE="1")) == {}
+    monkeypatch.setenv("VERIFY_PLAIN", "1")
+    assert engines.compile_cache_env(root) == {}
 
 
 def _run(repo_root, out, monkeypatch, environ, port_cmd=None):

@@ -26,7 +26,8 @@ import textwrap
 
 import pytest
 
-from verify import faults, replay
+from verify import replay
+from verify.tools import faults
 from verify.catalogue import load
 from verify.documents import Schemas
 from helpers import keep_run, run_verify

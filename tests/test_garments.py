@@ -48,9 +48,9 @@ def test_catalogue_entry_matches_the_documented_case(repo_root):
     path = repo_root / "cases" / "attention" / "training.json"
     cases = json.loads(path.read_text())["cases"] if path.exists() else []
     entry = [c for c in cases if c.get("op") == "train_vit"]
-    assert entry, "train_vit is missing from cases/attention/training.json (docs/garments.md has its JSON)"
+    assert entry, "train_vit is missing from cases/attention/training.json (docs/garments.md describes it)"
     mine = {k: VIT_CASE[k] for k in ("op", "seed", "config")}
-    assert {k: entry[0][k] for k in mine} == mine, "the catalogue's train_vit differs from docs/garments.md"
+    assert {k: entry[0][k] for k in mine} == mine, "the catalogue's train_vit differs from the case here (docs/garments.md)"
 
 
 # ---- the data ----

@@ -125,7 +125,7 @@ def _run(repo_root, schemas, cases_dir, goldens, reference_argv, port_argv):  # 
     every = catalogue.load(cases_dir, schemas)
     ctx = suite.Context(repo_root, "attention", schemas, goldens, 60)
     engine_list = [engines.Engine("reference", reference_argv, repo_root), engines.Engine("port", port_argv, repo_root)]
-    return suite.run(ctx, every[:1], {c.id for c in every}, engine_list, verdict.Policy(1e-6), check_unused=False, jobs=1)
+    return suite.run(ctx, every[:1], {c.id for c in every}, engine_list, suite.RunOptions(verdict.Policy(1e-6), jobs=1))
 
 
 def _out(report):

@@ -2,8 +2,8 @@
 in this process, as `verify` runs it), each with the exit code and message fragment of its row:
 a catalogue, a golden file, the port's process and what it writes (a scripted engine; the
 reference is scripted too where only the port is under test, so a row costs two small Python
-processes), the command line, and the config rule both real engines share. The docs table is
-checked against the rows here too, so it cannot drift from what the suite tries."""
+processes), the command line, and the config rule both real engines share. The table of every row,
+docs/reference/hostile-conditions.md, is generated from them (tests/test_docs_generated.py)."""
 
 import json
 import os
@@ -11,7 +11,6 @@ import re
 import shutil
 import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 
@@ -19,7 +18,7 @@ import hostile_kinds
 from hostile_kinds import params
 from processes import assert_nothing_left
 from test_runner import cases_dir, case_ids, schemas, session_goldens  # noqa: F401 (fixtures)
-from verify import cli, engines
+from verify import cli
 
 CASE_ID = "masked_softmax.lens_1d"  # float64 and int64 inputs, one float64 output
 
@@ -157,9 +156,10 @@ def one_case(cases_dir, tmp_path_factory):  # noqa: F811
 
 
 @pytest.fixture
-def scripted(tmp_path, session_goldens, monkeypatch):  # noqa: F811
-    """scripted(port_body, reference_body="copy_all()") -> the --port-cmd; the reference engine is
-    replaced by the same script answering from its goldens."""
+def scripted(tmp_path, session_goldens):  # noqa: F811
+    """scripted(port_body, reference_body="copy_all()") -> the options --port-cmd and
+    --reference-cmd of two scripted engines, each answering from its goldens (with
+    --reference-cmd the reference cache is not used)."""
     script = tmp_path / "engine.py"
     script.write_text(ENGINE)
 
@@ -168,12 +168,9 @@ def scripted(tmp_path, session_goldens, monkeypatch):  # noqa: F811
         for name, body in (("port", port_body), ("reference", reference_body)):
             bodies[name] = tmp_path / f"{name}.body"
             bodies[name].write_text(body)
-        monkeypatch.setattr(engines, "reference_engine", lambda root, reference_cmd=None: engines.Engine(
-            "reference", [sys.executable, str(script), str(session_goldens / "reference"), str(bodies["reference"])],
-            Path(root)))
-        if port_body.startswith("@"):
-            return port_body[1:]
-        return f"{sys.executable} {script} {session_goldens / 'port'} {bodies['port']}"
+        reference = f"{sys.executable} {script} {session_goldens / 'reference'} {bodies['reference']}"
+        port = port_body[1:] if port_body.startswith("@") else f"{sys.executable} {script} {session_goldens / 'port'} {bodies['port']}"
+        return ["--port-cmd", port, "--reference-cmd", reference]
     yield make
     assert_nothing_left(os.getpid(), tmp_path)
 
@@ -183,7 +180,7 @@ def test_a_hostile_engine_process(kind, scripted, one_case, session_goldens, tmp
     body, extra = kind.data
     report = tmp_path / "report.json"
     code, out, err = _main(capsys, monkeypatch, ["attention", "--cases-dir", one_case, "--golden-dir", session_goldens,
-                                                 "--case", CASE_ID, "--port-cmd", scripted(body), "--report", report,
+                                                 "--case", CASE_ID, *scripted(body), "--report", report,
                                                  *extra])
     if kind.exit == 2:
         _one_line(code, err, kind)
@@ -201,7 +198,7 @@ def test_a_hostile_engine_document(kind, scripted, one_case, session_goldens, tm
     body, reference_body = kind.data
     report = tmp_path / "report.json"
     code, out, err = _main(capsys, monkeypatch, ["attention", "--cases-dir", one_case, "--golden-dir", session_goldens,
-                                                 "--case", CASE_ID, "--port-cmd", scripted(body, reference_body),
+                                                 "--case", CASE_ID, *scripted(body, reference_body),
                                                  "--report", report])
     assert code == kind.exit, out + err
     assert kind.says in out, out
@@ -261,7 +258,7 @@ def test_the_catalogue_check_passes_what_only_the_engines_refuse(tmp_path, capsy
     assert code == 0 and out.startswith("masked_softmax.x "), err
 
 
-# --- the table in docs/runner.md --------------------------------------------------------------
+# --- every area has its test (the table of rows: docs/reference/hostile-conditions.md) ------------
 
 def test_every_area_has_its_consuming_test():
     import importlib
@@ -273,11 +270,3 @@ def test_every_area_has_its_consuming_test():
             f"{module}.{function} does not try exactly the rows of {area!r}"
     assert len(hostile_kinds.ROWS) >= 200
 
-
-def test_the_docs_table_is_the_suites(repo_root):
-    text = (repo_root / "docs" / "runner.md").read_text()
-    begin, end = "<!-- hostile-kinds: begin (python tests/hostile_kinds.py) -->\n", "<!-- hostile-kinds: end -->"
-    assert begin in text and end in text, "docs/runner.md lacks the table of hostile kinds"
-    table = text[text.index(begin) + len(begin): text.index(end)]
-    assert table == hostile_kinds.markdown(), ("docs/runner.md's table differs from tests/hostile_kinds.py; "
-                                               "paste the output of `python tests/hostile_kinds.py` between the markers")

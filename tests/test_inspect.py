@@ -318,7 +318,7 @@ def test_usage_errors_are_refused_before_anything_runs(repo_root, tmp_path, args
 def test_more_tokens_than_positions_is_one_line_with_exit_2(repo_root, model_directory):
     proc = run_verify(repo_root, "inspect", " ".join(["word"] * 600), "--token", "word")
     assert_one_line_error(proc, "the sentence is 602 tokens long", "at most 512", "shorten it")
-    from verify import inspect
+    from verify.tools import inspect
 
     ids, _ = inspect.tokenize(" ".join(["word"] * 510), model_directory)
     assert len(ids) == 512 and inspect.position_limit(model_directory) == 512

@@ -94,8 +94,8 @@ def start(repo_root, tmp_path):
         run.close()
 
 
-COMMANDS = {
-    "attention": lambda cases, golden: ["attention", "--cases-dir", cases, "--golden-dir", golden],
+COMMANDS = {  # --fresh: both real engines run (the reference cache would answer the reference)
+    "attention": lambda cases, golden: ["attention", "--cases-dir", cases, "--golden-dir", golden, "--fresh"],
     "regen": lambda cases, golden: ["regen", "attention", "--cases-dir", cases, "--golden-dir", golden],
 }
 

@@ -1,18 +1,18 @@
-"""The documents' fast parser (verify/documents.py: orjson, with Python's json behind it) gives, for
-every text, what Python's json alone gives: the same values with the same types and the same
-float64 bits, or the same error message. Checked on the texts where the two parsers are known to
-part (each must fall back), on generated JSON texts and their byte-level mutations, and on every
-committed golden, which must also take the fast path (or the speed it buys would be a claim)."""
+"""The documents' parser (verify/documents.py, parse and parse_bytes: orjson where its reading is
+json's to the bit, Python's json behind it) gives, for every text, what it gives with
+VERIFY_PLAIN=1 (Python's json alone): the same values with the same types and the same float64
+bits, or the same error message. Checked on the texts where the two parsers are known to part, on
+generated JSON texts and their byte-level mutations, and on every committed golden."""
 
 import json
 import math
+import os
 import struct
 from unittest import mock
 
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from verify import documents
 from verify.documents import DocumentError, parse, parse_bytes
 
 
@@ -37,7 +37,7 @@ def _outcome(fn, data):
 
 
 def _stdlib(fn, data):
-    with mock.patch.object(documents, "_fast", lambda _: documents._NOT_FAST):
+    with mock.patch.dict(os.environ, {"VERIFY_PLAIN": "1"}):
         return _outcome(fn, data)
 
 
@@ -71,18 +71,8 @@ AGREEING = [
 
 
 @pytest.mark.parametrize("data", PARTING + AGREEING, ids=lambda d: repr(d[:24]))
-def test_the_fast_parser_gives_jsons_result(data):
+def test_the_parser_gives_jsons_result(data):
     _same(data)
-
-
-@pytest.mark.parametrize("data", PARTING)
-def test_where_orjson_parts_from_json_json_decides(data):
-    assert documents._fast(data) is documents._NOT_FAST
-
-
-@pytest.mark.parametrize("data", AGREEING)
-def test_where_they_agree_the_fast_path_answers(data):
-    assert documents._fast(data) is not documents._NOT_FAST
 
 
 _numbers = st.one_of(
@@ -129,14 +119,11 @@ def test_mutated_documents(value, edits):
     _same(bytes(data))
 
 
-def test_every_golden_takes_the_fast_path_and_reads_as_json_reads_it(repo_root):
+def test_every_golden_reads_as_json_reads_it(repo_root):
     paths = sorted((repo_root / "golden").rglob("*.json"))
     assert len(paths) > 200
     for path in paths:
-        data = path.read_bytes()
-        assert documents._fast(data) is not documents._NOT_FAST, path
-        fast = _same(data)
-        assert fast[0] == "value", path
+        assert _same(path.read_bytes())[0] == "value", path
 
 
 def test_a_float_beyond_the_fast_range_still_reads_exactly():

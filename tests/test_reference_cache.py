@@ -7,9 +7,11 @@ run afresh and reported; --fresh, VERIFY_FRESH and --reference-cmd bypass it. Wh
 answer an unchanged case with the very documents a fresh run writes: the verdicts of a warm run
 equal the fresh run's, and a faithful variant of the port still passes.
 
-The suite's conftest sets VERIFY_FRESH=1 for everything else; these tests turn it off for their
-own runs, with a cache directory and a cache key (XDG_CONFIG_HOME) of their own. What the cache
-trusts (its key, its directory's owner, symbolic links) is tried in tests/test_trust_cache.py.
+These tests run with a cache directory and a cache key (XDG_CONFIG_HOME) of their own, not the
+session's (conftest.py). The key's every input, changed one at a time, is tried in
+tests/test_cache_keying.py; the user's own path (a run, a second run, --fresh) in
+tests/test_user_path.py; what the cache trusts (its key, its directory's owner, symbolic links) in
+tests/test_trust_cache.py.
 """
 
 import hashlib
@@ -19,13 +21,14 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 import port_variants
-from helpers import project_copy
-from verify import anchors
+from helpers import judged, project_copy
+from verify.tools import anchors
 from verify import reference_cache as rc
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -283,57 +286,39 @@ def test_verify_cache_shows_prunes_and_clears(tmp_path, cache):
     assert "removed 1 " in cleared.stdout and "empty" in cleared.stdout and list(cache.iterdir()) == []
 
 
-def _checked(path):
-    """What fetch holds of a cache file it read and checked: its stat as read, and its bytes."""
-    return path.stat(), path.read_bytes()
+def _spec(case_id):
+    """The case as the catalogue writes it (what the runner hands the cache)."""
+    return next(c for path in sorted((ROOT / "cases" / "attention").glob("*.json"))
+                for c in json.loads(path.read_text(encoding="utf-8"))["cases"] if c["id"] == case_id)
 
 
-def test_a_hit_is_placed_as_a_link_to_the_very_file_read_and_checked(tmp_path):
-    source = tmp_path / "entry.json"
-    source.write_bytes(b'{"kept": 1}')
-    seen, data = _checked(source)
-    target = tmp_path / "run" / "entry.json"
-    target.parent.mkdir()
-    rc._place(source, seen, data, target)
-    assert target.read_bytes() == data and os.path.samefile(source, target)
+def test_a_hit_is_placed_as_links_to_the_files_read_and_checked(tmp_path, cache):
+    out = tmp_path / "out"
+    answered = rc.ReferenceCache(ROOT, cache, _env(cache)).fetch([_spec(i) for i in CHEAP_IDS], None, out)
+    assert sorted(answered) == sorted(CHEAP_IDS) and all(s["ok"] and s["from_cache"] for s in answered.values())
+    for case_id in CHEAP_IDS:
+        kept, = cache.glob(f"*/*/out/{case_id}.json")
+        assert os.path.samefile(out / f"{case_id}.json", kept)
 
 
-def test_a_file_written_since_it_was_checked_is_placed_as_a_copy_of_the_checked_bytes(tmp_path):
-    """The cache's file written in place between the check and the link (same inode, another size
-    or time): the run gets the bytes that were checked, never the file's new ones, and no link
-    into the cache."""
-    source = tmp_path / "entry.json"
-    source.write_bytes(b'{"kept": 1}')
-    seen, data = _checked(source)
-    with open(source, "r+b") as fh:  # in place: the inode is the one read
-        fh.write(b'{"kept": 2}')
-    os.utime(source, ns=(seen.st_atime_ns, seen.st_mtime_ns + 1_000_000))  # a coarse clock: move the time on
-    target = tmp_path / "run.json"
-    rc._place(source, seen, data, target)
-    assert target.read_bytes() == b'{"kept": 1}' and not os.path.samefile(source, target)
-
-
-def test_a_file_replaced_since_it_was_checked_is_placed_as_a_copy_of_the_checked_bytes(tmp_path):
-    source = tmp_path / "entry.json"
-    source.write_bytes(b'{"kept": 1}')
-    seen, data = _checked(source)
-    other = tmp_path / "other.json"
-    other.write_bytes(b'{"kept": 1}')  # the same bytes, another file: not what was read
-    os.replace(other, source)
-    target = tmp_path / "run.json"
-    rc._place(source, seen, data, target)
-    assert target.read_bytes() == data and not os.path.samefile(source, target)
-
-
-def test_where_a_link_is_refused_the_checked_bytes_are_copied(tmp_path, monkeypatch):
-    source = tmp_path / "entry.json"
-    source.write_bytes(b'{"kept": 1}')
-    seen, data = _checked(source)
-
-    def refuse(*args, **kwargs):
-        raise OSError(18, "Invalid cross-device link")
-
-    monkeypatch.setattr(rc.os, "link", refuse)
-    target = tmp_path / "run.json"
-    rc._place(source, seen, data, target)
-    assert target.read_bytes() == data and not os.path.samefile(source, target)
+def test_a_cache_on_another_file_system_is_copied_from_and_gives_the_same_report(tmp_path, cache):
+    """Where a hard link is refused (the cache on another file system than the run's temporary
+    directory: /dev/shm against TMPDIR here), the checked bytes are copied: the same report."""
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    shm = Path("/dev/shm")
+    if not shm.is_dir() or os.stat(shm).st_dev == os.stat(temp).st_dev:
+        pytest.skip(f"no second file system to put the cache on ({shm} is missing or on the one of {temp})")
+    other = Path(tempfile.mkdtemp(dir=shm, prefix="verify-cache-test-"))  # mode 0700
+    try:
+        shutil.copytree(cache, other / "cache")
+        reports = {}
+        for name, where in (("linked", cache), ("copied", other / "cache")):
+            env = dict(_env(where), TMPDIR=str(temp))
+            proc = _verify(ROOT, where, *CHEAP, "--report", tmp_path / f"{name}.json", env=env)
+            assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
+            reports[name] = _report(tmp_path / f"{name}.json")
+            assert sorted(reports[name]["reference_cache"]["from_cache"]) == sorted(CHEAP_IDS), reports[name]["reference_cache"]
+        assert judged(reports["copied"]) == judged(reports["linked"])
+    finally:
+        shutil.rmtree(other)

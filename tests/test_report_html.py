@@ -149,7 +149,9 @@ def folded_html(repo_root, tmp_path_factory):
     regen = run_verify(repo_root, "regen", "attention", "--cases-dir", tmp / "cases", "--golden-dir", golden, timeout=300)
     assert regen.returncode == 0, regen.stdout + regen.stderr
     page = tmp / "folded.html"
-    proc = run_verify(repo_root, "attention", "--cases-dir", tmp / "cases", "--golden-dir", golden, "--html", page)
+    # --fresh: the page (the reference cache's lines above the cases) must not depend on what the
+    # session's earlier tests left in the cache; the screenshot below counts what fits in the window
+    proc = run_verify(repo_root, "attention", "--cases-dir", tmp / "cases", "--golden-dir", golden, "--html", page, "--fresh")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return page, [c["id"] for c in cases]
 

@@ -120,31 +120,6 @@ def test_a_diverging_decode_names_the_sequence_position_and_margins():
     assert "at position 2 in decode.margin: reference 1, port 0.001" in text
 
 
-def test_a_heatmap_slice_of_identical_doubles_is_drawn_as_the_elementwise_path_draws_it():
-    """views._slice_view draws a slice whose doubles are the same in both engines from the
-    reference's values (the port's copied, the difference all 0, NaN where both are NaN); the
-    drawing is the one the elementwise path gives (restated here), and a slice differing in one
-    bit (or a zero's sign) takes that path."""
-    def elementwise(E, A):
-        with np.errstate(invalid="ignore", over="ignore"):
-            D = np.where(E == A, 0.0, np.abs(A - E))
-        return ([[views._round(v) for v in r] for r in E], [[views._round(v) for v in r] for r in A],
-                [[views._round(v, 3) for v in r] for r in D])
-
-    rng = np.random.default_rng(7)
-    e = rng.normal(size=(2, 30, 27)) * 10.0 ** rng.integers(-300, 300, size=(2, 30, 27))
-    e[0, 3, 4], e[1, 5, 6], e[1, 7, 8], e[0, 0, 0] = np.nan, np.inf, -np.inf, 0.0
-    variants = {"identical": e.copy(), "one ulp": e.copy(), "signed zero": e.copy()}
-    variants["one ulp"][0, 10, 10] = np.nextafter(e[0, 10, 10], np.inf)
-    variants["signed zero"][0, 0, 0] = -0.0
-    for name, a in variants.items():
-        for lead, center in (((0,), (10, 10)), ((1,), (0, 0)), ((0,), (29, 26))):
-            view = views._slice_view(e, a, lead, center)
-            (r0, r1), (c0, c1) = view["rows"], view["cols"]
-            E, A = e[lead][r0:r1, c0:c1], a[lead][r0:r1, c0:c1]
-            assert json.dumps([view["reference"], view["port"], view["abs_diff"]]) == json.dumps(elementwise(E, A)), name
-
-
 def test_a_training_curve_records_where_the_engines_part():
     loss_ref = np.linspace(2.0, 0.1, 50)
     loss_port = loss_ref.copy()

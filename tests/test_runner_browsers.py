@@ -12,7 +12,8 @@ import pytest
 
 from helpers import main_in_process, run_verify
 from test_browsers import BROWSERS, require
-from verify import engines, faults
+from verify import engines
+from verify.tools import faults
 
 CASES = ("layer_norm", "dot_product_attention.no_mask")  # cheap cases with products; the layer-norm fault breaks a few
 

@@ -1,10 +1,11 @@
 """The scheduler of engine processes (verify/schedule.py), with fake engines that speak
 docs/protocol.md, sleep as told (the reference only, unless told otherwise) and log when each process starts
-and ends: the replay of a training case starts as soon as both engines have reported that case
-(before the reference's other cases finish; whichever engine reports last, the reference cache
-included), with the segments the planner fixed then, at most `jobs` processes run at once, the expensive cases start first,
-every case runs exactly once per engine, --jobs 1 is strictly sequential, and an engine error
-stops the other processes at once."""
+and ends. The scheduler emits (label, case id) events; the caller here plays verify/judge.py's part,
+submitting a training case's replay request once both engines have reported it. The replay then
+starts at once (before the reference's other cases finish; whichever engine reports last, the
+reference cache included), with the segments the caller submitted, at most `jobs` processes run at
+once, the expensive cases start first, every case runs exactly once per engine, --jobs 1 is strictly
+sequential (the replay after every submission), and an engine error stops the other processes at once."""
 
 import json
 import sys
@@ -63,12 +64,26 @@ def spec(case_id, sleep=0.0, op="x", **config):
 
 
 def run(engine_list, specs, tmp_path, jobs, replays=None, costs=None, planner=None, answered=None):
-    sched = schedule.Scheduler(engine_list, specs, tmp_path / "work", 60, jobs=jobs, replays=replays, costs=costs,
-                               planner=planner, answered=answered)
+    """The scheduler run to its end as verify/judge.py drives it: once both engines have reported a
+    case of `replays` ({case id: request entry}), its request is submitted, with the segments of
+    planner(case id, statuses) when given, or None (no replay) when the reference failed the case."""
+    replays = replays or {}
+    cases = schedule.Cases(specs, replays=set(replays), answered=answered, costs=costs)
+    sched = schedule.Scheduler(engine_list, cases, tmp_path / "work", 60, jobs=jobs)
     sched.start()
-    seen = []
+    seen, reported, submitted = [], {}, set()
     while (event := sched.next_event()) is not None:
         seen.append(event)
+        label, case_id = event
+        reported.setdefault(case_id, set()).add(label)
+        if case_id in replays and case_id not in submitted and {"reference", "port"} <= reported[case_id]:
+            submitted.add(case_id)
+            statuses = {name: sched.live[name].statuses.get(case_id) for name in ("reference", "port")}
+            if not (statuses["reference"] or {}).get("ok"):
+                sched.submit_replay(case_id, None)
+            else:
+                segments = planner(case_id, statuses) if planner else replays[case_id]["segments"]
+                sched.submit_replay(case_id, dict(replays[case_id], segments=segments))
     runs, replay = sched.result()
     return sched, runs, replay, seen
 

@@ -119,46 +119,31 @@ def test_an_ansi_stderr_reaches_the_one_line_error_escaped(repo_root, cases_dir,
     assert not unsafe(proc.stderr.replace("\n", ""))
 
 
-def test_the_quick_look_at_json_text_misses_no_character_clean_escapes():
-    """clean_data decides "nothing to change" from the value's JSON text (json_text_is_clean): every
-    character of the Basic Multilingual Plane and a sample beyond it, alone, after backslashes, as
-    a key, is found unclean whenever clean() would change it."""
-    from verify.text import json_text_is_clean
+def _cleaned(value):
+    """What clean_data promises, by the plainest walk: every string of a JSON-like value, keys
+    included, through clean() (a tuple as a list, as JSON writes it)."""
+    if isinstance(value, str):
+        return clean(value)
+    if isinstance(value, dict):
+        return {_cleaned(k): _cleaned(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_cleaned(v) for v in value]
+    return value
+
+
+def test_clean_data_cleans_every_character_clean_escapes_wherever_it_stands():
+    """Every character of the Basic Multilingual Plane (lone surrogates included) and a sample
+    beyond it, alone, after backslashes or a quote, inside a word, as a value and as a key:
+    clean_data gives what clean() gives for each string."""
     astral = [0x10000, 0x1F600, 0xE0001, 0x10FFFF]
     for code in list(range(0x10000)) + astral:
         c = chr(code)
-        changes = clean(c) != c
-        for text in (c, "\\" + c, "\\\\" + c, "\\\\\\" + c, "\"" + c, "\u2264" + c, "a" + c + "b"):
-            seen_clean = json_text_is_clean(json.dumps({"k": [text], text: 1}))
-            assert not (changes and seen_clean), (hex(code), text)
-        if not changes and code < 0xd800 or 0xe000 <= code < 0xfffe and not changes:
-            assert json_text_is_clean(json.dumps([c, "\\" + c]))  # and no false alarm on what is clean
-
-
-def test_the_quick_look_at_orjsons_text_misses_no_character_clean_escapes():
-    """clean_data's quick look writes the value with orjson (_written_clean): every character of
-    the Basic Multilingual Plane and a sample beyond it, alone, after backslashes, as a key, is
-    found unclean whenever clean() would change it (a lone surrogate orjson refuses to write: the
-    walk decides), and plain ASCII text is found clean."""
-    import orjson
-    from verify.text import _written_clean
-    astral = [0x10000, 0x1F600, 0xE0001, 0x10FFFF]
-    for code in list(range(0x10000)) + astral:
-        c = chr(code)
-        if 0xd800 <= code < 0xe000:
-            with pytest.raises(TypeError):
-                orjson.dumps([c])
-            continue
-        changes = clean(c) != c
         for text in (c, "\\" + c, "\\\\" + c, "\\\\\\" + c, "\"" + c, "a" + c + "b"):
-            assert not (changes and _written_clean(orjson.dumps({"k": [text], text: 1}))), (hex(code), text)
-        if not changes and code < 0x7f:
-            assert _written_clean(orjson.dumps([c, "\\" + c]))
+            assert clean_data({"k": [text], text: 1}) == {"k": [clean(text)], clean(text): 1}, (hex(code), text)
 
 
-def test_clean_data_by_its_quick_look_gives_what_the_walk_gives():
+def test_clean_data_gives_what_cleaning_every_string_gives():
     from hypothesis import given, strategies as st
-    from verify.text import _clean_data
 
     chars = st.one_of(st.characters(), st.sampled_from(list(HOSTILE) + ["\\", "\u00e9", "\U0001F600"]))
     text = st.text(chars, max_size=6)
@@ -168,33 +153,33 @@ def test_clean_data_by_its_quick_look_gives_what_the_walk_gives():
 
     @given(values)
     def check(value):
-        quick, walked = clean_data(value), _clean_data(value, {})
-        assert json.dumps(quick) == json.dumps(walked)
-        if json.dumps(walked) == json.dumps(value):
-            assert quick is value  # nothing to change: not copied
+        assert json.dumps(clean_data(value)) == json.dumps(_cleaned(value))
     check()
 
 
-def test_a_case_line_reads_back_as_the_case_whichever_writer_wrote_it():
-    """report.dumps writes a case with orjson where the text reads back as that very case (ASCII,
-    equal when read again), else with json: either way the JSON report holds the same values. A NaN
-    or an infinity (orjson would write null) and a non-ASCII character (orjson would write it as
-    it is) are json's, so they still reach the report as "NaN" strings and \\u escapes."""
-    from verify.report import _case_line
-    compact = dict(separators=(",", ":"), allow_nan=False)
-    for case in sample_report("nothing to escape")["cases"] + [{"id": "x", "tol": 1e-06, "big": 1e300, "neg": -0.0,
-                                                                "ints": [0, -3, 2 ** 63 - 1], "none": None}]:
+def _strict(constant):
+    raise AssertionError(f"{constant} in the JSON report: not JSON")
+
+
+def test_a_case_reads_back_from_the_json_report_as_the_case():
+    """report.dumps writes each case so that it reads back as that very case (the JSON report is
+    ASCII and strict JSON), whichever way it writes it: a tuple comes back as a list, a non-ASCII
+    character as its \\u escape, an integer beyond 64 bits whole, and a NaN or an infinity as the
+    strings "NaN" and "-Infinity"."""
+    extra = {"id": "x", "tol": 1e-06, "big": 1e300, "neg": -0.0, "ints": [0, -3, 2 ** 63 - 1], "none": None}
+    for case in sample_report("nothing to escape")["cases"] + [extra]:
+        text = dumps({"passed": True, "cases": [case]})
+        assert text.isascii()
+        read = json.loads(text, parse_constant=_strict)["cases"][0]
         try:
-            expected = json.loads(json.dumps(case, **compact))
-        except ValueError:  # a non-finite number: json's refusal, from either writer
-            with pytest.raises(ValueError):
-                _case_line(case, compact)
+            expected = json.loads(json.dumps(case, allow_nan=False))
+        except ValueError:  # a non-finite number: written as a string, the rest as it is
             continue
-        assert json.loads(_case_line(case, compact)) == expected == case
-    assert _case_line({"id": "x", "at": (0, 1)}, compact) == '{"id":"x","at":[0,1]}'  # a tuple: json's
-    assert _case_line({"id": "caf\u00e9"}, compact) == '{"id":"caf\\u00e9"}'  # json's escape, not raw UTF-8
-    assert _case_line({"id": "x", "n": 2 ** 70}, compact) == '{"id":"x","n":%d}' % 2 ** 70
-    with pytest.raises(ValueError):  # json refuses a NaN here; dumps then writes it as a string
-        _case_line({"id": "x", "v": float("nan")}, compact)
+        assert read == expected == case
+    for case, expected, written in (({"id": "x", "at": (0, 1)}, {"id": "x", "at": [0, 1]}, '"at":[0,1]'),
+                                    ({"id": "caf\u00e9"}, {"id": "caf\u00e9"}, '"caf\\u00e9"'),
+                                    ({"id": "x", "n": 2 ** 70}, {"id": "x", "n": 2 ** 70}, '"n":%d' % 2 ** 70)):
+        text = dumps({"passed": True, "cases": [case]})
+        assert json.loads(text)["cases"][0] == expected and written in text, text
     doc = json.loads(dumps({"passed": False, "cases": [{"id": "x", "v": float("nan"), "w": float("-inf")}]}))
     assert doc["cases"][0]["v"] == "NaN" and doc["cases"][0]["w"] == "-Infinity"

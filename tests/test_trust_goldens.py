@@ -22,7 +22,7 @@ import pytest
 
 from hostile_kinds import params
 from test_hostile_table import ENGINE
-from verify import cli, engines, goldens
+from verify import cli, goldens
 from verify.errors import InputError
 
 CASE_ID = "masked_softmax.lens_1d"  # an int64 input (valid_lens, its first value 0) and zeros in its output
@@ -56,12 +56,10 @@ def t(repo_root, tmp_path, capsys, monkeypatch):
         body_file.write_text(body)
         return [sys.executable, str(script), str(source or committed / name), str(body_file)]
 
-    def port(body="copy_all()", reference="copy_all()"):
-        """The --port-cmd of a scripted port; the reference is scripted too (answering `reference`)."""
-        ref = engine("reference", reference)
-        monkeypatch.setattr(engines, "reference_engine",
-                            lambda root, reference_cmd=None: engines.Engine("reference", ref, Path(root)))
-        return " ".join(engine("port", body))
+    def scripted(body="copy_all()", reference="copy_all()"):
+        """The options --port-cmd and --reference-cmd of a scripted port and a scripted reference
+        (answering `reference`; with --reference-cmd the reference cache is not used)."""
+        return ["--port-cmd", " ".join(engine("port", body)), "--reference-cmd", " ".join(engine("reference", reference))]
 
     def run(*argv):
         capsys.readouterr()
@@ -76,7 +74,7 @@ def t(repo_root, tmp_path, capsys, monkeypatch):
     def attention(*extra, body="copy_all()", reference="copy_all()"):
         report = tmp_path / "report.json"
         code, out, err = run("attention", "--cases-dir", cases, "--golden-dir", golden, "--case", CASE_ID,
-                             "--port-cmd", port(body, reference), "--report", report, *extra)
+                             *scripted(body, reference), "--report", report, *extra)
         return code, out + err, (json.loads(report.read_text()) if report.exists() else None)
 
     def edit_golden(engine_name, change):
@@ -86,7 +84,7 @@ def t(repo_root, tmp_path, capsys, monkeypatch):
         path.write_bytes(new if isinstance(new, bytes) else new.encode())
 
     return SimpleNamespace(root=repo_root, tmp=tmp_path, cases=cases, golden=golden, committed=committed, run=run,
-                           port=port, attention=attention, edit_golden=edit_golden)
+                           scripted=scripted, attention=attention, edit_golden=edit_golden)
 
 
 def _one_line(code, err):
@@ -285,7 +283,7 @@ def _report_duplicate(t):
 # --- regeneration over another catalogue, and the lock ----------------------------------------------
 
 def _regen(t, *extra):
-    return t.run("regen", "attention", "--cases-dir", t.cases, "--golden-dir", t.golden, "--port-cmd", t.port(), *extra)
+    return t.run("regen", "attention", "--cases-dir", t.cases, "--golden-dir", t.golden, *t.scripted(), *extra)
 
 
 def _regen_other_catalogue(t):
@@ -307,7 +305,7 @@ def _regen_own_catalogue(t):
     removed, the others are left alone."""
     extra = t.golden / "reference" / "gone.case.json"
     shutil.copy(t.golden / "reference" / f"{CASE_ID}.json", extra)
-    code, out, err = t.run("regen", "attention", "--golden-dir", t.golden, "--case", CASE_ID, "--port-cmd", t.port())
+    code, out, err = t.run("regen", "attention", "--golden-dir", t.golden, "--case", CASE_ID, *t.scripted())
     assert not extra.exists() and (t.golden / "port" / f"{CASE_ID}.json").exists(), out + err
     assert "note: kept" not in out
     return code, out

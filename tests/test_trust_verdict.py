@@ -87,7 +87,7 @@ def _verify(*args, env=None, timeout=300):
 def passing_report(tmp_path_factory):
     """(the text of) a real passing report of CASE_ID, the reference computed fresh."""
     path = tmp_path_factory.mktemp("passing") / "report.json"
-    proc = _verify("--report", path)
+    proc = _verify("--fresh", "--report", path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return path.read_text()
 
@@ -257,9 +257,9 @@ def test_a_looser_tol_is_warned_of_once_and_named_in_the_closing_section(tmp_pat
 
 # --- fresh or cached, stated in every output (the deploy gate) -------------------------------------
 
-def _outputs(tmp_path, name, env=None):
+def _outputs(tmp_path, name, *args, env=None):
     paths = {k: tmp_path / f"{name}.{k}" for k in ("json", "xml", "html")}
-    proc = _verify("--report", paths["json"], "--junit", paths["xml"], "--html", paths["html"],
+    proc = _verify("--report", paths["json"], "--junit", paths["xml"], "--html", paths["html"], *args,
                    env=env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     junit = {p.get("name"): p.get("value") for p in ET.parse(paths["xml"]).getroot().find("testsuite").find("properties")}
@@ -267,7 +267,7 @@ def _outputs(tmp_path, name, env=None):
 
 
 def test_every_output_says_the_reference_was_computed_fresh_or_taken_from_the_cache(tmp_path):
-    out, doc, junit, html = _outputs(tmp_path, "fresh")  # the tests run with VERIFY_FRESH=1
+    out, doc, junit, html = _outputs(tmp_path, "fresh", "--fresh")
     assert doc["reference"] == {"fresh": True, "from_cache": 0, "cases": 1}
     assert junit["reference.fresh"] == "true" and junit["reference.cases_from_cache"] == "0"
     assert 'id="reference" data-fresh="true"' in html
@@ -275,8 +275,8 @@ def test_every_output_says_the_reference_was_computed_fresh_or_taken_from_the_ca
 
     env = {k: v for k, v in os.environ.items() if k != "VERIFY_FRESH"}
     env["VERIFY_REFERENCE_CACHE"] = str(tmp_path / "cache")
-    _outputs(tmp_path, "cold", env)  # fills the cache
-    out, doc, junit, html = _outputs(tmp_path, "warm", env)
+    _outputs(tmp_path, "cold", env=env)  # fills the cache
+    out, doc, junit, html = _outputs(tmp_path, "warm", env=env)
     assert doc["reference"] == {"fresh": False, "from_cache": 1, "cases": 1}
     assert junit["reference.fresh"] == "false" and junit["reference.cases_from_cache"] == "1"
     assert 'id="reference" data-fresh="false"' in html

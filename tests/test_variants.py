@@ -18,7 +18,8 @@ import shlex
 
 import pytest
 
-from verify import assets, faults
+from verify import assets
+from verify.tools import faults
 from verify.catalogue import load
 from verify.documents import Schemas
 from helpers import keep_run, run_verify

@@ -108,10 +108,22 @@ def test_an_engines_own_golden_drifting_is_reported_and_fails_only_bitwise(statu
 
 
 def test_regen_asks_whether_the_engines_agree_whatever_the_goldens():
-    entry = _entry([_tensor("out", [1.0], [1.0])])
-    entry["errors"] = ["golden g/p.json is stale: outputs.out: 1 / 1 elements beyond the tolerance; run `verify regen attention`"]
+    detail = "outputs.out: 1 / 1 elements beyond the tolerance; run `verify regen attention`"
+    goldens = {"reference": {"status": "fresh", "label": "fresh", "file": "g/r.json", "detail": "", "max_ulp": 0},
+               "port": {"status": "stale", "label": "stale", "file": "g/p.json", "detail": detail, "max_ulp": None}}
+    entry = _entry([_tensor("out", [1.0], [1.0])], goldens=goldens)
+    entry["errors"] = [f"golden g/p.json is stale: {detail}"]
     assert not _decide(entry, LOOSE)["passed"]
     assert verdict.decide(copy.deepcopy(entry), LOOSE, include_goldens=False)["passed"]
+
+
+def test_an_error_is_a_goldens_by_the_entrys_golden_details_not_by_its_wording():
+    """The golden error is the one golden_details make; an engine's error that happens to begin
+    with "golden " still fails the case when goldens do not count (verify regen)."""
+    entry = _entry([_tensor("out", [1.0], [1.0])])
+    entry["errors"] = ["golden: an engine named golden gave no status line for this case"]
+    decided = verdict.decide(copy.deepcopy(entry), LOOSE, include_goldens=False)
+    assert not decided["passed"] and decided["failures"] == entry["errors"]
 
 
 def test_a_tampered_verdict_is_named_and_the_evidence_wins():

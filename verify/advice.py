@@ -15,7 +15,8 @@ One situation per decided report entry:
 | golden drift | the case passes; an engine's own golden drifts within the tolerance or its free run parted | nothing to do; regen makes it byte-identical |
 """
 
-from .verdict import FAILED
+from .records import ErrorKind, errors_of
+from .statuses import FAILED
 
 ENGINE, REFERENCE_CHANGED, PORT_DIFFERS = "engine", "reference changed", "port differs"
 CASE_CHANGED, BOTH_CHANGED, GOLDEN_STALE = "case changed", "both changed", "golden stale"
@@ -43,7 +44,7 @@ def situation(entry):
     """(situation, advice) of a decided entry, or None when there is nothing to say."""
     case_id, details = entry["id"], entry["golden_details"]
     regen = f"verify regen attention --case {case_id}"
-    engine_errors = [e for e in entry["errors"] if not e.startswith("golden ")]
+    engine_errors = errors_of(entry, ErrorKind.ENGINE)
     if entry.get("status") == "not run":
         return ENGINE, entry["errors"][0] if entry["errors"] else "not run"
     if engine_errors:

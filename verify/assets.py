@@ -15,9 +15,8 @@ compare_full() compares the full documents of the two engines, tensor by tensor,
 of every other case.
 """
 
-from pathlib import Path
 
-from . import decoded, models
+from . import decoded, layout, models
 from .compare import compare_named
 from .documents import DocumentError, case_difference, read_bytes
 
@@ -58,7 +57,7 @@ def plan(cases):
 
 
 def full_path(out_dir, case_id):
-    return Path(out_dir) / f"{case_id}.full.json"
+    return layout.full(out_dir, case_id)
 
 
 def compare_full(case, out_dirs, tol, schemas=None):

@@ -30,8 +30,8 @@ def run(ctx, selected, all_ids, reference, reference_cache, names, policy, jobs,
         engine_list = [engines.cached(reference, reference_cache), engines.browser_engine(ctx.root, name, kernel)]
         kept, own = {}, Timings()
         try:
-            report = suite.run(ctx, selected, all_ids, engine_list, policy, check_unused=False, jobs=jobs, keep=kept,
-                               timings=own)
+            report = suite.run(ctx, selected, all_ids, engine_list,
+                               suite.RunOptions(policy, jobs=jobs, keep=kept, timings=own))
         except InputError as exc:
             found[name] = {"ran": False, "error": str(exc), "version": None, "kernel": {}, "passed": False,
                            "summary": {"passed": 0, "failed": len(selected), "identical_to_node": 0},
@@ -62,11 +62,3 @@ def _part(report, kept, node_kept):
             "summary": {"passed": report["summary"]["passed"], "failed": report["summary"]["failed"],
                         "identical_to_node": sum(c["identical_to_node"] for c in cases.values())},
             "cases": cases}
-
-
-def failing_ids(report):
-    """The cases that fail in Node or in any browser."""
-    ids = {c["id"] for c in report["cases"] if not c["passed"]}
-    for part in (report.get("browsers") or {}).values():
-        ids |= {i for i, c in part["cases"].items() if not c["passed"]}
-    return ids

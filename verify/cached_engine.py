@@ -14,6 +14,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from verify import layout
+
 
 def main(argv):
     if len(argv) < 3 or argv[1] != "--":
@@ -24,7 +26,7 @@ def main(argv):
     request = json.loads(text)
     if request.get("replay"):
         return subprocess.run(real, input=text, text=True).returncode
-    statuses = json.loads((cache / "statuses.json").read_text(encoding="utf-8"))
+    statuses = json.loads((cache / layout.STATUSES).read_text(encoding="utf-8"))
     out_dir = Path(request["out_dir"])
     out_dir.mkdir(parents=True, exist_ok=True)
     for spec in request["cases"]:
@@ -32,8 +34,8 @@ def main(argv):
         if case_id not in statuses:
             print(f"cached engine: no cached output for case {case_id!r} in {cache}", file=sys.stderr)
             return 3
-        for name in (f"{case_id}.json", f"{case_id}.full.json", f"{case_id}.states"):
-            source = cache / "out" / name
+        for name in layout.case_files(case_id):
+            source = cache / layout.KEPT_OUT / name
             if source.exists() and not (out_dir / name).exists():
                 os.symlink(source, out_dir / name)
         print(json.dumps(statuses[case_id]), flush=True)

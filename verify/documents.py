@@ -12,6 +12,7 @@ import orjson
 
 from .compare import Tensor
 from .files import file_kind
+from .plain import plain
 
 NON_FINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 
@@ -44,14 +45,16 @@ MAX_BYTES = 64 << 20  # a document larger than this is refused unread (the large
 # those inside the parsed strings are the pairs the text wrote, which equal the keys of the parsed
 # objects exactly when no key was dropped. A colon written as the escape \u003a would break the
 # count, so a text with any \u escape goes to json too (no golden or catalogue file has one).
-# tests/test_parse.py checks the agreement on generated and mutated texts and every golden.
+# It saves about 0.4 s of the runner's CPU in a cached full run (docs/journal/2026-12-04-
+# accelerators.md); VERIFY_PLAIN=1 (verify/plain.py) turns it off. tests/test_parse.py checks the
+# agreement, with and without VERIFY_PLAIN, on generated and mutated texts and every golden.
 FAST_DEPTH = 64  # the engines' documents nest 5 deep; json refuses about 1000
 _BIG = 2.0 ** 63
 _SCALARS = frozenset((int, float, str, bool, type(None)))
 _NOT_FAST = object()
 
 
-def _plain(value):
+def _same_as_json(value):
     """(whether orjson's `value` is what json gives for the same text: it nests at most FAST_DEPTH
     deep and holds no float of magnitude 2**63 or more; the number of its objects' keys; a
     function counting the colons in its strings, keys and values). One pass in C per list and
@@ -86,14 +89,17 @@ def _plain(value):
 
 
 def _fast(data):
-    """orjson's reading of `data` (bytes or str) when it is json's to the bit, else _NOT_FAST."""
+    """orjson's reading of `data` (bytes or str) when it is json's to the bit, else _NOT_FAST
+    (always with VERIFY_PLAIN)."""
+    if plain():
+        return _NOT_FAST
     try:
         value = orjson.loads(data)
     except orjson.JSONDecodeError:
         return _NOT_FAST
-    plain, keys, colons = _plain(value)
+    same, keys, colons = _same_as_json(value)
     escape, colon = (b"\\u", b":") if isinstance(data, bytes) else ("\\u", ":")
-    if not plain or (escape[:1] in data and escape in data):  # a \u escape may spell a colon (no backslash: 0.1 ms)
+    if not same or (escape[:1] in data and escape in data):  # a \u escape may spell a colon (no backslash: 0.1 ms)
         return _NOT_FAST
     pairs = data.count(colon) - colons()  # the text's colons outside strings: one per key written
     return value if pairs == keys else _NOT_FAST  # a key dropped: json names it
@@ -227,7 +233,7 @@ class Schemas:
 
     def check(self, name, document):
         """Raise DocumentError naming the first place where document breaks schema `name`."""
-        if name == "golden" and self._golden_quick.valid(document):
+        if name == "golden" and not plain() and self._golden_quick.valid(document):
             return
         validator = self._validators[name]
         if validator.is_valid(document):
@@ -259,37 +265,29 @@ def _items_valid(dtype, data):
 
 class _GoldenQuick:
     """Decides that a document is valid under golden.schema.json without walking every data item
-    (and every tensor) through the schema validator, which costs about 10 us per value and
-    seconds per run.
+    (and every tensor) through the schema validator, which costs about 10 us per value: about 20 s
+    of the runner's CPU in a cached full run (docs/journal/2026-12-04-accelerators.md). VERIFY_PLAIN=1
+    (verify/plain.py) leaves every document to the full validator.
 
     The schema constrains a tensor's data only through `items`, by dtype, and every tensor of
     `inputs` / `outputs` by the same two definitions (`tensors`: the name pattern; `tensor`: the
-    body). So: the document is validated with `inputs` and `outputs` emptied; each tensor name is
-    validated once per process (a name is valid or not whatever document holds it); each tensor
-    body is validated with its data emptied, once per distinct body (dtype, shape, keys); the
-    echoed case once per distinct case (its JSON text, keys sorted); and the data items are
-    checked by _items_valid. All of it goes through the schema itself; only the
-    items rule is restated, and tests/test_documents.py fuzzes it against the full validator.
+    body). So: the document is validated with `inputs` and `outputs` emptied; each tensor name
+    alone, by the rule `tensors` gives names; each tensor body with its data emptied, once per
+    distinct body (dtype, shape, keys: the few of a run, each seen thousands of times); and the
+    data items by _items_valid. All of it goes through the schema itself; only the items rule is
+    restated, and tests/test_documents.py fuzzes Schemas.check with and without VERIFY_PLAIN.
 
     valid() returning False means "not shown valid": Schemas.check then runs the full validator,
     whose best error is the message, so a refused document is described exactly as before."""
 
     STUB = {"dtype": "int64", "shape": [], "data": []}  # a valid tensor body, to validate names alone
+    TENSORS_KEYWORDS = frozenset(("type", "propertyNames", "additionalProperties", "description", "title"))
 
     def __init__(self, schema, registry):
         from jsonschema import Draft202012Validator
 
         base = schema["$id"]
         self.top = Draft202012Validator(schema, registry=registry)
-        # The echoed case, validated once per distinct case (both engines echo the same one) when
-        # the top level only constrains each property by its own schema: the top level is then
-        # validated with `case` allowed to be anything (still required), and the case on its own.
-        self.case = None
-        if set(schema) <= self.TOP_KEYWORDS and "case" in schema.get("properties", {}):
-            self.top = Draft202012Validator(dict(schema, properties=dict(schema["properties"], case=True)),
-                                            registry=registry)
-            self.case = Draft202012Validator({"$ref": f"{base}#/properties/case"}, registry=registry)
-        self._cases = {}
         self.tensor = Draft202012Validator({"$ref": f"{base}#/$defs/tensor"}, registry=registry)
         self.tensors = Draft202012Validator({"$ref": f"{base}#/$defs/tensors"}, registry=registry)
         # A name alone, through the rule `tensors` gives names (a pattern), when that is all the
@@ -298,52 +296,16 @@ class _GoldenQuick:
         names_only = set(tensors) <= self.TENSORS_KEYWORDS and tensors.get("additionalProperties") == {"$ref": "#/$defs/tensor"}
         self.name = Draft202012Validator({"$ref": f"{base}#/$defs/tensors/propertyNames"}, registry=registry) \
             if names_only and "propertyNames" in tensors else None
-        self._names, self._bodies = {}, {}
-
-    TENSORS_KEYWORDS = frozenset(("type", "propertyNames", "additionalProperties", "description", "title"))
-    TOP_KEYWORDS = frozenset(("$schema", "$id", "title", "description", "type", "required", "additionalProperties",
-                              "properties", "$defs"))
-
-    def _case_ok(self, case):
-        """Whether the echoed case is valid, remembered by its JSON text, keys sorted (types kept:
-        2 and 2.0, 1 and true, null and NaN differ). The text is orjson's (a tenth of json's cost),
-        under which a case found again is taken to be the one remembered only if it also equals it
-        (==): orjson writes NaN and Infinity as null and a tuple, UUID or enum as the JSON value they
-        stand for, and == tells those apart, while 2 and 2.0, 1 and true, 0.0 and -0.0 (equal) have
-        different texts; so two equal cases with the same orjson text have the same json text, and
-        the answer is the one json's key gave. Anything else (orjson refuses it, or == disagrees)
-        takes json's key, as before; only a case json's key remembers is remembered by orjson's."""
-        try:
-            fast = orjson.dumps(case, option=orjson.OPT_SORT_KEYS)
-            seen = self._cases.get(fast)  # bytes: never one of json's str keys
-            if seen is not None and seen[0] == case:
-                return seen[1]
-        except (TypeError, ValueError, RecursionError):
-            fast = seen = None
-        try:
-            key = json.dumps(case, sort_keys=True)  # types kept: 2 and 2.0, 1 and true, null and NaN differ
-        except (TypeError, ValueError, RecursionError):
-            return self.case.is_valid(case)
-        if key not in self._cases:
-            self._cases[key] = self.case.is_valid(case)
-        if fast is not None and seen is None:
-            self._cases[fast] = (case, self._cases[key])
-        return self._cases[key]
+        self._bodies = {}  # repr of a body without its data -> whether the schema accepts it
 
     def _name_ok(self, name):
-        if name not in self._names:
-            self._names[name] = self.name.is_valid(name) if self.name is not None else self.tensors.is_valid({name: self.STUB})
-        return self._names[name]
+        return self.name.is_valid(name) if self.name is not None else self.tensors.is_valid({name: self.STUB})
 
     def _body_ok(self, body):
         if not (isinstance(body, dict) and isinstance(body.get("data"), list)):
             return self.tensor.is_valid(body)  # invalid whatever it holds; rare, not remembered
         head = {k: v for k, v in body.items() if k != "data"}
-        dtype, shape = head.get("dtype"), head.get("shape")
-        if len(head) == 2 and type(dtype) is str and type(shape) is list and all(type(n) is int for n in shape):
-            key = (dtype, tuple(shape))  # the common head, {"dtype": str, "shape": [int, ...]}: one per key
-        else:
-            key = json.dumps(head, sort_keys=True)
+        key = repr(head)  # types kept: 2 and 2.0, 1 and True differ
         if key not in self._bodies:
             self._bodies[key] = self.tensor.is_valid(dict(head, data=[]))
         return self._bodies[key] and _items_valid(body.get("dtype"), body["data"])
@@ -360,8 +322,6 @@ class _GoldenQuick:
                 if not (self._name_ok(name) and self._body_ok(body)):
                     return False
             skeleton[part] = {}
-        if self.case is not None and "case" in document and not self._case_ok(document["case"]):
-            return False
         return self.top.is_valid(skeleton)
 
 
@@ -385,10 +345,9 @@ def decode_tensor(doc, where):
         raise DocumentError(f"at {where}: shape {list(shape)} needs {expected} values, data has {len(data)}")
     try:
         if doc["dtype"] == "float64":
-            numbers = set(map(type, data)) <= _NUMBER_TYPES  # no non-finite strings: convert the list at once
-            values = np.array(data if numbers else [NON_FINITE[v] if isinstance(v, str) else v for v in data],
-                              dtype=np.float64)
-            finite = np.isfinite(values) if numbers else np.array([isinstance(v, str) for v in data]) | np.isfinite(values)
+            strings = [isinstance(v, str) for v in data]  # "NaN", "Infinity", "-Infinity"
+            values = np.array([NON_FINITE[v] if s else v for v, s in zip(data, strings)], dtype=np.float64)
+            finite = np.array(strings, dtype=bool) | np.isfinite(values)
         else:
             if data and not (-(2 ** 63) <= min(data) and max(data) <= 2 ** 63 - 1):
                 i = next(i for i, v in enumerate(data) if not -(2 ** 63) <= v <= 2 ** 63 - 1)
@@ -416,29 +375,7 @@ def decode_tensors(document):
 
 def case_difference(catalogue_case, echoed, where="case"):
     """None when the echoed case equals the catalogue's (numbers by value: 2 == 2.0, but a
-    boolean is not a number); otherwise where and how they differ.
-
-    The common answer, None for an echo that is the catalogue's case to the byte, costs two
-    orjson texts (keys sorted) instead of a walk: for JSON values (dicts with str keys, lists,
-    str, int, float, bool, None: what parse() gives), the same text means the same tree with the
-    same kind at every node (an int is written without '.' or 'e', a float with one, a float
-    as its shortest repr, so the same text is the same value), on which _case_difference finds
-    nothing. Only such text goes that way: `==` must hold too (it does wherever None is the
-    answer, and not for a tuple against a list, a UUID or a plain enum against what it is
-    written as), the text must hold no null (orjson's NaN and Infinity), and orjson refuses
-    subclasses, dataclasses, dates, non-str keys and integers beyond 64 bits (the walk then
-    decides, as it does for 2 against 2.0 or true against 1, whose texts differ). The one other
-    input that would pass is an Enum member with str values against its str, which no parser
-    gives. tests/test_documents.py checks the two paths agree."""
-    try:
-        if catalogue_case == echoed:
-            options = (orjson.OPT_SORT_KEYS | orjson.OPT_PASSTHROUGH_SUBCLASS | orjson.OPT_PASSTHROUGH_DATACLASS
-                       | orjson.OPT_PASSTHROUGH_DATETIME)
-            text = orjson.dumps(catalogue_case, option=options)
-            if b"null" not in text and text == orjson.dumps(echoed, option=options):
-                return None
-    except (TypeError, ValueError, RecursionError):
-        pass  # not text orjson writes (or nested too deeply for ==): the walk decides
+    boolean is not a number); otherwise where and how they differ."""
     try:
         return _case_difference(catalogue_case, echoed, where)
     except RecursionError:

@@ -22,6 +22,7 @@ from pathlib import Path
 from . import lifecycle
 from .errors import InputError
 from .models import NoCacheDir, cache_root
+from .plain import plain
 from .text import clean
 
 PROTOCOL = 1
@@ -111,16 +112,17 @@ def compile_cache_env(environ):
     """{NODE_COMPILE_CACHE: <cache root>/node-compile-cache} for the environment of the checkout's
     own port (its command line and its browser engines; never a --port-cmd, nor the copies `verify
     faults` plants its faults in, whose every module would be kept again under its own path),
-    unless it names a directory of its own or turns the cache off (NODE_DISABLE_COMPILE_CACHE): {}
-    then.
+    unless it names a directory of its own or turns the cache off (NODE_DISABLE_COMPILE_CACHE), or
+    VERIFY_PLAIN=1 turns every accelerator off (verify/plain.py): {} then.
 
     Node then keeps the V8 code of every module it compiles (the port's TypeScript, once its
     types are stripped), keyed by the module's source, and reuses it while the source is the
-    same: a port process starts in about 0.1 s instead of 0.35 s (docs/performance.md). It holds
+    same: a port process starts in about 0.1 s instead of 0.35 s, about 1.2 s of CPU in a cached full
+    run (docs/journal/2026-12-04-accelerators.md). It holds
     compiled code, never a result, as Python's __pycache__ does for the reference; a Node that
     cannot write the directory runs without it, and a command that is not Node ignores it. Not used
     without a home directory, nor in a directory another user can write (docs/trust.md)."""
-    if environ.get(COMPILE_CACHE) or environ.get("NODE_DISABLE_COMPILE_CACHE"):
+    if environ.get(COMPILE_CACHE) or environ.get("NODE_DISABLE_COMPILE_CACHE") or plain():
         return {}
     try:
         directory = cache_root(environ) / "node-compile-cache"
@@ -194,12 +196,14 @@ class StatusReader:
     """The protocol reader of one engine process's stdout: bytes in (in any chunks), status
     lines out, in order. Anything else is refused as soon as it is seen (ProtocolError): a line
     that is not a status line (an empty one too), not UTF-8, longer than MAX_LINE, an id that was
-    not sent, more than MAX_STDOUT bytes in all."""
+    not sent, a second status line for a case that differs from its first (the same line again is
+    harmless), more than MAX_STDOUT bytes in all. So a case's status is final when it arrives."""
 
     def __init__(self, name, wanted, on_status=None, max_line=MAX_LINE, max_bytes=MAX_STDOUT):
         self.name, self.wanted, self.on_status = name, set(wanted), on_status
         self.max_line, self.max_bytes = max_line, max_bytes
         self.statuses = {}
+        self._lines = {}  # case id -> its status line as printed
         self.first_at = None  # seconds from start to the first case's start (start-up)
         self.started = time.monotonic()
         self._buffer = bytearray()
@@ -260,6 +264,10 @@ class StatusReader:
         if status["id"] not in self.wanted:
             shown = status["id"] if len(status["id"]) <= 80 else status["id"][:77] + "..."
             raise ProtocolError(f"the {self.name} engine reported case {clean(repr(shown))}, which it was not sent (docs/protocol.md)")
+        if self._lines.setdefault(status["id"], line) != line:  # the same line again is harmless
+            raise ProtocolError(f"the {self.name} engine printed a second, different status line for case "
+                                f"{clean(repr(status['id']))} on stdout line {self._number}; an engine prints one "
+                                "status line per case (docs/protocol.md)")
         seconds = status.get("seconds")
         if "seconds" in status and not (isinstance(seconds, (int, float)) and not isinstance(seconds, bool)
                                         and math.isfinite(seconds) and seconds >= 0):

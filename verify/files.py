@@ -29,7 +29,8 @@ def file_kind(mode):
 WHAT = {"--report": "JSON report", "the JSON report": "JSON report", "--html": "HTML report", "--junit": "JUnit XML"}
 
 
-def _umask():
+def umask():
+    """The process's umask (what a new ordinary file's or directory's mode leaves out)."""
     mask = os.umask(0)
     os.umask(mask)
     return mask
@@ -63,7 +64,7 @@ def write_atomically(path, data):
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes it private; this is an ordinary file
+        os.chmod(tmp, 0o666 & ~umask())  # mkstemp makes it private; this is an ordinary file
         os.replace(tmp, path)
     except BaseException:
         if os.path.lexists(tmp):

@@ -25,6 +25,7 @@ from . import decoded, lifecycle
 from .compare import compare_named
 from .documents import DocumentError, case_difference, file_kind, read_bytes
 from .errors import InputError
+from .files import umask
 from .text import clean
 
 METADATA = ("schema_version", "engine", "generator", "case")
@@ -190,7 +191,7 @@ def write_atomically(golden_dir, contents):
     staging = Path(tempfile.mkdtemp(prefix=f"{staging_prefix(golden_dir)}{lifecycle.token()}-", dir=parent))
     swapped = False
     try:
-        os.chmod(staging, 0o777 & ~_umask())  # mkdtemp makes it private; goldens are ordinary files
+        os.chmod(staging, 0o777 & ~umask())  # mkdtemp makes it private; goldens are ordinary files
         if golden_dir.is_dir():
             _carry_over(golden_dir, staging, set(contents))
         for engine, files in contents.items():
@@ -359,12 +360,6 @@ def _open_lock(path, display):
         os.close(fd)
         raise InputError(_lock_refused(path, problem, display))
     return fd
-
-
-def _umask():
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 def _carry_over(golden_dir, staging, engines):

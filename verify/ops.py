@@ -14,6 +14,8 @@ import json
 import re
 from pathlib import Path
 
+from .plain import plain
+
 _GLOB = re.compile(r"[*?[]")  # fnmatch's special characters: '*', '?' and a '[' that opens a set
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -113,11 +115,18 @@ class Declarations:
         return 0 if not direct else 1 + max(self._depth(u, seen + (op,)) for u in direct)
 
 
-@functools.lru_cache(maxsize=None)
 def declarations(suite="attention"):
     """The suite's declarations; empty ones when the file is missing or unreadable (the reports then
-    show bare indices; the tests fail on it)."""
+    show bare indices; the tests fail on it). Read once per process: a run asks thousands of times
+    (about 1 s of the runner's CPU when read at every call, as it is with VERIFY_PLAIN=1)."""
+    return _read(suite) if plain() else _read_once(suite)
+
+
+def _read(suite):
     try:
         return Declarations(json.loads((ROOT / "ops" / f"{suite}.json").read_text(encoding="utf-8")))
     except (OSError, ValueError):
         return Declarations({})
+
+
+_read_once = functools.lru_cache(maxsize=None)(_read)

@@ -10,7 +10,8 @@ judged on a fresh run of the port against these documents.
 
 The cache is used by `verify attention` alone, never by `verify regen`, `verify faults`, `verify
 export` or `verify inspect`, never with --reference-cmd (the runner cannot know another command's
-sources), and not at all with --fresh or VERIFY_FRESH=1 (the project's CI and its tests set it).
+sources), and not at all with --fresh or VERIFY_FRESH=1. The tests run with a cache and key of
+their own (conftest.py).
 The report names it: "reference: N of M cases from cache, key K" in the terminal, and
 `reference_cache` in the JSON report.
 
@@ -56,9 +57,10 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import models
+from . import layout, models
 from .engines import PROTOCOL
 from .errors import InputError
+from .files import write_atomically
 
 FORMAT = 2  # the layout and key recipe; raise it when either changes (2: entries authenticated)
 FRESH_ENV = "VERIFY_FRESH"  # set to anything but "" or "0": the cache is not used
@@ -362,9 +364,7 @@ def case_key(env_key, spec, assets):
     return _key({"environment": env_key, "case": spec, "model": model, "model_files": pinned})
 
 
-def case_files(case_id):
-    """The names a case's reference output may have in its engine directory (docs/protocol.md)."""
-    return (f"{case_id}.json", f"{case_id}.full.json", f"{case_id}.states")
+case_files = layout.case_files  # the names a case's reference output may have in its engine directory
 
 
 def _tree(path):
@@ -606,7 +606,7 @@ class ReferenceCache:
             _make_private(self.base)
             env_file = self.base / "environment.json"
             if not os.path.lexists(env_file):
-                self._write_whole(env_file, json.dumps(self.env, indent=2, sort_keys=True) + "\n")
+                write_atomically(env_file, json.dumps(self.env, indent=2, sort_keys=True) + "\n")
             self._reap_temp()
             for spec in specs:
                 case_id = spec["id"]
@@ -667,11 +667,6 @@ class ReferenceCache:
         finally:
             if os.path.lexists(temp):
                 shutil.rmtree(temp, ignore_errors=True)
-
-    def _write_whole(self, path, text):
-        temp = path.with_name(f".{path.name}.{os.getpid()}-{uuid.uuid4().hex}")
-        temp.write_text(text, encoding="utf-8")
-        os.replace(temp, path)
 
     def _reap_temp(self):
         now = time.time()

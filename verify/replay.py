@@ -24,11 +24,9 @@ place where one engine's arrays reach the other, by design.
   the port on this evaluation.
 """
 
-from pathlib import Path
-
 import numpy as np
 
-from . import decoded
+from . import decoded, layout
 from .compare import bits_differ, compare_named
 from .documents import DocumentError, case_difference, decode_tensors, read, read_bytes
 from .expectations import bound_checks
@@ -133,17 +131,15 @@ def _segments(case, reference_dir, replay_run, status, tol, port_dir=None, repla
             states[path] = _state(path, case)
         return states[path]
 
-    reference_states = Path(reference_dir) / f"{case.id}.states"
-    free_states = None if port_dir is None else Path(port_dir) / f"{case.id}.states"
     asked = None if replayed is None else {tuple(s) for s in replayed}
     for t0, t1 in segments_of(case):
-        derived = asked is not None and free_states is not None and (t0, t1) not in asked
+        derived = asked is not None and port_dir is not None and (t0, t1) not in asked
         entry = {"segment": [t0, t1], "derived": derived, "passed": False, "max_abs": None, "max_ulp": None,
                  "worst": None, "bit_identical": False, "error": None}
         results.append(entry)
-        ref_path = reference_states / f"step_{t1}.json"
+        ref_path = layout.state(reference_dir, case.id, t1)
         if derived:
-            ref0, port0 = state(reference_states / f"step_{t0}.json"), state(free_states / f"step_{t0}.json")
+            ref0, port0 = state(layout.state(reference_dir, case.id, t0)), state(layout.state(port_dir, case.id, t0))
             if isinstance(ref0, str) or isinstance(port0, str):
                 side = "the reference's" if isinstance(ref0, str) else "the port's free-run"
                 entry["error"] = (f"derived from the port's free run, whose digest of its state at step {t0} equals "
@@ -158,12 +154,12 @@ def _segments(case, reference_dir, replay_run, status, tol, port_dir=None, repla
                                   "of the state the engine writes (docs/training.md, \"State and checkpoints\"): "
                                   "fix the port's digest or the state it writes")
                 continue
-            port_path, whose = free_states / f"step_{t1}.json", "the port's free-run state"
+            port_path, whose = layout.state(port_dir, case.id, t1), "the port's free-run state"
         else:
             if status is None or not status.get("ok"):
                 entry["error"] = "port: " + str((status or {}).get("error") or "no status line for the replay")
                 continue
-            port_path, whose = replay_run.out_dir / f"{case.id}.replay" / f"step_{t1}.json", "the state"
+            port_path, whose = layout.replayed_state(replay_run.out_dir, case.id, t1), "the state"
         ref, port = state(ref_path), state(port_path)
         if isinstance(ref, str) or isinstance(port, str):
             entry["error"] = f"cannot read {whose} of step {t1}: {ref if isinstance(ref, str) else port}"
@@ -220,7 +216,7 @@ def _evaluation(case, ref_fresh, replay_run, status, tol, schemas):
     if status is None or not status.get("ok"):
         result["error"] = "port: " + str((status or {}).get("error") or "no status line for the replay")
         return result, []
-    path = replay_run.out_dir / f"{case.id}.replay" / f"evaluate_{step}.json"
+    path = layout.evaluation(replay_run.out_dir, case.id, step)
     try:
         doc, tensors = decoded.golden(read_bytes(path), schemas)
         actual = tensors["outputs"]

@@ -6,12 +6,10 @@ import json
 import math
 import os
 
-import orjson
-
-from . import advice, browsers, ops
+from . import advice, ops
 from .axes import label
 from .compare import DEFAULT_TOL
-from .text import clean_data, json_text_is_clean
+from .text import clean_data
 
 NON_FINITE_TEXT = {"NaN", "Infinity", "-Infinity"}
 
@@ -420,11 +418,20 @@ def closing_lines(report, style, timings=False, written=()):
         lines.append(f"bit identity: {s['bit_identical']} of {ran} passing case(s) bit-identical to the reference, "
                      f"{s['within_tolerance']} within the tolerance" + (f"; {s['not_run']} not run" if s["not_run"] else ""))
     if report.get("browsers"):  # a case passes when it passes in Node and in every browser
-        failing = len(browsers.failing_ids(report))
+        failing = len(failing_ids(report))
         lines.append(f"{len(report['cases']) - failing} passed, {failing} failed")
     else:
         lines.append(f"{s['passed']} passed, {s['failed']} failed")
     return lines
+
+
+
+def failing_ids(report):
+    """The cases that fail in Node or in any browser."""
+    ids = {c["id"] for c in report["cases"] if not c["passed"]}
+    for part in (report.get("browsers") or {}).values():
+        ids |= {i for i, c in part["cases"].items() if not c["passed"]}
+    return ids
 
 
 def cache_lines(report, opening=False):
@@ -515,33 +522,9 @@ def jsonable(value):
 def dumps(report):
     """The JSON report: top-level keys one per line, each case on one compact line (the heatmaps and
     curves make an indented file several times larger), non-finite numbers as strings, every
-    string cleaned (verify/text.py). The common report (every number finite, nothing to clean) is
-    written as it is: json refuses a non-finite number, and json_text_is_clean looks at the text."""
+    string cleaned (verify/text.py)."""
     report = dict(report, reference=reference_origin(report))  # derived, never taken from the input
-    try:
-        text = _layout(report)
-        if json_text_is_clean(text):
-            return text
-    except (TypeError, ValueError):  # a non-finite number (or not JSON as it is): convert it first
-        pass
     return _layout(jsonable(clean_data(report)))
-
-
-def _case_line(case, compact):
-    """One case's compact JSON. orjson writes it in two fifths of json's time (the catalogue's 120
-    cases: 0.03 s against 0.07 s of the runner's CPU, its reading back included), where what it
-    writes reads back as the very value: ASCII text (json would escape anything else), equal to
-    the case when read again, so no NaN or infinity (orjson writes null for them, json refuses
-    them here), no tuple, no key that is not a string and no integer beyond 64 bits. The numbers
-    are the same doubles; orjson writes an exponent as 1e-6 where json writes 1e-06. Anything
-    else is json's."""
-    try:
-        data = orjson.dumps(case)
-        if data.isascii() and orjson.loads(data) == case:
-            return data.decode("ascii")
-    except (TypeError, ValueError):  # orjson's refusal (a type it does not write, a 65-bit integer)
-        pass
-    return json.dumps(case, **compact)
 
 
 def _layout(doc):
@@ -549,7 +532,7 @@ def _layout(doc):
     lines = []
     for key, value in doc.items():
         if key == "cases":
-            items = ",\n".join("    " + _case_line(c, compact) for c in value)
+            items = ",\n".join("    " + json.dumps(c, **compact) for c in value)
             lines.append(f'  "cases": [\n{items}\n  ]' if value else '  "cases": []')
         else:
             lines.append(f"  {json.dumps(key)}: {json.dumps(value, **compact)}")

@@ -2,34 +2,31 @@
 "Scheduling").
 
 The work is three queues of cases: the reference's, the port's, and the port's replays of the
-reference's training states (docs/training.md, "Replay"). A replay becomes available once both
-engines have reported its case: the reference with an ok status line (its states are written by
-then; a reference answered from the reference cache has reported before any process runs) and
-the port with its status line or the end of its process without one. At that moment `planner`
-(given by verify/suite.py) fixes the request entry's segments from what the two engines wrote:
-the segments the port's free run already computed from the reference's own state are derived,
-not replayed (verify/replay.py, `plan`). A reference that fails the case, or ends without its
-status line, leaves the case without a replay. `jobs` worker
-threads each run one engine process at a time; a free worker takes the most expensive available
-case of any queue and, when that case is cheap, more cases of the same queue, until the process
-has about `bundle_target()` seconds of work. So the long training runs start first, on both
-engines at once, and the small cases fill the gaps in a few processes (an engine process costs
-about 0.2 s to start, so there is never a process per small case).
+reference's training states (docs/training.md, "Replay"). The scheduler only runs processes and
+tells what they reported: the caller reads `events`, (label, case id) once that label's process
+has reported the case (its status line, or the end of the process without one), and None when
+the scheduler is done. The replays it is to run are known up front (`replays`, their case ids),
+but a replay is queued only once the caller submits its request (`submit_replay`: the case's
+replay request entry, or None for no replay); the caller (verify/judge.py) plans it once both
+engines have reported the case. The run is done when every process has ended and every expected
+replay was submitted and run (or submitted as None).
+
+`jobs` worker threads each run one engine process at a time; a free worker takes the most
+expensive available case of any queue and, when that case is cheap, more cases of the same
+queue, until the process has about `bundle_target()` seconds of work. So the long training runs
+start first, on both engines at once, and the small cases fill the gaps in a few processes (an
+engine process costs about 0.2 s to start, so there is never a process per small case).
 
 Costs are estimates (`estimate_costs`): each engine's seconds for the case in the previous JSON
 report, when it has them; otherwise the op's declared cost (COSTS, from ops/<suite>.json). A wrong estimate only changes the
 order, never a result: every case is run by exactly one process per engine, each into the
 engine's one directory, and the runner reads the same files whatever the order. The previous
-report is read as every other document is (documents.read_bytes: a regular file of at most
-MAX_BYTES, opened without blocking), so a pipe, a device or a huge file there is no estimate,
+report is read as every other document is (documents.read: a regular file of at most
+MAX_BYTES, opened without blocking, parsed strictly), so a pipe, a device or a huge file there is no estimate,
 never a wait.
 
 With jobs == 1 nothing overlaps: one reference process on every case, then one port process,
-then one replay process.
-
-The caller (verify/suite.py) reads `events`: (label, case id) once that label's process has
-reported the case (its status line, or the end of the process without one), and None when the
-scheduler is done. It can compare a case while the other processes still run.
+then, once every replay was submitted, one replay process.
 """
 
 import queue
@@ -38,10 +35,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import orjson
-
 from . import engines as engines_mod
-from .documents import read_bytes
+from . import layout
+from .documents import read
 from .errors import InputError
 from .ops import declarations
 
@@ -62,8 +58,8 @@ def estimate_costs(specs, previous_report=None):
     hint."""
     seen = {}
     try:
-        seen = _seconds_of(_read_report(previous_report)["cases"]) if previous_report else {}
-    except (ValueError, TypeError, AttributeError, KeyError):  # DocumentError and orjson's are ValueErrors
+        seen = _seconds_of(read(previous_report)["cases"]) if previous_report else {}
+    except (ValueError, TypeError, AttributeError, KeyError):  # a DocumentError is a ValueError
         seen = {}
     costs = {}
     for spec in specs:
@@ -82,18 +78,6 @@ def _seconds_of(cases):
     """{(engine label, case id): seconds} of a report's cases, each valid value."""
     return {(name, case["id"]): float(value) for case in cases
             for name, value in (case.get("seconds") or {}).items() if _valid_seconds(value)}
-
-
-def _read_report(path):
-    """The JSON of the report at path: its bytes through the bounded reader (documents.read_bytes),
-    parsed by orjson (0.02 s for a report of 2 MB; documents.read's checks, 0.06 s, are for
-    documents a verdict reads, not for a hint). Raises a ValueError (DocumentError, orjson's)."""
-    return orjson.loads(read_bytes(path))
-
-
-def engine_dir(work_dir, name):
-    """The directory an engine's processes of one run write into."""
-    return Path(work_dir) / name
 
 
 @dataclass
@@ -117,41 +101,50 @@ class Live:
     statuses: dict = field(default_factory=dict)
 
 
+@dataclass
+class Cases:
+    """What a scheduler runs. specs: the cases. extra: further request fields for every process
+    (the pretrained cases' assets). replays: the ids of the training cases whose replay request
+    the caller will submit (Scheduler.submit_replay). answered: {engine name: {case id: status
+    line}} for cases whose output is already in that engine's directory (the reference cache,
+    verify/reference_cache.py): no process runs them and their events come first. costs:
+    estimate_costs(...), or None for the static table."""
+
+    specs: list
+    extra: dict = None
+    replays: frozenset = frozenset()
+    answered: dict = None
+    costs: dict = None
+
+
 class Scheduler:
-    def __init__(self, engine_list, specs, work_dir, timeout, jobs=2, extra=None, replays=None, costs=None,
-                 progress=None, answered=None, planner=None):
-        """engine_list: the reference and the port (in report order). specs: the cases to run.
-        replays: {case id: replay request entry without from_dir} for the training cases to replay
-        once both engines have run them. costs: estimate_costs(...) or None for the static table.
-        answered: {engine name: {case id: status line}} for cases whose output is already in that
-        engine's directory (the reference cache, verify/reference_cache.py): no process runs them
-        and their events come first. planner(case id, {engine name: status line or None}): the
-        segments of the case's replay entry, called (with the scheduler's lock held) when the
-        replay becomes available; None keeps the entries' own segments."""
+    def __init__(self, engine_list, cases, work_dir, timeout, jobs=2, progress=None):
+        """engine_list: the reference and the port (in report order); cases: Cases; work_dir: each
+        engine's directory goes there (verify/layout.py)."""
+        specs = cases.specs
         self.engines = {e.name: e for e in engine_list}
         self.order = [e.name for e in engine_list]
         self.work = Path(work_dir)
-        self.timeout, self.jobs, self.extra = timeout, jobs, extra or {}
-        self.replays = dict(replays or {})
-        self.costs = costs if costs is not None else estimate_costs(specs)
+        self.timeout, self.jobs, self.extra = timeout, jobs, cases.extra or {}
+        self.costs = cases.costs if cases.costs is not None else estimate_costs(specs)
         self.progress = progress
         self.specs = {s["id"]: s for s in specs}
         self.position = {s["id"]: i for i, s in enumerate(specs)}
-        self.live = {name: Live(self.engines[name], engine_dir(self.work, name)) for name in self.order}
-        self.live[REPLAY] = Live(self.engines["port"], self.work / "port-replay")
+        self.expected = frozenset(cases.replays) & set(self.specs)  # the replays the caller will submit
+        self.replays = {}  # case id -> its submitted replay request entry (without from_dir)
+        self.live = {name: Live(self.engines[name], layout.engine_dir(self.work, name)) for name in self.order}
+        self.live[REPLAY] = Live(self.engines["port"], layout.replay_dir(self.work))
         self.processes = []  # Process, in start order
         self.events = queue.Queue()
         self.started = self.ended = None
         self._lock = threading.Condition()
-        self.answered = {name: dict(found) for name, found in (answered or {}).items() if name in self.live}
+        self.answered = {name: dict(found) for name, found in (cases.answered or {}).items() if name in self.live}
         for name, found in self.answered.items():
             self.live[name].statuses.update(found)
         self._queues = {name: self._sorted(name, [i for i in self.specs if i not in self.answered.get(name, {})])
                         for name in self.order}
-        self.planner = planner
-        self._waiting = set(self.replays) & set(self.specs)  # replays not yet available
-        self._reported = {name: set(self.answered.get(name, {})) for name in self.order}  # status or end seen
-        self._queues[REPLAY] = []  # filled as both engines report (start(): the answered cases)
+        self._waiting = set(self.expected)  # replays not yet submitted
+        self._queues[REPLAY] = []  # filled as the caller submits replays
         self._error = None
         self._stopped = False
         self._threads = []
@@ -162,7 +155,7 @@ class Scheduler:
         """The case's own cost, plus, for a reference training case, the replay it unlocks: the
         pair is the longest chain of the run, so it starts first."""
         cost = self.costs.get((label, case_id), DEFAULT_COST)
-        if label == "reference" and case_id in self.replays:
+        if label == "reference" and case_id in self.expected:
             cost += self.costs.get((REPLAY, case_id), DEFAULT_COST)
         return cost
 
@@ -170,7 +163,7 @@ class Scheduler:
         return sorted(ids, key=lambda i: (-self._priority(label, i), self.position[i]))
 
     def remaining(self):
-        """Estimated seconds of work not yet started (replays not yet available included)."""
+        """Estimated seconds of work not yet started (replays not yet submitted included)."""
         total = sum(self.costs.get((label, i), DEFAULT_COST) for label, ids in self._queues.items() for i in ids)
         return total + sum(self.costs.get((REPLAY, i), DEFAULT_COST) for i in self._waiting)
 
@@ -189,7 +182,7 @@ class Scheduler:
                     ids = sorted(self._queues[label], key=self.position.get)
                     self._queues[label] = []
                     return label, ids
-            if self._queues[REPLAY] and not self._busy():
+            if self._queues[REPLAY] and not self._busy() and not self._waiting:
                 ids = sorted(self._queues[REPLAY], key=self.position.get)
                 self._queues[REPLAY] = []
                 return REPLAY, ids
@@ -208,34 +201,23 @@ class Scheduler:
     def _busy(self):
         return any(p.ended is None for p in self.processes)
 
-    def _reported_case(self, name, case_id):
-        """Engine `name` has reported case_id (its status line, or the end of its process without
-        one): its replay becomes available once both engines have, the reference with an ok
-        status; a reference without one leaves it without a replay. Called with the lock held."""
-        self._reported[name].add(case_id)
-        if case_id not in self._waiting:
-            return
-        if case_id in self._reported["reference"] and not (self.live["reference"].statuses.get(case_id) or {}).get("ok"):
-            self._waiting.discard(case_id)  # no usable states: no replay
-            return
-        if not all(case_id in self._reported[n] for n in self.order):
-            return
-        self._waiting.discard(case_id)
-        if self.planner is not None:
-            statuses = {n: self.live[n].statuses.get(case_id) for n in self.order}
-            self.replays[case_id] = dict(self.replays[case_id], segments=self.planner(case_id, statuses))
-        self._queues[REPLAY] = self._sorted(REPLAY, self._queues[REPLAY] + [case_id])
-        self._lock.notify_all()
+    def submit_replay(self, case_id, request):
+        """The caller's plan for an expected replay: its request entry (segments, evaluate,
+        free_run; docs/protocol.md), queued to run, or None: the case has no replay (its reference
+        failed it). Each expected replay is submitted once."""
+        with self._lock:
+            if case_id not in self._waiting:
+                raise ValueError(f"replay of {case_id!r} submitted twice or never expected")
+            self._waiting.discard(case_id)
+            if request is not None:
+                self.replays[case_id] = request
+                self._queues[REPLAY] = self._sorted(REPLAY, self._queues[REPLAY] + [case_id])
+            self._lock.notify_all()
 
     # --- running ----------------------------------------------------------------------------
 
     def start(self):
         self.started = time.monotonic()
-        with self._lock:
-            for case_id in sorted(self._waiting, key=self.position.get):  # answered by both already
-                for name in self.order:
-                    if case_id in self._reported[name]:
-                        self._reported_case(name, case_id)
         if self.progress is not None:
             for name in self.order:
                 self.progress.start(name, len(self.specs))
@@ -269,9 +251,9 @@ class Scheduler:
                     task = self._take()
                     if task is not None:
                         break
-                    if not self._busy():
+                    if not self._busy() and not self._waiting:
                         return  # nothing runs and nothing is left to start: the run is complete
-                    self._lock.wait()  # a running process may yet report a case to replay
+                    self._lock.wait()  # a running process, or the caller, may yet give a replay
                 label, ids = task
                 process = Process(label, ids, time.monotonic())
                 self.processes.append(process)
@@ -288,9 +270,7 @@ class Scheduler:
             with self._lock:
                 process.ended, process.run = time.monotonic(), run
                 for case_id in ids:
-                    if case_id not in self.live[label].statuses:
-                        if label != REPLAY:
-                            self._reported_case(label, case_id)  # no status line: reported as such
+                    if case_id not in self.live[label].statuses:  # no status line: reported as such
                         self.events.put((label, case_id))
                 self._lock.notify_all()
 
@@ -300,7 +280,7 @@ class Scheduler:
         extra = dict(self.extra)
         if label == REPLAY:
             from_dir = self.live["reference"].out_dir
-            extra["replay"] = {i: dict(self.replays[i], from_dir=str(from_dir / f"{i}.states")) for i in ids}
+            extra["replay"] = {i: dict(self.replays[i], from_dir=str(layout.states(from_dir, i))) for i in ids}
         wanted = set(ids)
 
         def on_status(status):
@@ -312,8 +292,6 @@ class Scheduler:
                 return  # refused when the process ends (docs/protocol.md)
             with self._lock:
                 self.live[label].statuses[case_id] = status
-                if label != REPLAY:
-                    self._reported_case(label, case_id)
             if self.progress is not None:
                 self.progress.advance(label)
             self.events.put((label, case_id))
@@ -377,7 +355,7 @@ def run_all(engines, case_specs, work_dir, timeout, jobs=2, progress=None, extra
     once; 1 runs the engines one after the other, each in one process. extra: further request
     fields for every process (the pretrained cases' assets). The first engine-level error stops
     the other processes and is raised."""
-    sched = Scheduler(engines, case_specs, work_dir, timeout, jobs=jobs, extra=extra, progress=progress)
+    sched = Scheduler(engines, Cases(case_specs, extra=extra), work_dir, timeout, jobs=jobs, progress=progress)
     sched.start()
     try:
         while sched.next_event() is not None:

@@ -26,17 +26,12 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import assets, decoded, goldens, views
+from . import assets, decoded, goldens, layout, records, views
 from .compare import DEFAULT_TOL, compare_named
 from .documents import DocumentError, case_difference, read_bytes
 from .expectations import case_checks, free_run_names
+from .statuses import BIT_IDENTICAL, FAILED, NOT_RUN, PARTED, WITHIN  # also read as verdict.FAILED ...
 
-BIT_IDENTICAL = "bit-identical"
-WITHIN = "within the tolerance"
-PARTED = "parted"  # a free-run output beyond the tolerance: reported, not failed (unless --bitwise)
-FAILED = "failed"
-NOT_RUN = "not run"
-CASE_STATUSES = (BIT_IDENTICAL, WITHIN, FAILED, NOT_RUN)
 ENGINE_NAME_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789_-")
 
 
@@ -83,7 +78,7 @@ class Reader:
         self.memo = {} if memo else None
 
     def fresh(self, run, case, role):
-        path = Path(run.out_dir) / f"{case.id}.json"
+        path = layout.main(run.out_dir, case.id)
         status = run.statuses.get(case.id)
         if self.memo is None or not path.is_symlink():
             return self._read(run.engine.name, role, status, path, case)
@@ -192,33 +187,15 @@ def judge(ctx, case, runs, policy, reader, fresh=None):
             golden_checks[role] = goldens.check(path, shown, f.bytes, f.doc, f.tensors, tol, ctx.schemas, free_run,
                                                 suite=ctx.suite,
                                                 required_digests=case.spec.get("expect", {}).get("equal_digests", ()))
-    outdated = [f"{g.file} is missing" if g.status == "missing" else f"{g.file} is stale: {g.detail}"
-                for g in golden_checks.values() if g.status in ("stale", "missing")]
+    golden_details = {role: dict(g.to_dict(), label=g.label, engine=fresh[role].engine_name)
+                      for role, g in golden_checks.items()}
+    outdated = records.golden_error(golden_details)
     if outdated:  # what to do follows from what else differs (verify/advice.py), not always a regen
-        errors.append(f"golden {'; golden '.join(outdated)}")
-    entry = {
-        "id": case.id,
-        "kind": case.kind,
-        "op": case.op,
-        "file": ctx.display(case.file),
-        "passed": False,
-        "status": FAILED,
-        "tolerance": tol,
-        **({"tolerance_reason": reason} if (reason := declared_reason(case.spec)) else {}),
-        "goldens": {role: g.status for role, g in golden_checks.items()},
-        "golden_details": {role: dict(g.to_dict(), label=g.label, engine=fresh[role].engine_name)
-                           for role, g in golden_checks.items()},
-        "tensors": [dict(t.to_dict(), part="free_run" if t.role == "output" and t.name in free_run else "strict")
-                    for t in tensors],
-        "checks": checks,
-        "free_runs": free_runs,
-        "replay": [],
-        "evaluation": None,
-        "errors": errors,
-        "failures": [],
-        "seconds": _seconds(runs, case.id),
-        "engine_info": _engine_info(runs, case.id),
-    }
+        errors.append(outdated)
+    entry = records.CaseEntry(
+        case.id, case.kind, case.op, ctx.display(case.file), FAILED, tol, declared_reason(case.spec), golden_details,
+        tensors, frozenset(free_run), checks, free_runs, errors, seconds=_seconds(runs, case.id),
+        engine_info=_engine_info(runs, case.id)).to_dict()
     views.enrich(entry, case, fresh, tol)
     return decide(entry, policy)
 
@@ -318,8 +295,8 @@ def decide(entry, policy, include_goldens=True):
     include_goldens=False the committed goldens do not count (`verify regen` asks whether the
     engines agree, whatever the goldens hold)."""
     # The engines' own errors first, then what the engines disagree on, then the goldens.
-    failures = [e for e in entry["errors"] if not e.startswith("golden ")]
-    golden_errors = [e for e in entry["errors"] if e.startswith("golden ")] if include_goldens else []
+    failures = records.errors_of(entry, records.ErrorKind.ENGINE)
+    golden_errors = records.errors_of(entry, records.ErrorKind.GOLDEN) if include_goldens else []
     if entry.get("status") == NOT_RUN:
         entry.update(passed=False, failures=failures or ["not run"])
         return entry
@@ -365,11 +342,11 @@ def decide(entry, policy, include_goldens=True):
                 failures.append(f"evaluation '{t['name']}': parted at a near tie, not bit-identical (--bitwise)")
     if include_goldens:
         for role, g in entry["golden_details"].items():
-            if g["status"] in ("stale", "missing", "not run"):
+            if g["status"] in (*records.OUTDATED, records.GoldenStatus.NOT_RUN):
                 if not golden_errors and not failures:  # named in errors or by the engine's own error, or edited out
                     failures.append(f"golden {g['file']}: {g['status']}")
                 continue
-            if policy.bitwise and g["status"] in ("parted", "drift"):  # drift at 0 ULP too: the text or a digest differs
+            if policy.bitwise and g["status"] in (records.GoldenStatus.PARTED, records.GoldenStatus.DRIFT):  # drift at 0 ULP too: the text or a digest differs
                 failures.append(f"golden {g['file']}: {g['label']}, not byte-identical (--bitwise)")
     failures += golden_errors
     entry["passed"] = not failures
@@ -395,14 +372,9 @@ def not_run_entry(case, display, reason):
     """The report entry of a case that was not sent to the engines (a model that is not installed):
     not passed, goldens "not run", the reason (with the command that fetches the model) as its failure."""
     not_run = {"status": "not run", "label": "not run", "file": "", "detail": reason, "max_ulp": None, "engine": None}
-    return {
-        "id": case.id, "kind": case.kind, "op": case.op, "file": display(case.file), "passed": False,
-        "status": NOT_RUN, "tolerance": None,
-        "goldens": {"reference": "not run", "port": "not run"},
-        "golden_details": {"reference": dict(not_run), "port": dict(not_run)},
-        "tensors": [], "checks": [], "free_runs": [], "replay": [], "evaluation": None,
-        "errors": [reason], "failures": [reason], "seconds": {},
-    }
+    return records.CaseEntry(case.id, case.kind, case.op, display(case.file), NOT_RUN,
+                             golden_details={"reference": dict(not_run), "port": dict(not_run)},
+                             errors=[reason], failures=[reason]).to_dict()
 
 
 # --- a saved report's browsers (verify show) --------------------------------------------------------

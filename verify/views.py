@@ -33,45 +33,6 @@ def _round(x, digits=SHOWN_DIGITS):
     return 0.0 if x == 0 else float(f"{x:.{digits}g}")
 
 
-# _rounded's exact powers of ten: float(10**k) is 10**k itself for k <= 22 (5**22 < 2**53)
-_POW10 = np.array([float(10 ** k) for k in range(23)])
-_TIE_MARGIN = 1e-9  # how far from a rounding boundary a scaled value must be; its error is below 2e-12
-
-
-def _rounded(values, digits=SHOWN_DIGITS):
-    """[_round(v, digits) for v in values] of a 1-D float64 array (digits <= 4): the same floats
-    and strings, bit for bit, in a few NumPy passes.
-
-    For a finite x != 0 with e = floor(log10|x|) and s = digits - 1 - e, |s| <= 22, f"{x:.{digits}g}"
-    writes N * 10**-s with N the integer nearest |x| * 10**s (N in [10**(digits-1), 10**digits)),
-    and float() reads that back as the double nearest N * 10**-s. Here y = |x| * 10**s is one
-    rounded product or quotient by an exact power of ten (relative error <= 2**-53, so |y - exact|
-    < 2e-12 for y < 10**4), so rint(y) is that N wherever y lies farther than _TIE_MARGIN from a
-    half-integer (and inside the range: log10's error could make e wrong by one near a power of
-    ten); and N / 10**s or N * 10**-s, one correctly rounded operation on two exact doubles, is the
-    double nearest N * 10**-s, as float() gives. Every other element (0, non-finite, |s| > 22, near
-    a boundary) takes _round itself. tests/test_views.py compares the two on random and edge values."""
-    flat = np.asarray(values, dtype=np.float64).ravel()
-    a = np.abs(flat)
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        s = (digits - 1) - np.floor(np.log10(a))  # inf for 0, nan for nan, -inf for inf
-        fast = np.abs(s) <= 22  # False for the non-finite
-        k = np.where(fast, s, 0).astype(np.int64)
-        p = _POW10[np.abs(k)]
-        up = k >= 0
-        y = np.where(up, a * p, a / p)
-        fast &= (y >= 10.0 ** (digits - 1) + _TIE_MARGIN) & (y < 10.0 ** digits - 0.5 - _TIE_MARGIN)
-        fast &= np.abs(y - np.floor(y) - 0.5) > _TIE_MARGIN
-        n = np.rint(y)
-        v = np.copysign(np.where(up, n / p, n * p), flat)
-    zero = flat == 0
-    v[zero] = 0.0  # _round's 0.0, whatever the zero's sign
-    found = v.tolist()
-    for i in np.flatnonzero(~(fast | zero)).tolist():
-        found[i] = _round(flat[i], digits)
-    return found
-
-
 def _exact(x):
     x = float(x)
     if not math.isfinite(x):
@@ -188,51 +149,18 @@ def _crop(e, a, lead, center):
     return lead, (r0, r1), (c0, c1), E[r0:r1, c0:c1], A[r0:r1, c0:c1]
 
 
-def _rows(found, start, shape):
-    """found[start:] as shape[0] rows of shape[1] values, and where the next matrix starts."""
-    r, c = shape
-    return [found[start + i * c:start + (i + 1) * c] for i in range(r)], start + r * c
-
-
-def _slice_views(crops):
-    """The drawings of cropped slices (_crop): each engine's values to SHOWN_DIGITS digits and
-    |port - reference| to 3; every value of every slice rounded in one _rounded pass per digits."""
-    same = [bool((E.view(np.uint64) == A.view(np.uint64)).all()) for *_, E, A in crops]
-    four, three = [], []
-    for (*_, E, A), alike in zip(crops, same):
-        four.append(E.ravel())
-        if not alike:
-            four.append(A.ravel())
-            with np.errstate(invalid="ignore", over="ignore"):
-                three.append(np.where(E == A, 0.0, np.abs(A - E)).ravel())
-    found4 = _rounded(np.concatenate(four)) if four else []
-    found3 = _rounded(np.concatenate(three), 3) if three else []
-    at4 = at3 = 0
-    views = []
-    for (lead, rows, cols, E, A), alike in zip(crops, same):
-        reference, at4 = _rows(found4, at4, E.shape)
-        if alike:  # the same doubles: the same drawing, no difference
-            port = [list(r) for r in reference]
-            nan = np.isnan(E)
-            abs_diff = [[_round(math.nan if n else 0.0, 3) for n in r] for r in nan.tolist()] if nan.any() \
-                else [[0.0] * E.shape[1] for _ in range(E.shape[0])]
-        else:
-            port, at4 = _rows(found4, at4, A.shape)
-            abs_diff, at3 = _rows(found3, at3, E.shape)
-        views.append({
-            "index": [int(i) for i in lead],
-            "rows": list(rows),
-            "cols": list(cols),
-            "reference": reference,
-            "port": port,
-            "abs_diff": abs_diff,
-        })
-    return views
+def _drawn(matrix, digits=SHOWN_DIGITS):
+    return [[_round(v, digits) for v in row] for row in matrix.tolist()]
 
 
 def _slice_view(e, a, lead, center):
-    """One 2-D slice (leading index `lead`), cropped to CROP x CROP around `center` (row, col)."""
-    return _slice_views([_crop(e, a, lead, center)])[0]
+    """One 2-D slice (leading index `lead`), cropped to CROP x CROP around `center` (row, col): each
+    engine's values to SHOWN_DIGITS digits and |port - reference| to 3."""
+    lead, rows, cols, E, A = _crop(e, a, lead, center)
+    with np.errstate(invalid="ignore", over="ignore"):
+        abs_diff = np.where(E == A, 0.0, np.abs(A - E))
+    return {"index": [int(i) for i in lead], "rows": list(rows), "cols": list(cols),
+            "reference": _drawn(E), "port": _drawn(A), "abs_diff": _drawn(abs_diff, 3)}
 
 
 def heatmaps(tensor_results, ref_tensors, port_tensors):
@@ -259,7 +187,7 @@ def heatmaps(tensor_results, ref_tensors, port_tensors):
                 break
             if tuple(lead) not in leads:
                 leads.append(tuple(lead))
-        slices = [_crop(e, a, lead, worst[-2:] if lead == tuple(worst[:-2]) else (0, 0))  # drawn below
+        slices = [_slice_view(e, a, lead, worst[-2:] if lead == tuple(worst[:-2]) else (0, 0))
                   for lead in leads[:MAX_SLICES]]
         found.append({
             "tensor": t["name"],
@@ -270,7 +198,4 @@ def heatmaps(tensor_results, ref_tensors, port_tensors):
             "slices_total": int(np.prod(lead_shape)) if lead_shape else 1,
             "slices": slices,
         })
-    drawn = iter(_slice_views([c for h in found for c in h["slices"]]))  # every slice's values in one pass
-    for h in found:
-        h["slices"] = [next(drawn) for _ in h["slices"]]
     return found, len(candidates) - len(found)

@@ -7,14 +7,14 @@ layer's attention weights and hidden states on those ids through the protocol, w
 kind "encode" (docs/protocol.md, "Request kinds"): the reference always, the port too with
 --port (or --port-cmd, or --html). Nothing of either engine is imported here.
 
-What is printed, from each engine's own answer (verify/inspect_tables.py):
+What is printed, from each engine's own answer (verify/tools/inspect_tables.py):
 - one sentence, --token WORD: for every layer and head the token WORD attends to most among the
   ordinary tokens (a '*' where [CLS] or [SEP] takes more), a layer x head table;
 - --target TOKEN (repeatable): per head, the weight from WORD to each target;
 - --vs SENTENCE: those weights in both sentences and how they move, sorted so that the heads
   whose weight moves from the first target to the second come first, then the answer in words;
 - --layer L --head H: that head's row for WORD; --html FILE: that head's full T x T weights as a
-  heatmap page (verify/inspect_page.py), reference and port side by side;
+  heatmap page (verify/tools/inspect_page.py), reference and port side by side;
 - with the port: its answer beside the reference's and their greatest difference, by the rule of
   every case (|port - reference| <= tol * (1 + |reference|)); exit 1 beyond it.
 
@@ -27,13 +27,13 @@ from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import engines, lifecycle, models
-from .assets import MODEL
-from .axes import axis_names, label
-from .compare import compare_named
-from .documents import DocumentError, Schemas, case_difference, decode_tensors, read
-from .errors import EXIT_MISMATCH, EXIT_PASS, InputError
-from .files import write_atomically
+from .. import engines, lifecycle, models
+from ..assets import MODEL
+from ..axes import axis_names, label
+from ..compare import compare_named
+from ..documents import DocumentError, Schemas, case_difference, decode_tensors, read
+from ..errors import EXIT_MISMATCH, EXIT_PASS, InputError
+from ..files import write_atomically
 from .inspect_tables import SPECIAL, answer_text
 
 OP = "bert_encoder"  # the op an encode answer is written as (its axis names: ops/attention.json)
@@ -169,7 +169,7 @@ def ask(engine_list, sentences, directory, timeout, root):
                 raise failed.exception()
             return [f.result() for f in futures]
         except BaseException:  # an engine failed, or the user interrupted: stop the other one now
-            engines._kill_live()
+            lifecycle.kill_groups()
             raise
         finally:
             pool.shutdown(wait=True)
@@ -207,32 +207,6 @@ def difference_lines(comparisons, tol):
 
 # --- the command ---------------------------------------------------------------------------------------
 
-def add_parser(sub):
-    """The `inspect` subcommand on the verify command line's subparsers; returns it (verify/cli.py adds
-    the options it shares with the other commands: --tol, --timeout, --port-cmd, --reference-cmd)."""
-    p = sub.add_parser("inspect", help="where each head of all-MiniLM-L6-v2 looks, in one sentence or two",
-                       description="Tokenize SENTENCE with all-MiniLM-L6-v2's tokenizer, ask the reference engine "
-                                   "(and the port, with --port) for every layer's attention through the protocol, and "
-                                   "print for every layer and head the token WORD attends to most (ignoring [CLS] "
-                                   "and [SEP]); with --target, the weight from WORD to each target; with --vs, those "
-                                   "weights in both sentences and how they move (docs/inspect.md).")
-    p.add_argument("sentence", metavar="SENTENCE")
-    p.add_argument("--token", metavar="WORD", help="the query token (a word of the sentence)")
-    p.add_argument("--vs", metavar="SENTENCE", help="a second sentence: print how WORD's weights to the --target "
-                                                   "tokens move from the first sentence to this one")
-    p.add_argument("--target", metavar="TOKEN", action="append", default=[],
-                   help="a token WORD may attend to (repeatable; with --vs, the heads whose weight moves from the "
-                        "first target to the second come first)")
-    p.add_argument("--layer", type=int, metavar="L", help="a layer, 0-based (with --head)")
-    p.add_argument("--head", type=int, metavar="H", help="a head, 0-based (with --layer)")
-    p.add_argument("--html", type=Path, metavar="FILE",
-                   help="write the heatmap of the head given by --layer and --head (both required) to FILE, "
-                        "reference and port side by side (runs the port too)")
-    p.add_argument("--port", action="store_true", help="also ask the port, show its answer beside the reference's "
-                                                       "and require agreement within --tol")
-    return p
-
-
 def _check_arguments(args):
     """Usage errors, before anything is read or run."""
     if (args.layer is None) != (args.head is None):
@@ -250,7 +224,7 @@ def _check_arguments(args):
 def run(args, out, root=None):
     """Carry out `verify inspect`; returns the exit code."""
     _check_arguments(args)
-    root = Path(root or Path(__file__).resolve().parent.parent)
+    root = Path(root or Path(__file__).resolve().parents[2])
     lookup = models.locate(MODEL)
     if lookup.directory is None:
         raise InputError(models.missing_reason(MODEL, lookup=lookup))

@@ -8,7 +8,7 @@ Shapes: attentions (L, H, T, T) per sentence: L layers, H heads, T queries and k
 
 import numpy as np
 
-from .errors import InputError
+from ..errors import InputError
 
 SPECIAL = ("[CLS]", "[SEP]", "[PAD]")
 TOP_HEADS = 3  # the strongest heads on the first target, whose fate the answer states

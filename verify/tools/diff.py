@@ -7,10 +7,10 @@ files are read with `git ls-tree` and `git cat-file`, never by checking anything
 import subprocess
 from pathlib import Path
 
-from .compare import compare_named
-from .documents import DocumentError, decode_tensors, parse_bytes, read_bytes
-from .errors import InputError
-from .text import clean
+from ..compare import compare_named
+from ..documents import DocumentError, decode_tensors, parse_bytes, read_bytes
+from ..errors import EXIT_MISMATCH, EXIT_PASS, InputError
+from ..text import clean
 
 METADATA = ("schema_version", "engine", "generator", "case")
 
@@ -224,3 +224,21 @@ def diff_revision(root, rev, paths, schemas, tol):
         lines += part
         differ = differ or moved
     return lines, differ
+
+
+def run(args, out, root, schemas, default_paths):
+    """Carry out `verify diff OLD NEW`, `verify diff --rev REV [PATH ...]` or `verify diff REV`
+    (default_paths: every suite's golden directory); returns the exit code."""
+    rev, paths = args.rev, list(args.paths)
+    if rev is None and len(paths) == 1:  # `verify diff HEAD`
+        rev, paths = str(paths[0]), []
+    if rev is not None:
+        lines, differ = diff_revision(root, rev, paths or default_paths, schemas, args.tol)
+    elif len(paths) == 2:
+        lines, differ = diff_paths(paths[0], paths[1], schemas, args.tol)
+    else:
+        raise InputError(f"verify diff takes OLD NEW (two golden files or directories), REV, or --rev REV [PATH ...]; "
+                         f"got {len(paths)} argument(s)")
+    for line in lines:
+        print(line, file=out)
+    return EXIT_MISMATCH if differ else EXIT_PASS

@@ -8,11 +8,12 @@ checks each document against its case and moves it into place; it writes nothing
 import re
 from pathlib import Path
 
-from . import engines as engines_mod
-from . import lifecycle
-from .documents import DocumentError, case_difference, decode_tensor, parse_bytes
-from .errors import InputError
-from .files import write_atomically
+from .. import engines as engines_mod
+from .. import layout
+from .. import lifecycle
+from ..documents import DocumentError, case_difference, decode_tensor, parse_bytes
+from ..errors import EXIT_PASS, InputError
+from ..files import write_atomically
 
 EXPORT_VERSION = 1
 KEYS = ("export_version", "id", "op", "seed", "config", "steps", "generator", "engine", "history", "shown",
@@ -66,7 +67,7 @@ def export(project, selected, out_dir, timeout, port_cmd=None):
             if not status.get("ok"):
                 raise InputError(f"the port failed on {case.id}: {status.get('error', 'no status line')}")
             try:
-                data = (run.out_dir / f"{case.id}.json").read_bytes()
+                data = layout.main(run.out_dir, case.id).read_bytes()
                 why = check(case, parse_bytes(data))
             except OSError as exc:
                 why = f"it cannot be read ({exc.strerror or exc})"
@@ -87,3 +88,12 @@ def export(project, selected, out_dir, timeout, port_cmd=None):
     except OSError as exc:
         raise InputError(f"cannot write the exports to {out_dir} ({exc.strerror or exc}); choose another --out") from None
     return written
+
+
+def run(args, out, project):
+    """Carry out `verify export`: write the selected runs into --out (default exports/<suite>)."""
+    _, selected = project.cases(args.case)
+    out_dir = args.out or project.root / "exports" / args.suite
+    for path in export(project, selected, out_dir, args.timeout, args.port_cmd):
+        print(f"wrote {project.display(path)}", file=out)
+    return EXIT_PASS

@@ -10,8 +10,8 @@ blue for 1) and carries data-query, data-key and data-weight; WORD's row is outl
 
 import html
 
-from .axes import label
-from .compare import Tensor, compare_tensor
+from ..axes import label
+from ..compare import Tensor, compare_tensor
 
 CELL = 28  # pixels per cell
 MARGIN = 110  # room for the token labels

@@ -3,7 +3,7 @@
 The catalogue (faults/<suite>.json) lists faults, each one text edit of one engine's source,
 anchored to the declaration that holds it (within: a function, Class.method or constant; find,
 exactly once in that declaration's text; replace), wherever in the engine's tree the declaration
-lives (verify/anchors.py), so moving a function to another module keeps its faults. For each fault
+lives (verify/tools/anchors.py), so moving a function to another module keeps its faults. For each fault
 the engine's tree is copied to a temporary directory, the edit applied, and the verification run
 with that engine in place of the real one; the fault is
 caught when a case that passes on the unmodified tree fails (how: tensor mismatch, gradcheck
@@ -31,11 +31,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import anchors, assets, catalogue, lifecycle
-from . import engines as engines_mod
-from . import schedule, suite, verdict
-from .documents import DocumentError, read
-from .errors import EXIT_MISMATCH, EXIT_PASS, InputError
+from .. import assets, catalogue, layout, lifecycle
+from .. import engines as engines_mod
+from .. import schedule, suite, verdict
+from ..documents import DocumentError, read
+from ..errors import EXIT_MISMATCH, EXIT_PASS, InputError
+from ..records import error_kind
+from . import anchors
 
 AREAS = ("forward", "backward", "optimiser", "generator", "init", "decoding", "data")
 ENGINES = ("port", "reference")
@@ -163,7 +165,7 @@ def how(case, policy):
                                                   for t in evaluation["tensors"])):
         kinds.append("evaluation")
     for error in case.get("errors", []):
-        kinds.append("golden" if error.startswith("golden ") else "engine error")
+        kinds.append(error_kind(case, error).value)  # "golden" or "engine error"
     return list(dict.fromkeys(kinds)) or ["failed"]
 
 
@@ -206,11 +208,11 @@ class Baselines:
         for name, run in runs.items():
             cache = base / f"cache-{name}"
             cache.mkdir(parents=True)
-            (cache / "statuses.json").write_text(json.dumps(run.statuses), encoding="utf-8")
-            (cache / "out").symlink_to(run.out_dir.resolve(), target_is_directory=True)
+            (cache / layout.STATUSES).write_text(json.dumps(run.statuses), encoding="utf-8")
+            (cache / layout.KEPT_OUT).symlink_to(run.out_dir.resolve(), target_is_directory=True)
             cached[name] = engines_mod.cached(self.real[name], cache)
         report = suite.run(self.ctx, selected, {c.id for c in self.every}, [cached["reference"], cached["port"]],
-                           self.policy, check_unused=False, jobs=1, reader=self.reader)
+                           suite.RunOptions(self.policy, jobs=1, reader=self.reader))
         passing = {c["id"] for c in report["cases"] if c["passed"]}
         failing = [c["id"] for c in report["cases"] if not c["passed"]]
         self.seconds += time.monotonic() - started
@@ -237,8 +239,8 @@ def run_fault(fault, root, baselines, all_ids, stages, timeout):
                                 baselines.ctx.golden_dir, timeout, baselines.ctx.display)
             outcome.stage = stage
             try:
-                report = suite.run(ctx, selected, all_ids, engine_list, baselines.policy, check_unused=False, jobs=1,
-                                   reader=baselines.reader)
+                report = suite.run(ctx, selected, all_ids, engine_list,
+                                   suite.RunOptions(baselines.policy, jobs=1, reader=baselines.reader))
             except InputError as exc:
                 outcome.engine_error = str(exc)
                 break
