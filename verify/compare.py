@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .plain import plain
+
 DEFAULT_TOL = 1e-6
 SAMPLES = 5  # expected/actual pairs shown for a failing tensor
 
@@ -147,7 +149,7 @@ def compare_tensor(name, role, expected, actual, tol, sides=("reference", "port"
 
     e, a = np.asarray(expected.values, dtype=np.float64), np.asarray(actual.values, dtype=np.float64)
     integers = expected.dtype == "int64"
-    if _same_finite_bits(e, a):
+    if not plain() and _same_finite_bits(e, a):  # an accelerator: about 0.3 s of CPU in a full run
         return _identical(result, e, integers, tol, exp_label, act_label)
     ok = (a == e) if integers else close(a, e, tol)
     result.mismatched = int(ok.size - np.count_nonzero(ok))
