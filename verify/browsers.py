@@ -17,21 +17,21 @@ from .errors import InputError
 from .timings import Timings
 
 
-def run(ctx, selected, all_ids, reference, reference_cache, names, policy, jobs, kernel, node_kept, say=None,
-        timings=None):
-    """{browser name: its part of the report}. reference: the reference Engine, answering from
-    reference_cache (suite.keep_run); node_kept: {case id: {role: Fresh}} of the Node run; say(text)
-    is told as each browser starts; timings (verify/timings.py) is told how long the runner waited
-    for the browsers' engine processes, so that `runner's own work` stays its own."""
+def run(ctx, selected, reference, names, kernel, node_kept, options, say=None):
+    """{browser name: its part of the report}. reference: the reference Engine answering from the
+    Node run's kept reference (engines.cached); node_kept: {case id: {role: Fresh}} of the Node
+    run; options: the Node run's suite.RunOptions, whose policy and jobs each browser's run takes
+    and whose timings is told how long the runner waited for the browsers' engine processes (so
+    that `runner's own work` stays its own); say(text) is told as each browser starts."""
     found = {}
     for name in names:
         if say is not None:
             say(f"browser {name}: running the port's {len(selected)} case(s) ...")
-        engine_list = [engines.cached(reference, reference_cache), engines.browser_engine(ctx.root, name, kernel)]
+        engine_list = [reference, engines.browser_engine(ctx.root, name, kernel)]
         kept, own = {}, Timings()
         try:
-            report = suite.run(ctx, selected, all_ids, engine_list,
-                               suite.RunOptions(policy, jobs=jobs, keep=kept, timings=own))
+            report = suite.run(ctx, selected, {c.id for c in selected}, engine_list,
+                               suite.RunOptions(options.policy, jobs=options.jobs, keep=kept, timings=own))
         except InputError as exc:
             found[name] = {"ran": False, "error": str(exc), "version": None, "kernel": {}, "passed": False,
                            "summary": {"passed": 0, "failed": len(selected), "identical_to_node": 0},
@@ -39,8 +39,7 @@ def run(ctx, selected, all_ids, reference, reference_cache, names, policy, jobs,
                                             "failures": [f"not run: {exc}"], "seconds": None} for c in selected}}
             continue
         finally:
-            if timings is not None:
-                timings.waited(own.waiting)
+            options.timings.waited(own.waiting)
         found[name] = _part(report, kept, node_kept)
     return found
 

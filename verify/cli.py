@@ -477,21 +477,20 @@ def cmd_verify(args, out):
     with lifecycle.temp_dir("verify-browsers-") as work:
         node_kept = {}
         browsers_on = dict(keep=node_kept, keep_reference=Path(work) / "reference") if args.browser else {}
+        options = suite.RunOptions(_policy(args), check_unused=not args.case, jobs=args.jobs, progress=progress,
+                                   timings=timings, previous_report=previous, on_case=on_case,
+                                   reference_cache=cache, on_cache=on_cache, **browsers_on)
         try:
-            report = suite.run(project.context(args.timeout), selected, {c.id for c in every}, engine_list,
-                               suite.RunOptions(_policy(args), check_unused=not args.case, jobs=args.jobs,
-                                                progress=progress, timings=timings, previous_report=previous,
-                                                on_case=on_case, reference_cache=cache, on_cache=on_cache,
-                                                **browsers_on))
+            report = suite.run(project.context(args.timeout), selected, {c.id for c in every}, engine_list, options)
         finally:
             progress.clear()
         if args.browser:
             from . import browsers
             with timings.section("engines: browsers"):
-                report["browsers"] = browsers.run(project.context(args.timeout), selected, {c.id for c in every},
-                                                  engine_list[0], Path(work) / "reference", args.browser,
-                                                  _policy(args), args.jobs, args.port_kernel, node_kept,
-                                                  say=lambda text: print(text, file=out, flush=True), timings=timings)
+                kept_reference = engines.cached(engine_list[0], Path(work) / "reference")
+                report["browsers"] = browsers.run(project.context(args.timeout), selected, kept_reference,
+                                                  args.browser, args.port_kernel, node_kept, options,
+                                                  say=lambda text: print(text, file=out, flush=True))
             report["passed"] = report["passed"] and all(b["passed"] for b in report["browsers"].values())
     json_paths = _json_paths(args, project.root)
     _write_outputs(args, report, timings, out, json_paths)

@@ -59,10 +59,10 @@ class GoldenCheck:
         return {"status": self.status, "file": self.file, "detail": self.detail, "max_ulp": self.max_ulp}
 
 
-def check(golden_path, shown, fresh_bytes, fresh_doc, fresh_tensors, tol, schemas, free_run=(), suite="attention",
-          required_digests=()):
-    """Status of one committed golden against the engine's fresh output of the same case. A
-    golden that is not a valid document is an InputError (the repository is damaged).
+def check(golden_path, shown, fresh, tol, schemas, free_run=(), suite="attention", required_digests=()):
+    """Status of one committed golden against the engine's fresh output of the same case (fresh:
+    its bytes, doc and decoded tensors, verify/verdict.py's Fresh). A golden that is not a valid
+    document is an InputError (the repository is damaged).
 
     fresh: the same bytes. drift: the same metadata and required digests, every tensor within the
     rule, the bytes differ; detail names what differs (tensors in their last bits, digests of
@@ -73,6 +73,7 @@ def check(golden_path, shown, fresh_bytes, fresh_doc, fresh_tensors, tol, schema
     differs (the case, the engine's name, a required digest changed or missing on either side, a
     tensor's name or shape, a tensor beyond the rule)."""
     golden_path = Path(golden_path)
+    fresh_bytes, fresh_doc, fresh_tensors = fresh.bytes, fresh.doc, fresh.tensors
     if not golden_path.exists() and not golden_path.is_symlink():
         return GoldenCheck("missing", shown, "no such file")
     try:

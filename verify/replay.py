@@ -179,7 +179,7 @@ def _segments(case, reference_dir, replay_run, status, tol, port_dir=None, repla
     return results
 
 
-def _near_ties(name, spec, expected, actual, tol):
+def near_ties(name, spec, expected, actual, tol):
     """Sequences of decode `name` that part only at a near tie: [{sequence, position, margin, ...}]."""
     e, a = expected.get(name), actual.get(name)
     m = expected.get(spec.get("margin", ""))
@@ -238,7 +238,7 @@ def _evaluation(case, ref_fresh, replay_run, status, tol, schemas):
     expected.update({n: reference[n] for n in actual if n in reference})
     ties, exempt = [], set()
     for name, decode in sorted((spec.get("decodes") or {}).items()):
-        found = _near_ties(name, decode, expected, actual, tol)
+        found = near_ties(name, decode, expected, actual, tol)
         if found:
             rows = [t["sequence"] for t in found]
             for part in (name, decode.get("margin")):

@@ -105,13 +105,13 @@ class Reader:
         different = case_difference(case.spec, doc["case"])
         if different:
             return Fresh(error=f"{name}: echoed a different case: {different}")
-        problem = _engine_name_problem(role, doc["engine"]["name"])
+        problem = engine_name_problem(role, doc["engine"]["name"])
         if problem:
             return Fresh(error=f"{name}: {problem}")
         return Fresh(bytes=data, doc=doc, tensors=tensors)
 
 
-def _engine_name_problem(role, name):
+def engine_name_problem(role, name):
     """Goldens live in golden/<suite>/<engine name>/: the reference is "reference", a port any
     other lower-case name."""
     if role == "reference":
@@ -184,7 +184,7 @@ def judge(ctx, case, runs, policy, reader, fresh=None):
         if f.doc is None:
             golden_checks[role] = goldens.GoldenCheck("not run", shown, "the engine gave no usable output")
         else:
-            golden_checks[role] = goldens.check(path, shown, f.bytes, f.doc, f.tensors, tol, ctx.schemas, free_run,
+            golden_checks[role] = goldens.check(path, shown, f, tol, ctx.schemas, free_run,
                                                 suite=ctx.suite,
                                                 required_digests=case.spec.get("expect", {}).get("equal_digests", ()))
     golden_details = {role: dict(g.to_dict(), label=g.label, engine=fresh[role].engine_name)

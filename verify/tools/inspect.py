@@ -276,7 +276,7 @@ def run(args, out, root=None):
     if args.html:
         from .inspect_page import page
 
-        text = page(sentences, answers, comparisons, args.layer, args.head, queries, targets, args.target, args.tol)
+        text = page(sentences, answers, comparisons, args, queries, targets)
         try:
             write_atomically(args.html, text)
         except OSError as exc:

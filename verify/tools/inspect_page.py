@@ -84,8 +84,10 @@ def _overall(comparisons, sentence):
     return f"every layer's weights and hidden states: BEYOND the tolerance in {failing}"
 
 
-def page(sentences, answers, comparisons, layer, head, queries, targets, target_names, tol):
-    """The self-contained HTML page of one head, every sentence, every engine that answered."""
+def page(sentences, answers, comparisons, args, queries, targets):
+    """The self-contained HTML page of one head, every sentence, every engine that answered. args:
+    the command's options (layer, head, target: the target tokens' names, tol)."""
+    layer, head, target_names, tol = args.layer, args.head, args.target, args.tol
     title = f"all-MiniLM-L6-v2, layer {layer}, head {head}"
     body = [f"<h1>{_e(title)}</h1>",
             '<p class="legend">Rows: the token that attends (query); columns: the token attended to (key). A darker '
