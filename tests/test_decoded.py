@@ -123,3 +123,15 @@ def test_a_pinned_file_rewritten_in_place_is_found_at_the_next_lookup(tmp_path):
     path.write_bytes(data[::-1])  # the same size, other bytes, and the modification time put back
     os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
     assert "SHA-256 is not the pinned one" in models.problem(tmp_path / "model", source)
+
+
+def test_the_non_finite_names_decode_to_their_values_and_a_number_beyond_float64_is_refused():
+    """"NaN", "Infinity" and "-Infinity" are the only way a document writes a non-finite float64:
+    each decodes to the value it names (Python's own bits), and a number that became infinite
+    when parsed (1e999 through a lenient parser) is refused, naming its index."""
+    from verify.documents import decode_tensor
+    t = decode_tensor({"dtype": "float64", "shape": [4], "data": ["NaN", 1.5, "-Infinity", "Infinity"]}, "x")
+    want = np.array([float("nan"), 1.5, float("-inf"), float("inf")], dtype=np.float64)
+    assert t.values.tobytes() == want.tobytes()
+    with pytest.raises(DocumentError, match=r"at x: data\[1\] is inf, beyond the range of float64"):
+        decode_tensor({"dtype": "float64", "shape": [2], "data": [0.0, json.loads("1e999")]}, "x")

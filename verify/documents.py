@@ -345,9 +345,13 @@ def decode_tensor(doc, where):
         raise DocumentError(f"at {where}: shape {list(shape)} needs {expected} values, data has {len(data)}")
     try:
         if doc["dtype"] == "float64":
-            strings = [isinstance(v, str) for v in data]  # "NaN", "Infinity", "-Infinity"
-            values = np.array([NON_FINITE[v] if s else v for v, s in zip(data, strings)], dtype=np.float64)
-            finite = np.array(strings, dtype=bool) | np.isfinite(values)
+            # numpy reads the schema's only strings, "NaN", "Infinity" and "-Infinity", as the values
+            # they name (the same bits as NON_FINITE's); a non-finite value is then checked to come
+            # from one of them, not from a number beyond the range of float64 (1e999)
+            values = np.array(data, dtype=np.float64)
+            finite = np.isfinite(values)
+            for i in np.flatnonzero(~finite):
+                finite[i] = isinstance(data[i], str) and data[i] in NON_FINITE
         else:
             if data and not (-(2 ** 63) <= min(data) and max(data) <= 2 ** 63 - 1):
                 i = next(i for i, v in enumerate(data) if not -(2 ** 63) <= v <= 2 ** 63 - 1)
