@@ -14,7 +14,6 @@ import math
 from .axes import label
 from .compare import DEFAULT_TOL
 from .report import Style, cache_lines, explanation, jsonable, loose_cases, reference_origin
-from .text import clean_data
 
 OPEN_ALL_UP_TO = 12  # cases; larger reports fold the passing ones
 
@@ -347,7 +346,7 @@ def _browsers(parts):
 
 
 def dumps(report):
-    report = jsonable(clean_data(report))  # no control character from an engine, a case or a golden
+    report = jsonable(report)  # no control character from an engine, a case or a golden
     cases = sorted(report["cases"], key=lambda c: c["passed"])  # failing first, catalogue order kept
     small = len(cases) <= OPEN_ALL_UP_TO
     slices = []

@@ -9,7 +9,7 @@ import os
 from . import advice, ops
 from .axes import label
 from .compare import DEFAULT_TOL
-from .text import clean_data
+from .text import clean, clean_data
 
 NON_FINITE_TEXT = {"NaN", "Infinity", "-Infinity"}
 
@@ -508,13 +508,23 @@ def render(report, style, timings=False):
     return lines + closing_lines(report, style, timings)
 
 
+_NUMBERS = frozenset((int, float))
+
+
 def jsonable(value):
-    """A copy of value with non-finite floats as "NaN" / "Infinity" / "-Infinity" strings."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    """A copy of value (a report) as the JSON and HTML reports hold it: every string, keys included,
+    cleaned (verify/text.py: no engine text reaches a file raw), every non-finite float as the
+    string "NaN", "Infinity" or "-Infinity". One walk; a list of finite numbers (a curve, a row of
+    a heatmap) is copied whole."""
+    if isinstance(value, str):
+        return clean(value)
+    if isinstance(value, float):
+        return value if math.isfinite(value) else "NaN" if math.isnan(value) else "Infinity" if value > 0 else "-Infinity"
     if isinstance(value, dict):
-        return {k: jsonable(v) for k, v in value.items()}
+        return {(clean(k) if isinstance(k, str) else k): jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
+        if set(map(type, value)) <= _NUMBERS and all(map(math.isfinite, value)):
+            return list(value)
         return [jsonable(v) for v in value]
     return value
 
@@ -524,7 +534,7 @@ def dumps(report):
     curves make an indented file several times larger), non-finite numbers as strings, every
     string cleaned (verify/text.py)."""
     report = dict(report, reference=reference_origin(report))  # derived, never taken from the input
-    return _layout(jsonable(clean_data(report)))
+    return _layout(jsonable(report))
 
 
 def _layout(doc):
