@@ -800,7 +800,7 @@ for _name, _what, _exit, _says, _data in (
     ("restored-cache", "a cache restored for a user with another key: every entry planted", 0,
      "not authenticated by your cache key", "restored"),
     ("symlinked-entry", "an entry directory that is a symbolic link", 0, "the entry is a symbolic link", "symlinked_entry"),
-    ("symlinked-manifest", "an entry's manifest.json a symbolic link", 0, "manifest.json is a symbolic link",
+    ("symlinked-manifest", "an entry's manifest.json a symbolic link", 0, "manifest.json: it is a symbolic link",
      "symlinked_manifest"),
     ("swapped-entries", "two genuine entries swapped between their case keys", 0,
      "is not the entry its manifest describes", "swapped_entries"),

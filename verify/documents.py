@@ -1,6 +1,7 @@
 """Reading JSON documents strictly, validating them against the schemas in golden/schemas/, and
 decoding golden tensors (docs/goldens.md)."""
 
+import errno
 import json
 import math
 import os
@@ -140,14 +141,17 @@ def _parse_stdlib(text):
         raise DocumentError(str(exc)) from None
 
 
-def read_bytes(path, limit=MAX_BYTES):
-    """The bytes of the regular file at path (a symbolic link to one is fine), at most `limit` of
-    them; DocumentError for anything else (a directory, a device such as /dev/zero, a pipe, a
-    larger file), said at once, never read. The file is opened without blocking (a named pipe
-    would wait for a writer) and checked through its descriptor."""
+def read_bytes(path, limit=MAX_BYTES, follow_links=True):
+    """The bytes of the regular file at path (a symbolic link to one is fine unless follow_links
+    is false), at most `limit` of them; DocumentError for anything else (a directory, a device
+    such as /dev/zero, a pipe, a larger file), said at once, never read. The file is opened
+    without blocking (a named pipe would wait for a writer) and checked through its descriptor."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+        fd = os.open(path, flags if follow_links else flags | os.O_NOFOLLOW)
     except OSError as exc:
+        if exc.errno == errno.ELOOP and not follow_links:
+            raise DocumentError("it is a symbolic link") from None
         raise DocumentError(f"cannot read it ({exc.strerror or exc})") from None
     try:
         info = os.fstat(fd)

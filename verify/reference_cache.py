@@ -60,6 +60,7 @@ from pathlib import Path
 from . import layout, models
 from .engines import PROTOCOL
 from .errors import InputError
+from .documents import DocumentError, read_bytes
 from .files import write_atomically
 
 FORMAT = 2  # the layout and key recipe; raise it when either changes (2: entries authenticated)
@@ -411,53 +412,17 @@ class Outcome:
         }
 
 
-def _same_file(a, b):
-    """The same file, not written since: device, inode, size and modification time (a link changes
-    the change time, so that one is not compared)."""
-    return (a.st_dev, a.st_ino, a.st_size, a.st_mtime_ns) == (b.st_dev, b.st_ino, b.st_size, b.st_mtime_ns)
-
-
-def _place(source, seen, data, target):
-    """Put the checked bytes `data` of the cache's file `source` (its stat `seen` as it was read) at
-    target in the run's reference directory: a hard link to that very file when the link is the
-    file that was read and checked (_same_file), else a copy of the bytes. A link costs no writing
-    (a copy of a full run's 21 MB took 0.06-0.15 s of the runner's CPU, a link of it 3 ms); entries
-    are never written in place (written whole, then renamed) and nothing writes into a run's
-    reference directory, so the link is as good as the copy. Across file systems, or where links
-    are refused, the copy it is."""
-    try:
-        os.link(source, target)
-    except OSError:
-        target.write_bytes(data)
-        return
-    if not _same_file(os.stat(target), seen):  # written or replaced since it was read: the checked bytes
-        os.unlink(target)
-        target.write_bytes(data)
-
-
 class Untrusted(Exception):
     """An entry that is not used: why, in a few words."""
 
 
 def _open_regular(path, limit):
-    """The bytes and stat of a regular file of at most `limit` bytes, never through a symbolic
-    link; Untrusted else."""
+    """The bytes of a regular file of at most `limit` bytes, never through a symbolic link
+    (documents.read_bytes); Untrusted else."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except OSError as exc:
-        raise Untrusted(f"{path.name} is a symbolic link" if exc.errno == errno.ELOOP
-                        else f"{path.name} cannot be read ({exc.strerror or exc})") from None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise Untrusted(f"{path.name} is not a regular file")
-        if info.st_size > limit:
-            raise Untrusted(f"{path.name} holds {info.st_size} bytes, more than {limit}")
-        with os.fdopen(os.dup(fd), "rb") as fh:
-            data = fh.read(info.st_size + 1)
-    finally:
-        os.close(fd)
-    return data, info
+        return read_bytes(path, limit, follow_links=False)
+    except DocumentError as exc:
+        raise Untrusted(f"{path.name}: {exc}") from None
 
 
 def _is_dir(path):
@@ -515,8 +480,8 @@ class ReferenceCache:
         return self.base / key
 
     def fetch(self, specs, assets, out_dir):
-        """Place the output of every case found in the cache into out_dir (_place); returns {case
-        id: status line} for them (each status marked "from_cache")."""
+        """Write the output of every case found in the cache into out_dir (the very bytes checked
+        against its manifest); returns {case id: status line} for them (each marked "from_cache")."""
         t0 = time.monotonic()
         answered = {}
         out_dir = Path(out_dir)
@@ -535,10 +500,10 @@ class ReferenceCache:
                 continue
             for name in dirs:  # a directory (the states), even an empty one
                 (out_dir / name).mkdir(exist_ok=True)
-            for name, (source, seen, data) in contents.items():  # the very bytes checked against the manifest
+            for name, data in contents.items():
                 target = out_dir / name
                 target.parent.mkdir(parents=True, exist_ok=True)
-                _place(source, seen, data, target)
+                target.write_bytes(data)
             answered[spec["id"]] = dict(status, from_cache=self._keys[spec["id"]])
             self.outcome.hits.append(spec["id"])
         for why, ids in list(self._untrusted.items())[:3]:
@@ -548,19 +513,19 @@ class ReferenceCache:
         return answered
 
     def _read(self, entry, case_id):
-        """(status line, {relative name: (path, its stat as read, bytes)}, [directories]) when the
+        """(status line, {relative name: bytes}, [directories]) when the
         manifest's HMAC verifies with the user's key, it names this very entry, and the status and
         every file match it; Untrusted (why) else. Each file is read once: what is checked is what
-        is placed in the run (_place)."""
+        is written into the run (fetch)."""
         if not _is_dir(entry):
             raise Untrusted("the entry is a symbolic link" if os.path.islink(entry) else "the entry is not a directory")
-        manifest_bytes, _ = _open_regular(entry / "manifest.json", MAX_MANIFEST)
-        mac, _ = _open_regular(entry / "manifest.hmac", 1024)
+        manifest_bytes = _open_regular(entry / "manifest.json", MAX_MANIFEST)
+        mac = _open_regular(entry / "manifest.hmac", 1024)
         if not hmac.compare_digest(mac.strip(), _mac(self.key, manifest_bytes).encode("ascii")):
             raise Untrusted("its manifest is not authenticated by your cache key: restored, planted or rewritten")
         try:
             manifest = json.loads(manifest_bytes)
-            status_bytes, _ = _open_regular(entry / "status.json", MAX_MANIFEST)
+            status_bytes = _open_regular(entry / "status.json", MAX_MANIFEST)
             status = json.loads(status_bytes)
             if (manifest.get("format") != FORMAT or manifest.get("case") != case_id or manifest.get("key") != entry.name
                     or manifest.get("environment") != self.env_key or status.get("id") != case_id
@@ -586,12 +551,12 @@ class ReferenceCache:
             for name, path in found.items():
                 size, sha = files[name]
                 try:
-                    data, seen = _open_regular(path, size)
+                    data = _open_regular(path, size)
                 except Untrusted:
-                    data = seen = None
+                    data = None
                 if data is None or len(data) != size or hashlib.sha256(data).hexdigest() != sha:
                     raise Untrusted(f"{name} does not match its manifest")
-                contents[name] = (path, seen, data)
+                contents[name] = data
         except (OSError, ValueError, TypeError, AttributeError) as exc:
             raise Untrusted(f"it cannot be read ({exc})") from None
         return status, contents, dirs
