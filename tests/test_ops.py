@@ -123,28 +123,27 @@ def test_the_model_shapes():
         assert_same_bits(ops.sum_last(x), loop_sum_last(x), f"sum_last {x.shape} (transposed view)")
 
 
+def _random_products_and_sums(rng, rounds, label):
+    """matmul and sum_last against the plain loops on `rounds` random shapes: the same bits."""
+    for _ in range(rounds):
+        a, b = random_case(rng)
+        assert_same_bits(ops.matmul(a, b), loop_matmul(a, b), f"{label}: {a.shape} @ {b.shape}")
+        x = wild(rng, a.shape)
+        assert_same_bits(ops.sum_last(x), loop_sum_last(x), f"{label}: sum_last {x.shape}")
+
+
 @pytest.mark.parametrize("block", [1, 2, 3, 5, 64, 1000])
 def test_blocks_carry_the_running_sum(monkeypatch, block):
     """Cut K into blocks of any size (down to one term per block): the same bits."""
     monkeypatch.setattr(ops, "_BLOCK", block)
-    rng = np.random.default_rng(block)
-    for _ in range(60):
-        a, b = random_case(rng)
-        assert_same_bits(ops.matmul(a, b), loop_matmul(a, b), f"block {block}: {a.shape} @ {b.shape}")
-        x = wild(rng, a.shape)
-        assert_same_bits(ops.sum_last(x), loop_sum_last(x), f"block {block}: sum_last {x.shape}")
+    _random_products_and_sums(np.random.default_rng(block), 60, f"block {block}")
 
 
 @pytest.mark.parametrize("ratio", [1, 10**9])
 def test_both_paths(monkeypatch, ratio):
     """_LOOP_RATIO 1 sends (almost) everything to the plain loop, 1e9 everything to the reduction."""
     monkeypatch.setattr(ops, "_LOOP_RATIO", ratio)
-    rng = np.random.default_rng(ratio % 1000)
-    for _ in range(150):
-        a, b = random_case(rng)
-        assert_same_bits(ops.matmul(a, b), loop_matmul(a, b), f"ratio {ratio}: {a.shape} @ {b.shape}")
-        x = wild(rng, a.shape)
-        assert_same_bits(ops.sum_last(x), loop_sum_last(x), f"ratio {ratio}: sum_last {x.shape}")
+    _random_products_and_sums(np.random.default_rng(ratio % 1000), 150, f"ratio {ratio}")
 
 
 @pytest.mark.parametrize("small", [0, 10**12])

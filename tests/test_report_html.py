@@ -103,22 +103,28 @@ def test_the_failing_report_renders_in_chromium(chromium, failing_html, tmp_path
     assert "(batch 0, query 0, key 0)" in dom  # the greatest difference of masked_softmax.lens_1d, labelled
 
 
-@pytest.fixture(scope="module")
-def training_html(repo_root, tmp_path_factory):
-    """The alignment run (fast): goldens regenerated into a temporary directory, then verified."""
-    tmp = tmp_path_factory.mktemp("training")
+def _page_of(repo_root, tmp, chosen, *options):
+    """The HTML report of a passing run of the catalogue's cases that chosen(case) keeps, its
+    goldens regenerated into tmp first: (the page, the cases' ids)."""
     cases = [c for f in sorted((repo_root / "cases" / "attention").glob("*.json"))
-             for c in json.loads(f.read_text())["cases"] if c["id"] == "train.alignment"]
-    assert cases, "train.alignment is missing from the catalogue"
+             for c in json.loads(f.read_text())["cases"] if chosen(c)]
+    assert cases, "no case of the catalogue is chosen"
     (tmp / "cases").mkdir()
-    (tmp / "cases" / "training.json").write_text(json.dumps({"cases": cases}))
+    (tmp / "cases" / "some.json").write_text(json.dumps({"cases": cases}))
     golden = tmp / "golden" / "attention"
     regen = run_verify(repo_root, "regen", "attention", "--cases-dir", tmp / "cases", "--golden-dir", golden, timeout=300)
     assert regen.returncode == 0, regen.stdout + regen.stderr
-    page = tmp / "training.html"
+    page = tmp / "report.html"
     proc = run_verify(repo_root, "attention", "--cases-dir", tmp / "cases", "--golden-dir", golden, "--html", page,
-                      timeout=300)
+                      *options, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    return page, [c["id"] for c in cases]
+
+
+@pytest.fixture(scope="module")
+def training_html(repo_root, tmp_path_factory):
+    """The alignment run (fast): goldens regenerated into a temporary directory, then verified."""
+    page, _ = _page_of(repo_root, tmp_path_factory.mktemp("training"), lambda c: c["id"] == "train.alignment")
     return page
 
 
@@ -139,21 +145,11 @@ def test_a_training_run_shows_both_loss_curves_and_the_weights(chromium, trainin
 
 @pytest.fixture(scope="module")
 def folded_html(repo_root, tmp_path_factory):
-    """A passing report of more cases than OPEN_ALL_UP_TO, so that the passing ones are folded."""
-    tmp = tmp_path_factory.mktemp("folded")
-    cases = [c for f in sorted((repo_root / "cases" / "attention").glob("*.json"))
-             for c in json.loads(f.read_text())["cases"] if c["op"] in ("masked_softmax", "dot_product_attention")]
-    (tmp / "cases").mkdir()
-    (tmp / "cases" / "some.json").write_text(json.dumps({"cases": cases}))
-    golden = tmp / "golden" / "attention"
-    regen = run_verify(repo_root, "regen", "attention", "--cases-dir", tmp / "cases", "--golden-dir", golden, timeout=300)
-    assert regen.returncode == 0, regen.stdout + regen.stderr
-    page = tmp / "folded.html"
-    # --fresh: the page (the reference cache's lines above the cases) must not depend on what the
-    # session's earlier tests left in the cache; the screenshot below counts what fits in the window
-    proc = run_verify(repo_root, "attention", "--cases-dir", tmp / "cases", "--golden-dir", golden, "--html", page, "--fresh")
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    return page, [c["id"] for c in cases]
+    """A passing report of more cases than OPEN_ALL_UP_TO, so that the passing ones are folded.
+    --fresh: the page (the reference cache's lines above the cases) must not depend on what the
+    session's earlier tests left in the cache; the screenshot below counts what fits in the window."""
+    return _page_of(repo_root, tmp_path_factory.mktemp("folded"),
+                    lambda c: c["op"] in ("masked_softmax", "dot_product_attention"), "--fresh")
 
 
 def test_a_link_to_a_folded_case_opens_it(chromium, folded_html, tmp_path):

@@ -136,8 +136,7 @@ def _common(p, with_tol=True):
         _tol_option(p, "tolerance: an element passes when |port - reference| <= T * (1 + |reference|); a case "
                        "may declare its own, in expect.tolerance")
     _bitwise(p)
-    p.add_argument("--timeout", type=_positive, default=engines.DEFAULT_TIMEOUT, metavar="SECONDS",
-                   help=f"stop an engine that runs longer than this (default {engines.DEFAULT_TIMEOUT:g})")
+    _timeout_option(p)
     p.add_argument("--jobs", type=_jobs, default=2, metavar="N",
                    help="engine processes running at once (default 2); one work queue hands each process a "
                         "bundle of cases, the long ones first, so an engine may run several processes one after "
@@ -172,6 +171,10 @@ def _engine_cmds(p):
                         "names the command")
 
 
+def _timeout_option(p, what="stop an engine that runs longer than this", default=engines.DEFAULT_TIMEOUT):
+    p.add_argument("--timeout", type=_positive, default=default, metavar="SECONDS", help=f"{what} (default {default:g})")
+
+
 def _export_parser(sub):
     """The options of the side command `verify export` (verify/tools/export.py, imported only when it runs)."""
     x = sub.add_parser("export", help="write the baked training runs in the form a site replays",
@@ -183,8 +186,7 @@ def _export_parser(sub):
     x.add_argument("suite", choices=SUITES, help="the suite whose training runs to export")
     x.add_argument("--case", action="append", metavar="PATTERN", help="select runs (default: every training case)")
     x.add_argument("--out", type=Path, metavar="DIR", help="where to write <id>.json (default exports/<suite>)")
-    x.add_argument("--timeout", type=_positive, default=engines.DEFAULT_TIMEOUT, metavar="SECONDS",
-                   help=f"stop the port if it runs longer than this (default {engines.DEFAULT_TIMEOUT:g})")
+    _timeout_option(x, "stop the port if it runs longer than this")
     x.add_argument("--port-cmd", metavar="CMD", help="export from CMD instead of node port_ts/src/cli.ts run; it must "
                                                      "answer requests of kind export (docs/protocol.md)")
 
@@ -212,8 +214,7 @@ def _inspect_parser(sub):
     i.add_argument("--port", action="store_true", help="also ask the port, show its answer beside the reference's "
                                                        "and require agreement within --tol")
     _tol_option(i, "the port agrees when |port - reference| <= T * (1 + |reference|)")
-    i.add_argument("--timeout", type=_positive, default=engines.DEFAULT_TIMEOUT, metavar="SECONDS",
-                   help=f"stop an engine that runs longer than this (default {engines.DEFAULT_TIMEOUT:g})")
+    _timeout_option(i)
     i.add_argument("--port-cmd", metavar="CMD", help="ask CMD (split like a shell) as the port (implies --port); it "
                                                      "must answer requests of kind encode (docs/protocol.md)")
     i.add_argument("--reference-cmd", metavar="CMD", help="ask CMD as the reference instead of python -m reference run")
@@ -249,8 +250,7 @@ def _faults_parser(sub):
     f.add_argument("--fault", metavar="PATTERN", action="append", default=[],
                    help="run only faults whose id matches PATTERN (glob on the whole id, or a substring); repeatable")
     f.add_argument("--jobs", type=_jobs, default=2, metavar="N", help="faults run at once (default 2)")
-    f.add_argument("--timeout", type=_positive, default=FAULT_TIMEOUT, metavar="SECONDS",
-                   help=f"stop a faulty engine that runs longer than this; counted as caught (default {FAULT_TIMEOUT:g})")
+    _timeout_option(f, "stop a faulty engine that runs longer than this; counted as caught", FAULT_TIMEOUT)
     _tol_option(f, "tolerance")
     f.add_argument("--all-stages", action="store_true",
                    help="run every stage for every fault, also after a stage has caught it")
