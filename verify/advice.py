@@ -15,8 +15,7 @@ One situation per decided report entry:
 | golden drift | the case passes; an engine's own golden drifts within the tolerance or its free run parted | nothing to do; regen makes it byte-identical |
 """
 
-from .records import ErrorKind, errors_of
-from .statuses import FAILED
+from .records import FAILED, ErrorKind, errors_of
 
 ENGINE, REFERENCE_CHANGED, PORT_DIFFERS = "engine", "reference changed", "port differs"
 CASE_CHANGED, BOTH_CHANGED, GOLDEN_STALE = "case changed", "both changed", "golden stale"

@@ -1,5 +1,6 @@
-"""Kinds of what a report entry holds, as enums, for the verdict (verify/verdict.py) and whoever
-reads a report (verify/advice.py, the renderers): this module imports nothing of the run.
+"""The status words and the kinds (enums) of what a report entry holds, for the verdict
+(verify/verdict.py) and whoever reads a report (verify/advice.py, the renderers): this module
+imports nothing of the run.
 
 An entry's `errors` are one-line strings in the JSON report (its schema is unchanged); what each
 is about is an ErrorKind, known from the entry itself rather than from the text's wording: the
@@ -15,6 +16,15 @@ GoldenCheck; their to_dict() give their report forms."""
 
 import enum
 from dataclasses import dataclass, field
+
+
+# The status words a report holds (docs/runner.md), of a tensor, a case, a check: verify/verdict.py
+# decides them; verify/advice.py and the renderers read them.
+BIT_IDENTICAL = "bit-identical"
+WITHIN = "within the tolerance"
+PARTED = "parted"  # a free-run output beyond the tolerance: reported, not failed (unless --bitwise)
+FAILED = "failed"
+NOT_RUN = "not run"
 
 
 class ErrorKind(enum.Enum):

@@ -30,7 +30,7 @@ from . import assets, decoded, goldens, layout, records, views
 from .compare import DEFAULT_TOL, compare_named
 from .documents import DocumentError, case_difference, read_bytes
 from .expectations import case_checks, free_run_names
-from .statuses import BIT_IDENTICAL, FAILED, NOT_RUN, PARTED, WITHIN  # also read as verdict.FAILED ...
+from .records import BIT_IDENTICAL, FAILED, NOT_RUN, PARTED, WITHIN  # also read as verdict.FAILED ...
 
 ENGINE_NAME_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789_-")
 
