@@ -16,6 +16,7 @@ from verify import assets, catalogue, goldens as goldens_mod, replay
 from verify.catalogue import Case
 from verify.compare import Tensor
 from verify.errors import InputError
+from verify.verdict import Fresh
 
 
 def _write(directory, *cases):
@@ -90,10 +91,10 @@ def test_a_golden_echoing_true_for_1_is_stale(tmp_path, schemas):  # noqa: F811
     tensors = {"inputs": {}, "outputs": {"h": Tensor("float64", np.array([1.0, 2.0]))}}
     path = tmp_path / "g.json"
     path.write_text(json.dumps(_full_doc(dict(spec, config={"flag": True}), [1.0, 2.0])))
-    check = goldens_mod.check(path, "g.json", b"fresh", fresh, tensors, 1e-6, schemas)
+    check = goldens_mod.check(path, "g.json", Fresh(b"fresh", fresh, tensors), 1e-6, schemas)
     assert check.status == "stale" and "case differs" in check.detail  # Python's 1 == True is no excuse
     path.write_text(json.dumps(_full_doc(dict(spec, config={"flag": 1.0}), [1.0, 2.0])))
-    assert goldens_mod.check(path, "g.json", b"fresh", fresh, tensors, 1e-6, schemas).status == "drift"  # 1.0 is 1
+    assert goldens_mod.check(path, "g.json", Fresh(b"fresh", fresh, tensors), 1e-6, schemas).status == "drift"  # 1.0 is 1
 
 
 def test_a_catalogue_linked_to_dev_zero_is_refused_at_once(repo_root, tmp_path):
