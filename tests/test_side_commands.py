@@ -20,9 +20,10 @@ from helpers import main_in_process, project_copy
 from verify import models
 
 ROOT = Path(__file__).resolve().parent.parent
-SIDE = ("inspect", "export", "diff", "faults", "fetch-model")
+SIDE = ("inspect", "export", "diff", "faults", "fetch-model", "cache")
 # The side commands' modules, by their name wherever they live (verify/tools/<name>.py).
-SIDE_MODULES = ("inspect", "inspect_page", "inspect_tables", "export", "diff", "faults", "anchors", "fetch_model")
+SIDE_MODULES = ("inspect", "inspect_page", "inspect_tables", "export", "diff", "faults", "anchors", "fetch_model",
+                "cache")
 
 # Runs `verify ARGS...` as `python -m verify` does, then writes the names of every module loaded to
 # the file given first (atexit: after the command's own exit).

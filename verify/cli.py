@@ -516,12 +516,13 @@ def _reference_cache(args, project):
 
 
 def cmd_cache(args, out):
+    from .tools import cache as cache_cmd
     root = repo_root()
     if args.clear or args.prune:  # only what verify made; InputError for /, home, the checkout, a file
-        removed = reference_cache.remove(root, stale_only=args.prune)
+        removed = cache_cmd.remove(root, stale_only=args.prune)
         what = "environment(s) other than the current reference's" if args.prune else "environment(s)"
         print(f"removed {removed} {what} from {reference_cache.cache_dir()}", file=out)
-    for line in reference_cache.describe(root):
+    for line in cache_cmd.describe(root):
         print(line, file=out)
     return EXIT_PASS
 

@@ -39,7 +39,7 @@ path and content), the Python and NumPy versions, the platform, NumPy's CPU feat
 module's FORMAT. A case key adds the case's specification (canonical JSON) and, for a pretrained
 case, the model's pinned SHA-256s. An entry is written whole (a temporary directory, then a
 rename). Storing never fails a run: a cache that cannot be written is a note. `verify cache
---prune` and `--clear` remove only what this module makes (remove()).
+--prune` and `--clear` (verify/tools/cache.py) remove only what this module makes.
 """
 
 import errno
@@ -74,7 +74,7 @@ KEY_FILE = "cache-key"
 MAC_CONTEXT = b"attention-parity reference cache entry\0"  # what the HMAC is over: this, then manifest.json's bytes
 OLD_MEMO = "documents"  # the decoded-document memo of earlier versions (removed): --prune and --clear remove it
 MAX_MANIFEST = 16 << 20  # bytes: a manifest or status line larger than this is not an entry of ours
-_HEX64 = re.compile(r"[0-9a-f]{64}")
+HEX64 = re.compile(r"[0-9a-f]{64}")
 
 
 class NotUsed(Exception):
@@ -334,11 +334,11 @@ def _cpu_features():
 def environment(root):
     """What every case's key shares, as a dict (environment.json)."""
     import numpy
-    digest, count = sources_digest(root)
+    sources, count = sources_digest(root)
     return {
         "format": FORMAT,
         "protocol": PROTOCOL,
-        "reference_sources": digest,
+        "reference_sources": sources,
         "reference_files": count,
         "python": sys.version,
         "implementation": sys.implementation.cache_tag,
@@ -350,7 +350,8 @@ def environment(root):
     }
 
 
-def _key(value):
+def digest(value):
+    """The SHA-256 of a value's canonical JSON (an environment's key, a part of a case's)."""
     return hashlib.sha256(_canonical(value).encode("utf-8")).hexdigest()
 
 
@@ -362,7 +363,7 @@ def case_key(env_key, spec, assets):
     if model is not None and model in (assets or {}):
         source = models.SOURCES.get(model)
         pinned = sorted((name, size, sha) for name, (size, sha) in source.files.items()) if source else None
-    return _key({"environment": env_key, "case": spec, "model": model, "model_files": pinned})
+    return digest({"environment": env_key, "case": spec, "model": model, "model_files": pinned})
 
 
 case_files = layout.case_files  # the names a case's reference output may have in its engine directory
@@ -425,7 +426,7 @@ def _open_regular(path, limit):
         raise Untrusted(f"{path.name}: {exc}") from None
 
 
-def _is_dir(path):
+def is_dir(path):
     """A directory itself, not a symbolic link to one."""
     try:
         return stat.S_ISDIR(os.lstat(path).st_mode)
@@ -455,14 +456,14 @@ class ReferenceCache:
         self.directory = Path(os.path.realpath(given))  # every use goes by the path as checked
         try:
             self.env = environment(self.root)  # SourceLink: a symbolic link under reference/
-            self.env_key = _key(self.env)
+            self.env_key = digest(self.env)
             self.outcome.key = self.env_key
             self.base = self.directory / self.env_key
             problem = place_problem(given, self.root, environ) or private_problem(given)
             if problem:
                 raise NotUsed(problem)
             if os.path.lexists(self.base):
-                problem = private_problem(self.base) if _is_dir(self.base) else f"{self.base} is not a directory"
+                problem = private_problem(self.base) if is_dir(self.base) else f"{self.base} is not a directory"
                 if problem:
                     raise NotUsed(problem)
             self.key = load_key(self.directory, environ)
@@ -517,7 +518,7 @@ class ReferenceCache:
         manifest's HMAC verifies with the user's key, it names this very entry, and the status and
         every file match it; Untrusted (why) else. Each file is read once: what is checked is what
         is written into the run (fetch)."""
-        if not _is_dir(entry):
+        if not is_dir(entry):
             raise Untrusted("the entry is a symbolic link" if os.path.islink(entry) else "the entry is not a directory")
         manifest_bytes = _open_regular(entry / "manifest.json", MAX_MANIFEST)
         mac = _open_regular(entry / "manifest.hmac", 1024)
@@ -531,7 +532,7 @@ class ReferenceCache:
                     or manifest.get("environment") != self.env_key or status.get("id") != case_id
                     or manifest.get("status") != hashlib.sha256(status_bytes).hexdigest() or status.get("ok") is not True):
                 raise Untrusted("it is not the entry its manifest describes")
-            if not _is_dir(entry / "out"):
+            if not is_dir(entry / "out"):
                 raise Untrusted("out/ is not a directory")
             found, dirs = {}, []
             for name in case_files(case_id):
@@ -541,7 +542,7 @@ class ReferenceCache:
                 tree = _tree(where)
                 if tree is None:
                     raise Untrusted(f"{name} is or holds a symbolic link or a special file")
-                if _is_dir(where):
+                if is_dir(where):
                     dirs.append(name)
                 found.update(tree)
             files = manifest.get("files")
@@ -618,14 +619,14 @@ class ReferenceCache:
             (temp / "status.json").write_bytes(status_bytes)
             (temp / "manifest.json").write_bytes(manifest_bytes)
             (temp / "manifest.hmac").write_text(_mac(self.key, manifest_bytes) + "\n", encoding="ascii")
-            if os.path.islink(entry) or (os.path.lexists(entry) and not _is_dir(entry)):
+            if os.path.islink(entry) or (os.path.lexists(entry) and not is_dir(entry)):
                 os.unlink(entry)  # not trusted: replaced
             elif os.path.lexists(entry):
                 shutil.rmtree(entry, ignore_errors=True)
             try:
                 os.rename(temp, entry)
             except OSError:
-                if not _is_dir(entry):  # not another run's entry arriving first
+                if not is_dir(entry):  # not another run's entry arriving first
                     raise
                 return False
             return True
@@ -637,159 +638,10 @@ class ReferenceCache:
         now = time.time()
         for child in self.base.glob(".tmp-*"):
             try:
-                if _is_dir(child) and now - child.lstat().st_mtime > STALE_TEMP:
+                if is_dir(child) and now - child.lstat().st_mtime > STALE_TEMP:
                     shutil.rmtree(child, ignore_errors=True)
             except OSError:
                 pass
 
 
 # --- `verify cache` ---------------------------------------------------------------------------
-
-def _size(path):
-    total = 0
-    for dirpath, _, filenames in os.walk(path):
-        for name in filenames:
-            try:
-                total += (Path(dirpath) / name).lstat().st_size
-            except OSError:
-                pass
-    return total
-
-
-def _is_environment(path):
-    """An environment directory this module made: a 64-hex name, a directory itself (no link),
-    holding environment.json, a regular file."""
-    if not _HEX64.fullmatch(path.name) or not _is_dir(path):
-        return False
-    try:
-        return stat.S_ISREG(os.lstat(path / "environment.json").st_mode)
-    except OSError:
-        return False
-
-
-def _is_entry(path):
-    """A case entry this module made (a 64-hex directory holding manifest.json), or one of its
-    temporary directories (.tmp-PID-HEX)."""
-    if not _is_dir(path):
-        return False
-    if path.name.startswith(".tmp-"):
-        return True
-    return bool(_HEX64.fullmatch(path.name)) and os.path.lexists(path / "manifest.json")
-
-
-def _is_old_memo(path):
-    """The memo of decoded documents an earlier version kept (<cache>/documents/<64 hex>/...)."""
-    if path.name != OLD_MEMO or not _is_dir(path):
-        return False
-    try:
-        children = list(path.iterdir())
-    except OSError:
-        return False
-    return all(_HEX64.fullmatch(c.name) and _is_dir(c) for c in children)
-
-
-def _current_key(root):
-    try:
-        return _key(environment(root))
-    except NotUsed:
-        return None
-
-
-def _directory(directory):
-    try:
-        return Path(directory) if directory is not None else cache_dir()
-    except models.NoCacheDir as exc:
-        raise InputError(str(exc)) from None
-
-
-def describe(root, directory=None):
-    """Lines about the cache: where it is, whether `verify attention` would use it, each
-    environment's entries and size, which one the reference as it is now would use."""
-    directory = _directory(directory)
-    lines = [f"reference cache: {directory}"]
-    if os.path.lexists(directory) and not _is_dir(directory) and not os.path.isdir(directory):
-        what = "a file" if os.path.isfile(directory) else "not a directory"
-        return lines + [f"  {directory} is {what}, not a cache directory: `verify attention` does not use it; "
-                        f"point {DIR_ENV} at a directory of your own"]
-    current = _current_key(root)
-    problem = place_problem(directory, root) or private_problem(directory)
-    if problem:
-        lines.append(f"  not used by `verify attention`: {problem}")
-    try:
-        lines.append(f"  entries authenticated with the key in {key_path()} (never in the cache directory)")
-    except models.NoCacheDir as exc:
-        lines.append(f"  no cache key: {exc}")
-    children = sorted(directory.iterdir()) if os.path.isdir(directory) else []
-    envs = [p for p in children if _is_environment(p)]
-    if not envs:
-        lines.append("  empty (`verify attention` fills it; `verify attention --fresh` neither reads nor fills it)")
-    for env in envs:
-        entries = [p for p in env.iterdir() if _is_entry(p) and not p.name.startswith(".")]
-        try:
-            made = json.loads((env / "environment.json").read_text(encoding="utf-8"))
-            what = f"numpy {made.get('numpy')}, python {(str(made.get('python', '')).split() or ['?'])[0]}, " \
-                   f"reference sources {str(made.get('reference_sources'))[:12]}"
-        except (OSError, ValueError, AttributeError):
-            what = "no readable environment.json"
-        mark = "  (the reference as it is now)" if env.name == current else ""
-        lines.append(f"  {env.name[:16]}  {len(entries)} case(s), {_size(env) / 1e6:.1f} MB; {what}{mark}")
-    old = [p for p in children if _is_old_memo(p)]
-    if old:
-        lines.append(f"  {old[0].name}/: decoded documents of an earlier version, no longer used "
-                     f"({_size(old[0]) / 1e6:.1f} MB; --prune and --clear remove it)")
-    others = [p.name for p in children if p not in envs and p not in old]
-    if others:
-        lines.append(f"  {len(others)} other item(s) not made by verify, never removed by --prune or --clear: "
-                     + ", ".join(others[:5]) + (" ..." if len(others) > 5 else ""))
-    return lines
-
-
-def remove(root, directory=None, stale_only=False):
-    """Remove what this module made: every environment directory (or, stale_only, every one but
-    the current reference's) with the entries in it, and the decoded documents of earlier
-    versions; nothing else. Returns how many environments were removed. InputError (exit 2, one
-    line) for a cache path that is a file, /, the home directory, the checkout, a parent of it or
-    inside it."""
-    directory = _directory(directory)
-    what = "--prune" if stale_only else "--clear"
-    if os.path.lexists(directory) and not os.path.isdir(directory):
-        raise InputError(f"{DIR_ENV} or the default names {directory}, which is a file, not a cache directory; "
-                         f"nothing removed; point {DIR_ENV} at the cache directory")
-    problem = place_problem(directory, root)
-    if problem:
-        raise InputError(f"verify cache {what} refuses to remove anything under {directory}: {problem}; "
-                         f"point {DIR_ENV} at a directory of its own")
-    if not os.path.isdir(directory):
-        return 0
-    current = None
-    if stale_only:
-        current = _current_key(root)
-        if current is None:
-            raise InputError(f"verify cache --prune cannot tell which environment is the current one ({_link_reason(root)}); "
-                             "nothing removed; `verify cache --clear` removes every environment")
-    removed = 0
-    for env in sorted(Path(directory).iterdir()):
-        if _is_old_memo(env):
-            shutil.rmtree(env, ignore_errors=True)
-            continue
-        if not _is_environment(env) or env.name == current:
-            continue
-        for child in env.iterdir():
-            if _is_entry(child):
-                shutil.rmtree(child, ignore_errors=True)
-            elif child.name == "environment.json" or (child.name.startswith(".environment.json.") and not _is_dir(child)):
-                child.unlink(missing_ok=True)
-        try:
-            env.rmdir()  # left in place, with what verify did not make, when something else is in it
-        except OSError:
-            pass
-        removed += 1
-    return removed
-
-
-def _link_reason(root):
-    try:
-        environment(root)
-    except NotUsed as exc:
-        return str(exc)
-    return "unknown"
