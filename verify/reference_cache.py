@@ -59,7 +59,6 @@ from pathlib import Path
 
 from . import layout, models
 from .engines import PROTOCOL
-from .errors import InputError
 from .documents import DocumentError, read_bytes
 from .files import write_atomically
 
