@@ -132,14 +132,14 @@ def test_diff_of_two_goldens_and_two_directories(repo_root, goldens, session_gol
 KILLER = textwrap.dedent('''
     """verify regen, killed with SIGKILL once it has written a few files of the new tree."""
     import os, signal, sys
-    from verify import goldens
-    real, written = goldens._write_synced, []
+    from verify import regen
+    real, written = regen.write_synced, []
     def write_then_die(path, data):
         real(path, data)
         written.append(path)
         if len(written) == 3:
             os.kill(os.getpid(), signal.SIGKILL)
-    goldens._write_synced = write_then_die
+    regen.write_synced = write_then_die
     from verify.cli import main
     sys.exit(main(sys.argv[1:]))
 ''')
@@ -171,16 +171,16 @@ def test_a_regen_killed_mid_way_leaves_the_goldens_intact(repo_root, cases_dir, 
     assert check.returncode == 0, check.stdout
 
 
-@pytest.mark.parametrize("broken", ["_swap", "_fsync_dir"])
+@pytest.mark.parametrize("broken", ["swap", "fsync_dir"])
 def test_a_regen_that_fails_before_the_swap_changes_nothing(repo_root, cases_dir, goldens, case_ids, monkeypatch,
                                                             capsys, broken):  # noqa: F811
-    from verify import cli, goldens as goldens_mod
+    from verify import cli, regen
     _damage(goldens, case_ids)
     before = _snapshot(goldens)
 
     def boom(*args, **kwargs):
         raise OSError(28, "No space left on device")
-    monkeypatch.setattr(goldens_mod, broken, boom)
+    monkeypatch.setattr(regen, broken, boom)
     monkeypatch.chdir(repo_root)
     code = cli.main(["regen", "attention", "--cases-dir", str(cases_dir), "--golden-dir", str(goldens)])
     assert code == 2

@@ -15,7 +15,7 @@ import pytest
 
 from hostile_kinds import params
 from test_runner import _rewrite_golden, cases_dir, case_ids, goldens, run_verify, session_goldens  # noqa: F401
-from verify import goldens as goldens_mod
+from verify import regen
 from verify import lifecycle
 
 
@@ -54,7 +54,7 @@ def _concurrent(repo_root, cases_dir, session_goldens, case_ids, tmp_path):  # n
 
 def _lock_held(repo_root, cases_dir, goldens, case_ids):  # noqa: F811
     _damage(goldens, case_ids[0])
-    with goldens_mod.regen_lock(goldens):
+    with regen.regen_lock(goldens):
         proc = _regen(repo_root, cases_dir, goldens, "--case", case_ids[0])
         line = proc.stdout.readline()  # said once, while it waits, after the cases' lines
         while line and not line.startswith("waiting: "):
@@ -72,7 +72,7 @@ def _lock_held(repo_root, cases_dir, goldens, case_ids):  # noqa: F811
 def _lock_timeout(repo_root, cases_dir, goldens, case_ids):  # noqa: F811
     _damage(goldens, case_ids[0])
     before = _snapshot(goldens)
-    with goldens_mod.regen_lock(goldens):
+    with regen.regen_lock(goldens):
         proc = run_verify(repo_root, "regen", "attention", "--cases-dir", cases_dir, "--golden-dir", goldens,
                           "--case", case_ids[0], "--timeout", "3")
     assert proc.returncode == 2, proc.stdout + proc.stderr
@@ -125,7 +125,7 @@ def _after_swap(repo_root, cases_dir, goldens, case_ids,  # noqa: F811
         if ".attention.new-" in str(path) and not kwargs.get("ignore_errors"):
             raise OSError(5, "Input/output error")
         return real(path, *args, **kwargs)
-    monkeypatch.setattr(goldens_mod.shutil, "rmtree", fail_once)
+    monkeypatch.setattr(regen.shutil, "rmtree", fail_once)
     monkeypatch.chdir(repo_root)
     code = cli.main(["regen", "attention", "--cases-dir", str(cases_dir), "--golden-dir", str(goldens)])
     err = capsys.readouterr().err

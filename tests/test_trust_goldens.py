@@ -22,7 +22,7 @@ import pytest
 
 from hostile_kinds import params
 from test_hostile_table import ENGINE
-from verify import cli, goldens
+from verify import cli, regen
 from verify.errors import InputError
 
 CASE_ID = "masked_softmax.lens_1d"  # an int64 input (valid_lens, its first value 0) and zeros in its output
@@ -320,7 +320,7 @@ def _regen_cases_dir_is_golden_dir(t):
 
 def _lock_case(make):
     def scenario(t):
-        lock = goldens.lock_path(t.golden)
+        lock = regen.lock_path(t.golden)
         victim = make(t, lock)
         before = victim.read_bytes() if victim is not None and victim.is_file() else None
         golden_before = _snapshot(t.golden)
@@ -369,9 +369,9 @@ def _lock_raced_link(t):
     """The lock made a link after the up-front check: regen_lock itself refuses it (O_NOFOLLOW)."""
     victim = t.tmp / "notes.txt"
     victim.write_text("a file the user keeps\n")
-    goldens.lock_path(t.golden).symlink_to(victim)
+    regen.lock_path(t.golden).symlink_to(victim)
     try:
-        with goldens.regen_lock(t.golden):
+        with regen.regen_lock(t.golden):
             pass
     except InputError as exc:
         assert victim.read_text() == "a file the user keeps\n"

@@ -21,7 +21,7 @@ import signal
 import sys
 from pathlib import Path
 
-from . import advice, catalogue, engines, files, goldens, lifecycle, models, suite
+from . import catalogue, engines, files, lifecycle, models, suite
 # browsers, html, junit and the side commands (verify/tools/: inspect, export, diff, faults,
 # fetch-model) are imported by the commands and options that use them: `verify attention` reads none.
 from . import reference_cache
@@ -528,85 +528,9 @@ def cmd_cache(args, out):
 
 
 def cmd_regen(args, out):
-    """Run the verification as `verify attention` does (replays included), refuse when an engine
-    failed a case or, without --force, when a case fails for any reason but its goldens, then write
-    each engine's documents into golden/<suite>/<engine name>/ in one atomic step."""
-    project = Project(args, args.suite)
-    goldens.check_target(project.golden_dir, display=project.display)  # a symlinked golden tree: refused up front
-    goldens.check_lock(project.golden_dir, display=project.display)  # a lock that is a link, a pipe ...: likewise
-    own_catalogue = Path(project.cases_dir).resolve() == (project.root / "cases" / args.suite).resolve()
-    every, selected = project.cases(args.case)
-    policy = _policy(args)
-    progress, kept, style = Progress(out), {}, Style(out)
-    try:
-        report = suite.run(project.context(args.timeout), selected, {c.id for c in every},
-                           engines.engines_of(project.root, args),
-                           suite.RunOptions(policy, jobs=args.jobs, progress=progress, keep=kept,
-                                            on_case=lambda entry: progress.print_lines(case_lines(entry, style, policy.tol)[:1])))
-    finally:
-        progress.clear()
-    problems, disagree, fresh_files = [], [], {}
-    for entry in report["cases"]:
-        if entry["status"] == verdict.NOT_RUN:
-            print(clean(f"skipped {entry['id']}: {entry['errors'][0]}"), file=out)  # its goldens are kept
-            continue
-        fresh = kept[entry["id"]]
-        engine_errors = [f.error for f in fresh.values() if f.error]
-        problems += [f"{entry['id']}: {e}" for e in engine_errors]
-        if engine_errors:
-            continue
-        for f in fresh.values():
-            fresh_files.setdefault(f.engine_name, {})[entry["id"]] = f.bytes
-        without_goldens = verdict.decide(json.loads(json.dumps(entry)), policy, include_goldens=False)
-        if not without_goldens["passed"]:
-            disagree.append((entry["id"], without_goldens["failures"], advice.situation(entry)))
-    if problems:
-        for p in problems:
-            print(f"error: {clean(p)}", file=out)
-        print(f"nothing written: {len(problems)} engine error(s); fix them, then regenerate", file=out)
-        return EXIT_MISMATCH
-    if disagree and not args.force:
-        for case_id, why, found in disagree:
-            print(clean(f"engines disagree: {case_id}: {'; '.join(why[:3])}" + (f" and {len(why) - 3} more" if len(why) > 3 else "")),
-                  file=out)
-            if found:
-                print(clean(f"  what to do ({found[0]}): {found[1]}"), file=out)
-        print(f"nothing written: {len(disagree)} case(s) fail the verdict of `verify {args.suite}` whatever their goldens "
-              f"(the first: `verify {args.suite} --case {disagree[0][0]}`); --force writes them anyway, as they are",
-              file=out)
-        return EXIT_MISMATCH
-    with goldens.regen_lock(project.golden_dir, out, args.timeout, project.display) as leftovers:  # one writer at a time
-        plan = goldens.plan(project.golden_dir, fresh_files, {c.id for c in every}, own_catalogue)  # the tree as it is now
-        changed = any(c.added or c.changed or c.removed for c, _, _ in plan.values())
-        if changed:  # write first: what follows is only the account of it
-            try:
-                goldens.write_atomically(project.golden_dir, {name: new for name, (_, new, _) in plan.items()})
-            except OSError as exc:
-                raise InputError(f"could not write the new goldens ({exc.strerror or exc}); "
-                                 f"{project.display(project.golden_dir)} is as it was before") from None
-    from .tools import diff
-    for name, (change, new, old) in plan.items():
-        print(f"{name}: {len(change.changed)} changed, {len(change.added)} added, {len(change.removed)} removed, "
-              f"{change.unchanged} unchanged", file=out)
-        for case_id in change.changed:
-            print(f"  changed {case_id}: {diff.describe(old[case_id], new[case_id], project.schemas, args.tol)}", file=out)
-        for case_id in change.added:
-            print(f"  added {case_id}", file=out)
-        for case_id in change.removed:
-            print(f"  removed {case_id}", file=out)
-    print(f"{'wrote' if changed else 'no change in'} {project.display(project.golden_dir)}", file=out)
-    left = {name: len(change.kept) for name, (change, _, _) in plan.items() if change.kept}
-    if left:
-        counts = ", ".join(f"{name} {n}" for name, n in left.items())
-        print(f"note: kept {sum(left.values())} golden(s) of cases not in {project.display(project.cases_dir)} ({counts}): "
-              f"only a regeneration of the project's own catalogue (cases/{args.suite}/) removes the goldens of cases "
-              "removed from it; delete them by hand if they are stale", file=out)
-    for path in leftovers:
-        print(f"note: {project.display(path)} is left over from an interrupted regeneration; the goldens were "
-              "never touched by it and it can be deleted", file=out)
-    if disagree:
-        print(f"written with --force although these cases fail: {', '.join(c for c, _, _ in disagree)}", file=out)
-    return EXIT_PASS
+    from . import regen  # the only writer of the committed goldens, imported by its command alone
+    from .tools.diff import describe  # each rewritten golden's change, in numbers
+    return regen.run(args, out, Project(args, args.suite), _policy(args), describe)
 
 
 def _schemas(root):
