@@ -23,6 +23,7 @@ import re
 import resource
 import shlex
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -252,13 +253,26 @@ def readable_checkout():
         shutil.rmtree(parent)
 
 
+@pytest.fixture
+def reachable_python():
+    """The Python environment's directories made searchable by other users for the test's span: a
+    clone made in a `mktemp -d` directory (mode 0700) holds its virtual environment where the
+    test's other user could not import NumPy. Only the search bit is added, and each mode is put
+    back afterwards."""
+    private = [p for p in Path(sys.prefix).resolve().parents if not os.stat(p).st_mode & stat.S_IXOTH]
+    modes = {p: os.stat(p).st_mode for p in private}
+    try:
+        for p, mode in modes.items():
+            os.chmod(p, stat.S_IMODE(mode) | stat.S_IXOTH)
+        yield
+    finally:
+        for p, mode in modes.items():
+            os.chmod(p, stat.S_IMODE(mode))
+
+
 @pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None,
                     reason="needs root and setpriv to run as a user without a passwd entry")
-def test_a_user_without_a_passwd_entry_and_no_home_lists_the_cases(readable_checkout):
-    private = [p for p in Path(sys.prefix).resolve().parents if not os.stat(p).st_mode & 0o001]
-    if private:  # for instance a clone made in a `mktemp -d` directory, with its virtual environment inside
-        pytest.skip(f"the Python environment {sys.prefix} is not reachable by another user ({private[0]} is private): "
-                    "another user cannot import NumPy from it")
+def test_a_user_without_a_passwd_entry_and_no_home_lists_the_cases(readable_checkout, reachable_python):
     checkout = readable_checkout
     env = {k: v for k, v in os.environ.items()
            if k not in ("HOME", "ATTENTION_PARITY_CACHE", "XDG_CACHE_HOME", "VERIFY_REFERENCE_CACHE", "VERIFY_FRESH")}
