@@ -8,7 +8,7 @@ and fails, naming this command, when a committed page differs.
 
 | page | from |
 |---|---|
-| command-line.md | verify/cli.py's argparse parser: every command, every option, its help |
+| command-line.md | the argparse parsers: verify/cli.py's, and each side command's own (cli.side_command) |
 | limits.md | the named constants the runner enforces (verify/), the catalogue schema's bound |
 | hostile-conditions.md | tests/hostile_kinds.py: every hostile input the tests try, its exit and message |
 | faults.md | faults/attention.json, and the op that owns each fault (ops/attention.json) |
@@ -46,10 +46,12 @@ def _code(text):
 
 # --- the command line ---------------------------------------------------------------------------
 
-def _subcommands(parser):
+def _subcommands(cli, parser):
+    """[(name, one-line help, its parser)] of every command: a side command's parser is its own."""
     action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     helps = {a.dest: a.help for a in action._choices_actions}
-    return [(name, helps.get(name, ""), sub) for name, sub in action.choices.items()]
+    return [(name, helps.get(name, ""), cli.side_command(name).parser() if name in cli.SIDE_COMMANDS else sub)
+            for name, sub in action.choices.items()]
 
 
 def _value(action):
@@ -86,7 +88,7 @@ def command_line_page():
     lines += [_cell(parser.description), "",
               "Exit codes, for every command: 0 passed, 1 a mismatch (or a refusal), 2 a usage or input error "
               "(one line on stderr, never a traceback), 128 + N stopped by signal N.", ""]
-    for name, help_text, sub in _subcommands(parser):
+    for name, help_text, sub in _subcommands(cli, parser):
         lines += [f"## `verify {name}`", "", _cell(sub.description or help_text), "", "```", _synopsis(name, sub),
                   "```", "", "| option | value | what |", "|---|---|---|"]
         for action in sub._actions:
@@ -130,13 +132,13 @@ LIMITS = [
      "whatever holds them is killed; exit 2"),
     ("seconds an engine process may run (`--timeout`; also the wait for another regeneration's lock)",
      "verify.engines", "DEFAULT_TIMEOUT", "{:g}".format, "its process group is killed; exit 2"),
-    ("seconds a faulty engine may run in `verify faults` (`--timeout`)", "verify.cli", "FAULT_TIMEOUT", "{:g}".format,
+    ("seconds a faulty engine may run in `verify faults` (`--timeout`)", "verify.tools.faults", "FAULT_TIMEOUT", "{:g}".format,
      "it is stopped, and the fault counts as caught"),
     ("seconds the runner keeps killing an adopted subtree that keeps forking", "verify.lifecycle", "ADOPTED_GRACE",
      "{:g}".format, "what is left is named"),
-    ("`--jobs` (engine processes at once)", "verify.cli", "MAX_JOBS", "{:d}".format,
+    ("`--jobs` (engine processes at once)", "verify.options", "MAX_JOBS", "{:d}".format,
      "a larger N runs this many, with a note"),
-    ("`--tol` (exclusive; a plain decimal or exponent number, given once)", "verify.cli", "MAX_TOL", "{:g}".format,
+    ("`--tol` (exclusive; a plain decimal or exponent number, given once)", "verify.options", "MAX_TOL", "{:g}".format,
      "exit 2; a `--tol` looser than the default is warned of on stderr"),
     ("the default tolerance (`--tol`)", "verify.compare", "DEFAULT_TOL", "{:g}".format,
      "the rule |port - reference| <= tol * (1 + |reference|)"),

@@ -4,6 +4,7 @@ golden/<suite>/<engine>/ in one atomic step (docs/goldens.md). The committed gol
 ever written here: a staging tree beside them, filled and synced, swapped in with one rename
 (RENAME_EXCHANGE where the kernel has it), under a lock that keeps a second regeneration out."""
 
+import argparse
 import ctypes
 import json
 import os
@@ -23,7 +24,7 @@ try:
 except ImportError:  # not POSIX: no lock (one regeneration at a time is then the user's care)
     fcntl = None
 
-from . import advice, engines, lifecycle, suite, verdict
+from . import advice, cli, engines, lifecycle, options, suite, verdict
 from .documents import file_kind
 from .errors import EXIT_MISMATCH, EXIT_PASS, InputError
 from .files import umask
@@ -32,12 +33,23 @@ from .report import Style, case_lines
 from .text import clean
 
 
-def run(args, out, project, policy, describe_change):
+def parser():
+    p = argparse.ArgumentParser(prog="verify regen",
+                                description="Run both engines, refuse when they disagree (unless --force), then "
+                                            "replace golden/<suite>/reference and golden/<suite>/port in one atomic "
+                                            "step, removing goldens of cases no longer in the catalogue.")
+    p.add_argument("suite", choices=cli.SUITES, help="the suite to regenerate")
+    options.run_options(p)
+    p.add_argument("--force", action="store_true", help="write even where reference and port disagree")
+    options.engine_options(p)
+    return p
+
+
+def run(args, out):
     """Run the verification as `verify attention` does (replays included), refuse when an engine
     failed a case or, without --force, when a case fails for any reason but its goldens, then write
-    each engine's documents into golden/<suite>/<engine name>/ in one atomic step. project: the
-    command's verify.cli.Project; describe_change(old bytes, new bytes, schemas, tol): one changed
-    golden's change in numbers (verify/tools/diff.py)."""
+    each engine's documents into golden/<suite>/<engine name>/ in one atomic step."""
+    project, policy = cli.Project(args, args.suite), verdict.Policy(args.tol, args.bitwise)
     check_target(project.golden_dir, display=project.display)  # a symlinked golden tree: refused up front
     check_lock(project.golden_dir, display=project.display)  # a lock that is a link, a pipe ...: likewise
     own_catalogue = Path(project.cases_dir).resolve() == (project.root / "cases" / args.suite).resolve()
@@ -89,11 +101,19 @@ def run(args, out, project, policy, describe_change):
             except OSError as exc:
                 raise InputError(f"could not write the new goldens ({exc.strerror or exc}); "
                                  f"{project.display(project.golden_dir)} is as it was before") from None
+    _account(args, out, project, planned, changed, leftovers, disagree)
+    return EXIT_PASS
+
+
+def _account(args, out, project, planned, changed, leftovers, disagree):
+    """What a regeneration did, golden by golden: each change in numbers (verify/tools/diff.py)."""
+    from .tools.diff import describe
+
     for name, (change, new, old) in planned.items():
         print(f"{name}: {len(change.changed)} changed, {len(change.added)} added, {len(change.removed)} removed, "
               f"{change.unchanged} unchanged", file=out)
         for case_id in change.changed:
-            print(f"  changed {case_id}: {describe_change(old[case_id], new[case_id], project.schemas, args.tol)}", file=out)
+            print(f"  changed {case_id}: {describe(old[case_id], new[case_id], project.schemas, args.tol)}", file=out)
         for case_id in change.added:
             print(f"  added {case_id}", file=out)
         for case_id in change.removed:
@@ -110,7 +130,6 @@ def run(args, out, project, policy, describe_change):
               "never touched by it and it can be deleted", file=out)
     if disagree:
         print(f"written with --force although these cases fail: {', '.join(c for c, _, _ in disagree)}", file=out)
-    return EXIT_PASS
 
 
 @dataclass

@@ -1,4 +1,5 @@
-"""The side commands, beside the verification core (verify/*.py) and not part of it: `verify
-inspect`, `verify export`, `verify diff`, `verify faults`, `verify fetch-model` and `verify cache`. Each uses only
-the core's public functions; verify/cli.py imports a command's module inside that command's
-handler, so `verify attention` imports nothing of this package."""
+"""The side commands, beside the verification core (verify/*.py) and not part of it: `verify show`,
+`inspect`, `export`, `diff`, `faults`, `fetch-model` and `cache`. Each module declares its command's
+options in parser() and carries it out in run(args, out), using only the core's public names;
+verify/cli.py imports it when its command runs (cli.SIDE_COMMANDS), so `verify attention` imports
+nothing of this package."""

@@ -2,14 +2,15 @@
 only what verify/reference_cache.py made (its environment directories and their entries, and the
 decoded-document memo of earlier versions), never anything else under the cache directory."""
 
+import argparse
 import json
 import os
 import shutil
 import stat
 from pathlib import Path
 
-from .. import models
-from ..errors import InputError
+from .. import cli, models
+from ..errors import EXIT_PASS, InputError
 from ..reference_cache import (DIR_ENV, HEX64, OLD_MEMO, NotUsed, cache_dir, digest, environment, is_dir, key_path,
                                place_problem, private_problem)
 
@@ -162,3 +163,28 @@ def _link_reason(root):
     except NotUsed as exc:
         return str(exc)
     return "unknown"
+
+
+def parser():
+    p = argparse.ArgumentParser(prog="verify cache",
+                                description="The reference cache (docs/runner.md, \"The reference cache\"): where it "
+                                            "is, each environment kept (one per version of the reference's sources, "
+                                            "Python, NumPy and platform) with its cases and size, and which one the "
+                                            "reference as it is now would use. `verify attention --fresh` neither "
+                                            "reads nor fills it.")
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--prune", action="store_true", help="remove every environment but the current reference's")
+    which.add_argument("--clear", action="store_true", help="remove everything the cache holds")
+    return p
+
+
+def run(args, out):
+    """Carry out `verify cache [--prune | --clear]`."""
+    root = cli.repo_root()
+    if args.clear or args.prune:  # only what verify made; InputError for /, home, the checkout, a file
+        removed = remove(root, stale_only=args.prune)
+        what = "environment(s) other than the current reference's" if args.prune else "environment(s)"
+        print(f"removed {removed} {what} from {cache_dir()}", file=out)
+    for line in describe(root):
+        print(line, file=out)
+    return EXIT_PASS

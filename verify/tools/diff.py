@@ -4,9 +4,11 @@ two goldens or two golden directories, and by `verify diff --rev REV [PATH ...]`
 `verify diff REV`) for the goldens of a git revision against the working tree's. A revision's
 files are read with `git ls-tree` and `git cat-file`, never by checking anything out."""
 
+import argparse
 import subprocess
 from pathlib import Path
 
+from .. import cli, options
 from ..compare import compare_named
 from ..documents import DocumentError, decode_tensors, parse_bytes, read_bytes
 from ..errors import EXIT_MISMATCH, EXIT_PASS, InputError
@@ -226,9 +228,31 @@ def diff_revision(root, rev, paths, schemas, tol):
     return lines, differ
 
 
-def run(args, out, root, schemas, default_paths):
+def parser():
+    p = argparse.ArgumentParser(
+        prog="verify diff",
+        usage="verify diff [-h] [--tol T] OLD NEW\n       verify diff [-h] [--tol T] --rev REV [PATH ...]"
+              "\n       verify diff [-h] [--tol T] REV",
+        description="Compare two golden files, or two directories of goldens (matched by relative path), and print "
+                    "per changed golden the greatest change of each tensor in numbers, as `verify regen` does. With "
+                    "--rev REV (or a single argument REV, as in `verify diff HEAD`), compare the goldens of the git "
+                    "revision REV with the working tree's, at each PATH (default: golden/<suite> of every suite); "
+                    "REV's files are read from git, nothing is checked out. Exit 0 when they hold the same bytes, 1 "
+                    "when they differ, 2 when a file is not a valid golden or REV is not a revision.")
+    p.add_argument("paths", nargs="*", type=Path, metavar="OLD NEW | PATH",
+                   help="OLD NEW: two golden files or two directories of goldens; with --rev: working-tree paths "
+                        "(files or directories) to compare with REV's")
+    p.add_argument("--rev", metavar="REV", help="compare the goldens of this git revision (HEAD, a branch, a tag, "
+                                                "a hash) with the working tree's")
+    options.tol_option(p, "also count the elements that moved beyond T * (1 + |old|)")
+    return p
+
+
+def run(args, out):
     """Carry out `verify diff OLD NEW`, `verify diff --rev REV [PATH ...]` or `verify diff REV`
-    (default_paths: every suite's golden directory); returns the exit code."""
+    (default PATHs: every suite's golden directory); returns the exit code."""
+    root = cli.repo_root()
+    schemas, default_paths = cli.load_schemas(root), [root / "golden" / name for name in cli.SUITES]
     rev, paths = args.rev, list(args.paths)
     if rev is None and len(paths) == 1:  # `verify diff HEAD`
         rev, paths = str(paths[0]), []

@@ -5,15 +5,15 @@ its seed and writes the run's export document, in its own golden text layout (ke
 shortest round-trip floats), so a re-export of an unchanged run changes no byte. The runner
 checks each document against its case and moves it into place; it writes nothing of its own."""
 
+import argparse
 import re
 from pathlib import Path
 
+from .. import cli, layout, lifecycle, options
 from .. import engines as engines_mod
-from .. import layout
-from .. import lifecycle
 from ..documents import DocumentError, case_difference, decode_tensor, parse_bytes
 from ..errors import EXIT_PASS, InputError
-from ..files import write_atomically
+from ..files import check_outputs, write_atomically
 
 EXPORT_VERSION = 1
 KEYS = ("export_version", "id", "op", "seed", "config", "steps", "generator", "engine", "history", "shown",
@@ -90,8 +90,27 @@ def export(project, selected, out_dir, timeout, port_cmd=None):
     return written
 
 
-def run(args, out, project):
+def parser():
+    p = argparse.ArgumentParser(prog="verify export",
+                                description="Ask the port for its training runs (a request of kind export) and "
+                                            "write, per run, one JSON file with its configuration and seed, loss and "
+                                            "gradient norm per step, what the site shows (decodes, attention maps, "
+                                            "metrics), the trained parameters and the digests that tie it to the "
+                                            "goldens (docs/training.md, \"Export\").")
+    p.add_argument("suite", choices=cli.SUITES, help="the suite whose training runs to export")
+    p.add_argument("--case", action="append", metavar="PATTERN", help="select runs (default: every training case)")
+    p.add_argument("--out", type=Path, metavar="DIR", help="where to write <id>.json (default exports/<suite>)")
+    options.timeout_option(p, "stop the port if it runs longer than this")
+    p.add_argument("--port-cmd", metavar="CMD", help="export from CMD instead of node port_ts/src/cli.ts run; it must "
+                                                     "answer requests of kind export (docs/protocol.md)")
+    return p
+
+
+def run(args, out):
     """Carry out `verify export`: write the selected runs into --out (default exports/<suite>)."""
+    if args.out:  # refused before anything runs
+        check_outputs([], cli.protected(args), directories=[("--out", args.out)])
+    project = cli.Project(args, args.suite)
     _, selected = project.cases(args.case)
     out_dir = args.out or project.root / "exports" / args.suite
     for path in export(project, selected, out_dir, args.timeout, args.port_cmd):

@@ -22,6 +22,7 @@ Speed:
 - Faults run in parallel, --jobs at a time (each fault one engine process at a time).
 """
 
+import argparse
 import json
 import shutil
 import sys
@@ -31,9 +32,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import assets, catalogue, layout, lifecycle
+from .. import assets, catalogue, cli, layout, lifecycle, options, schedule, suite, verdict
 from .. import engines as engines_mod
-from .. import schedule, suite, verdict
 from ..documents import DocumentError, read
 from ..errors import EXIT_MISMATCH, EXIT_PASS, InputError
 from ..records import error_kind
@@ -49,6 +49,7 @@ STAGES = (
     ("training", lambda c: c.kind not in ("forward", "gradcheck") and c.op not in SLOW_OPS),
     ("reversal", lambda c: c.op in SLOW_OPS),
 )
+FAULT_TIMEOUT = 300.0  # seconds a faulty engine may run (--timeout); a hang counts as caught
 TREES = {"port": ("port_ts/src", "port_ts/package.json"), "reference": ("reference",)}
 
 
@@ -264,8 +265,34 @@ def line(outcome):
     return f"{head}: {len(outcome.caught)} case(s) in stage {outcome.stage}: {shown}{more} ({outcome.seconds:.1f} s)"
 
 
-def run(args, out, project):
+def parser():
+    p = argparse.ArgumentParser(prog="verify faults",
+                                description="For each fault (one text edit of one engine's source) run the "
+                                            "verification with the faulty engine against the unmodified other "
+                                            "engine's kept output, stage by stage (fast cases first), and name the "
+                                            "cases that catch it. Exit 0 only when every fault is caught, 1 when one "
+                                            "is missed, 2 on a usage or input error.")
+    p.add_argument("suite", choices=cli.SUITES, help="the suite whose fault catalogue to run")
+    p.add_argument("--fault", metavar="PATTERN", action="append", default=[],
+                   help="run only faults whose id matches PATTERN (glob on the whole id, or a substring); repeatable")
+    p.add_argument("--jobs", type=options.jobs, default=2, metavar="N", help="faults run at once (default 2)")
+    options.timeout_option(p, "stop a faulty engine that runs longer than this; counted as caught", FAULT_TIMEOUT)
+    options.tol_option(p, "tolerance")
+    p.add_argument("--all-stages", action="store_true",
+                   help="run every stage for every fault, also after a stage has caught it")
+    options.bitwise_option(p)
+    p.add_argument("--catalogue", type=Path, metavar="FILE",
+                   help="read the faults from FILE instead of faults/<suite>.json")
+    p.add_argument("--cases-dir", type=Path, metavar="DIR",
+                   help="run the cases of DIR/*.json instead of cases/<suite> (a smaller catalogue of cases)")
+    p.add_argument("--golden-dir", type=Path, metavar="DIR",
+                   help="judge against the goldens in DIR/reference and DIR/port instead of golden/<suite>")
+    return p
+
+
+def run(args, out):
     """The `verify faults SUITE` command; returns the exit code."""
+    project = cli.Project(args, args.suite)
     started = time.monotonic()
     path = args.catalogue or project.root / "faults" / f"{project.suite}.json"
     faults = load(path, project.root, project.display)

