@@ -84,7 +84,8 @@ def command_line_page():
     from verify import cli
 
     parser = cli.build_parser()
-    lines = _banner("The command line: every command and option", "`verify.cli.build_parser()`")
+    lines = _banner("The command line: every command and option",
+                    "`verify.cli.build_parser()` and each side command's `parser()`")
     lines += [_cell(parser.description), "",
               "Exit codes, for every command: 0 passed, 1 a mismatch (or a refusal), 2 a usage or input error "
               "(one line on stderr, never a traceback), 128 + N stopped by signal N.", ""]
