@@ -1,27 +1,16 @@
 """Nothing the runner starts outlives it; what a dead run left is cleaned by the next one
 (docs/runner.md, "Guarantees").
 
-- Every engine process gets VERIFY_RUN_OWNER=<runner pid>-<its start time> in its environment,
-  which its children inherit, also those that leave the engine's process group (setsid). The
-  runner kills its engines' process groups, and every process carrying its token, on every way
-  out: normal exit, an engine error, Ctrl-C, SIGTERM, SIGHUP (signal handlers), atexit.
-- A SIGKILLed runner can do nothing: both engines watch their parent and exit when it is gone
-  (reference/__main__.py, port_ts/src/cli.ts); the next run kills what still carries the token
-  of a dead runner.
-- Temporary directories are named <prefix><runner pid>-<start time>-<random> (temp_dir()). The
-  next run removes those whose owner is dead; a live run's directories are never touched (the
-  start time tells a reused pid apart).
-
-- A process that leaves the engine's group and clears its environment (a daemon: double fork,
-  setsid, env -i) carries neither. On Linux a command of the runner (guard()) makes it a child
-  subreaper (prctl(PR_SET_CHILD_SUBREAPER)): every orphaned descendant of its engines is then
-  reparented to the runner instead of init, and once no engine runs, and on every way out, the
-  runner kills (SIGKILL, its whole subtree) and reaps every child it adopted that way: a child it
-  neither had when the command began nor started itself (kill_adopted()). So a runner inside
-  another program (pytest calling verify.cli.main) never touches that program's own children.
-
-Linux reads /proc for start times, environments and parents; elsewhere the token is the pid alone,
-only the process groups are killed, and there is no subreaper (docs/runner.md, "Guarantees").
+- Every engine runs in a process group of its own with VERIFY_RUN_OWNER=<runner pid>-<start time>
+  in its environment; on every way out (exit, error, Ctrl-C, SIGTERM, SIGHUP, atexit) the runner
+  kills those groups and every process carrying its token. A SIGKILLed runner's engines exit when
+  their parent is gone, and the next run kills what still carries a dead runner's token.
+- On Linux a command of the runner (guard()) is a child subreaper: a descendant that detached and
+  cleared its environment is reparented to the runner, which kills it, with its subtree, once no
+  engine runs. Only children it neither had when guard() began nor started itself are killed, so
+  a runner inside another program (pytest) never touches that program's children.
+- Temporary directories are named <prefix><token>-<random>; the next run removes those whose
+  owner is dead (the start time tells a reused pid apart).
 """
 
 import atexit
@@ -39,17 +28,22 @@ from pathlib import Path
 
 ENV = "VERIFY_RUN_OWNER"
 RUN_ENV = "VERIFY_ENGINE_RUN"
+ADOPTED_GRACE = 5.0  # seconds kill_adopted() keeps killing a subtree that keeps forking
+PR_SET_CHILD_SUBREAPER, PR_GET_CHILD_SUBREAPER = 36, 37
 _DIR_NAME = re.compile(r"^verify-(?:[a-z]+-)?(\d+)-(\d+)-[A-Za-z0-9_]+$")
 
 _lock = threading.RLock()
-_groups = {}  # pid of a process started in its own session -> the Popen
+_groups = {}  # pid of an engine started in its own session -> its Popen
 _dirs = set()  # temporary directories this process made and has not removed yet
-_installed_atexit = False
+_runs = iter(range(1, 1 << 62))
+_adopting = None  # while guard() made this process a subreaper: {"before": bool, "mine": {pid: start ticks}}
+_depth = 0  # nested guard()s
+_atexit = False  # whether cleanup() is registered with atexit
+_engines_running = 0  # engine runs between started() and ended()
 
 
 class Terminated(KeyboardInterrupt):
-    """SIGTERM or SIGHUP, raised in the main thread as Ctrl-C is, so every `except
-    KeyboardInterrupt` that stops the engines stops them for these too."""
+    """SIGTERM or SIGHUP, raised as Ctrl-C is, so every `except KeyboardInterrupt` handles them."""
 
     def __init__(self, signum):
         super().__init__(signum)
@@ -58,37 +52,34 @@ class Terminated(KeyboardInterrupt):
 
 # --- who is alive ---------------------------------------------------------------------------
 
+def _stat_fields(pid):
+    """/proc/<pid>/stat's fields after the command name (field 3 on); OSError or ValueError."""
+    with open(f"/proc/{pid}/stat", "rb") as fh:
+        data = fh.read()
+    return data[data.rindex(b")") + 2:].split()
+
+
 def start_ticks(pid):
-    """The process's start time (clock ticks since boot, /proc/<pid>/stat field 22), 0 where /proc
-    is not available, None when there is no such process."""
+    """The process's start time (clock ticks since boot), 0 where /proc is not available, None when
+    there is no such process."""
     try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            stat = fh.read()
+        return int(_stat_fields(pid)[19])
     except FileNotFoundError:
         return None
     except OSError:
         return 0 if not os.path.isdir("/proc/self") else None
-    try:
-        return int(stat[stat.rindex(b")") + 2:].split()[19])
     except (ValueError, IndexError):
         return None
 
 
-_own = {}  # os.getpid() -> its token (computed once per process)
-
-
 def token(pid=None):
-    """"<pid>-<start ticks>": a name for a process that a reused pid does not share."""
-    if pid is None:
-        pid = os.getpid()
-        if pid not in _own:
-            _own[pid] = f"{pid}-{start_ticks(pid) or 0}"
-        return _own[pid]
+    """"<pid>-<start ticks>" (this process by default): a name a reused pid does not share."""
+    pid = os.getpid() if pid is None else pid
     return f"{pid}-{start_ticks(pid) or 0}"
 
 
 def alive(owner):
-    """Whether the runner named by a token ("<pid>-<ticks>") is still running."""
+    """Whether the runner named by a token is still running."""
     try:
         pid, ticks = (int(p) for p in owner.split("-"))
     except ValueError:
@@ -104,63 +95,53 @@ def alive(owner):
         except ProcessLookupError:
             return False
         except PermissionError:
-            return True
+            pass
         return True
     return now == ticks
 
 
-_runs = iter(range(1, 1 << 62))
-
-
 def engine_env():
-    """(the environment an engine runs in, its run tag): ours, with our token in ENV and a tag
-    of this one engine process in RUN_ENV (so its escaped children can be told from those of
-    other engines of the same runner, e.g. another fault of `verify faults --jobs N`)."""
+    """(the environment an engine runs in, its run tag): ours, with our token in ENV and a tag of
+    this one engine process in RUN_ENV (its escaped children told from other engines')."""
     mine = token()
     tag = f"{mine}.{next(_runs)}"
     return dict(os.environ, **{ENV: mine, RUN_ENV: tag}), tag
 
 
 def carriers(owner=None, tag=None):
-    """{pid: token} of the processes whose environment carries the token `owner` (ours by
-    default; any token when owner is the empty string), or, given `tag`, that engine run's tag.
-    This process is left out."""
+    """{pid: token} of the other processes whose environment carries the token `owner` (ours by
+    default; any token when owner is ""), or, given `tag`, that engine run's tag."""
     found = {}
     try:
-        entries = os.listdir("/proc")
+        entries = [e for e in os.listdir("/proc") if e.isdigit() and int(e) != os.getpid()]
     except OSError:
         return found
-    needle = f"{ENV}=".encode()
-    tag_needle = f"{RUN_ENV}=".encode()
-    me = os.getpid()
     wanted = "" if owner == "" else (owner or token())
     for entry in entries:
-        if not entry.isdigit() or int(entry) == me:
-            continue
         try:
             with open(f"/proc/{entry}/environ", "rb") as fh:
                 environ = fh.read()
         except OSError:
             continue
-        if needle not in environ:
+        if f"{ENV}=".encode() not in environ:
             continue
-        values = {}
-        for item in environ.split(b"\0"):
-            for name, prefix in ((ENV, needle), (RUN_ENV, tag_needle)):
-                if item.startswith(prefix):
-                    values[name] = item[len(prefix):].decode("ascii", "replace")
+        values = dict(item.decode("ascii", "replace").split("=", 1) for item in environ.split(b"\0")
+                      if item.startswith((f"{ENV}=".encode(), f"{RUN_ENV}=".encode())))
         value = values.get(ENV)
-        if value is None:
-            continue
-        if tag is not None:
-            if values.get(RUN_ENV) == tag:
-                found[int(entry)] = value
-        elif wanted == "" or value == wanted:
+        if value is not None and (values.get(RUN_ENV) == tag if tag is not None else wanted in ("", value)):
             found[int(entry)] = value
     return found
 
 
 # --- killing ----------------------------------------------------------------------------------
+
+def _kill(pid, group=False):
+    try:
+        (os.killpg if group else os.kill)(pid, signal.SIGKILL)
+        return True
+    except (ProcessLookupError, PermissionError):
+        return False
+
 
 def register(proc):
     """An engine process started in its own session (its pid is its process group)."""
@@ -176,23 +157,16 @@ def unregister(proc):
 
 
 def kill_group(pid):
-    if os.name != "posix":
-        return
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
+    if os.name == "posix":
+        _kill(pid, group=True)
 
 
 def kill_carriers(owner=None, tag=None):
-    """SIGKILL every process carrying the token (ours by default) or the engine run's tag;
-    returns their pids."""
+    """SIGKILL every process carrying the token (ours by default) or the engine run's tag; returns
+    their pids."""
     pids = carriers(owner, tag)
     for pid in pids:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+        _kill(pid)
     return sorted(pids)
 
 
@@ -211,8 +185,7 @@ def kill_groups():
 
 
 def kill_all():
-    """Every engine process group this runner started, every process carrying its token, and every
-    process it adopted as a subreaper (however it detached)."""
+    """Every engine group, every process carrying our token, every process adopted as subreaper."""
     kill_groups()
     kill_carriers()
     kill_adopted()
@@ -220,83 +193,30 @@ def kill_all():
 
 # --- the subreaper: what detached however it could ----------------------------------------------
 
-PR_SET_CHILD_SUBREAPER, PR_GET_CHILD_SUBREAPER = 36, 37
-ADOPTED_GRACE = 5.0  # seconds kill_adopted() keeps killing a subtree that keeps forking
-_adopting = None  # while guard() made this process a subreaper: {"before": bool, "mine": {pid: start ticks}}
-_depth = 0  # nested guard()s
-_engines_running = 0  # engine runs between started() and ended()
-
-
-def _prctl():
+def _prctl(option, arg):
+    """prctl(option, arg) on Linux: its result, or None where there is no prctl."""
     if not sys.platform.startswith("linux"):
         return None
     try:
-        return ctypes.CDLL(None, use_errno=True).prctl
+        return ctypes.CDLL(None, use_errno=True).prctl(option, arg, 0, 0, 0)
     except (OSError, AttributeError):
         return None
 
 
-def _subreaper_get():
-    prctl = _prctl()
-    if prctl is None:
-        return None
-    value = ctypes.c_int(0)
-    if prctl(PR_GET_CHILD_SUBREAPER, ctypes.byref(value), 0, 0, 0) != 0:
-        return None
-    return bool(value.value)
-
-
-def _subreaper_set(on):
-    prctl = _prctl()
-    return prctl is not None and prctl(PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0) == 0
-
-
-def _table():
+def _children():
     """{pid: (parent pid, state)} of every process, from /proc (empty without it)."""
     found = {}
     try:
-        entries = os.listdir("/proc")
+        entries = [e for e in os.listdir("/proc") if e.isdigit()]
     except OSError:
         return found
     for entry in entries:
-        if not entry.isdigit():
-            continue
         try:
-            with open(f"/proc/{entry}/stat", "rb") as fh:
-                stat = fh.read()
-            fields = stat[stat.rindex(b")") + 2:].split()
+            fields = _stat_fields(entry)
             found[int(entry)] = (int(fields[1]), fields[0][:1])
         except (OSError, ValueError, IndexError):
             continue
     return found
-
-
-def _adopt_begin():
-    """Become a subreaper (Linux) and note the children this process already has: never ours to
-    kill. Returns whether it is one now."""
-    global _adopting
-    with _lock:
-        if _adopting is not None:
-            return True
-        before = _subreaper_get()
-        if before is None or not _subreaper_set(True):
-            return False
-        me = os.getpid()
-        mine = {pid: start_ticks(pid) for pid, (ppid, _) in _table().items() if ppid == me}
-        mine.update({pid: start_ticks(pid) for pid in _groups})
-        _adopting = {"before": before, "mine": mine}
-        return True
-
-
-def _adopt_end():
-    global _adopting
-    with _lock:
-        if _adopting is None:
-            return
-        kill_adopted()
-        if not _adopting["before"]:
-            _subreaper_set(False)
-        _adopting = None
 
 
 def adopted():
@@ -307,42 +227,30 @@ def adopted():
             return []
         mine = dict(_adopting["mine"])
     me = os.getpid()
-    return sorted(pid for pid, (ppid, _) in _table().items()
+    return sorted(pid for pid, (ppid, _) in _children().items()
                   if ppid == me and not (pid in mine and mine[pid] == start_ticks(pid)))
 
 
 def kill_adopted():
-    """SIGKILL every process this runner adopted, with its whole subtree (a child that forks as it
-    is killed is adopted in turn: looked at again, for up to ADOPTED_GRACE seconds), and reap them
-    (waitpid on those pids only). Returns the pids killed."""
+    """SIGKILL every process this runner adopted, with its whole subtree (one that forks as it is
+    killed is adopted in turn: looked at again, for up to ADOPTED_GRACE seconds), and reap them.
+    Returns the pids killed."""
     with _lock:
         if _adopting is None:
             return []
         killed = set()
         deadline = time.monotonic() + ADOPTED_GRACE
-        me = os.getpid()
-        while True:
-            theirs = set(adopted())
-            if not theirs:
-                break
-            table = _table()
-            children = {}
-            for pid, (ppid, _) in table.items():
-                children.setdefault(ppid, []).append(pid)
+        while theirs := adopted():
+            table = _children()
             subtree, todo = set(), list(theirs)
             while todo:
                 pid = todo.pop()
-                if pid in subtree or pid == me:
-                    continue
-                subtree.add(pid)
-                todo.extend(children.get(pid, ()))
+                if pid not in subtree and pid != os.getpid():
+                    subtree.add(pid)
+                    todo.extend(child for child, (ppid, _) in table.items() if ppid == pid)
             for pid in subtree:
-                if table.get(pid, (0, b"Z"))[1] != b"Z":
-                    try:
-                        os.kill(pid, signal.SIGKILL)
-                        killed.add(pid)
-                    except (ProcessLookupError, PermissionError):
-                        pass
+                if table.get(pid, (0, b"Z"))[1] != b"Z" and _kill(pid):  # not a zombie
+                    killed.add(pid)
             for pid in theirs:  # ours to reap: they were adopted, nobody else waits for them
                 try:
                     os.waitpid(pid, os.WNOHANG)
@@ -362,8 +270,7 @@ def started():
 
 
 def ended():
-    """An engine run is over (its process and group killed and waited for): once none runs, what
-    the engines left detached is killed (kill_adopted())."""
+    """An engine run is over: once none runs, what the engines left detached is killed."""
     global _engines_running
     with _lock:
         _engines_running -= 1
@@ -373,41 +280,32 @@ def ended():
 
 # --- temporary directories --------------------------------------------------------------------
 
-@contextmanager
-def temp_dir(prefix="verify-"):
-    """A private temporary directory named after this runner (module docstring), removed on the
-    way out, after this runner's engines are stopped when the way out is an exception."""
+def engine_tmp(prefix="verify-tmp-"):
+    """A fresh temporary directory named after this runner (an engine's TMPDIR): removed by
+    remove_dir(), by cleanup() on every way out, or by the next run if this one was killed."""
     path = Path(tempfile.mkdtemp(prefix=f"{prefix}{token()}-"))
     with _lock:
         _dirs.add(path)
+    return path
+
+
+@contextmanager
+def temp_dir(prefix="verify-"):
+    """A private temporary directory named after this runner, removed on the way out, after this
+    runner's engines are stopped when the way out is an exception."""
+    path = engine_tmp(prefix)
     try:
         yield str(path)
     except BaseException:
         kill_all()  # nothing may still write into it
         raise
     finally:
-        _remove(path)
-
-
-def engine_tmp():
-    """A fresh temporary directory for one engine process (its TMPDIR), named after this runner like
-    temp_dir()'s: remove_dir() removes it when the engine ends, cleanup() on every way out, the
-    next run if this one was killed. So nothing an engine or a browser it starts puts in its
-    temporary directory (Chromium's org.chromium.Chromium.*, a profile) outlives the run."""
-    path = Path(tempfile.mkdtemp(prefix=f"verify-tmp-{token()}-"))
-    with _lock:
-        _dirs.add(path)
-    return path
+        remove_dir(path)
 
 
 def remove_dir(path):
-    """Remove a directory of engine_tmp()."""
-    _remove(Path(path))
-
-
-def _remove(path):
-    shutil.rmtree(path, ignore_errors=True)
-    if path.exists():  # a file appeared while it was removed: once more
+    path = Path(path)
+    for _ in range(2):  # once more if a file appeared while it was removed
         shutil.rmtree(path, ignore_errors=True)
     if not path.exists():
         with _lock:
@@ -431,68 +329,67 @@ def reap(tmp=None):
         entries = []
     for entry in entries:
         owner = owner_of(entry.name)
-        if owner is None or alive(owner):
-            continue
-        try:
-            if entry.is_symlink() or not entry.is_dir():
-                continue
-        except OSError:
+        if owner is None or alive(owner) or entry.is_symlink() or not entry.is_dir():
             continue
         shutil.rmtree(entry, ignore_errors=True)
         removed.append(entry)
-    killed = []
-    for pid, owner in carriers("").items():
-        if not alive(owner):
-            try:
-                os.kill(pid, signal.SIGKILL)
-                killed.append(pid)
-            except (ProcessLookupError, PermissionError):
-                pass
+    killed = [pid for pid, owner in carriers("").items() if not alive(owner) and _kill(pid)]
     return removed, killed
 
 
 # --- the way out --------------------------------------------------------------------------------
 
 def cleanup():
-    """Every way out: stop what this runner started (and adopted), remove its temporary
-    directories."""
+    """Every way out: stop what this runner started (and adopted), remove its temporary directories."""
     kill_all()
     with _lock:
         dirs = list(_dirs)
     for path in dirs:
-        _remove(path)
+        remove_dir(path)
 
 
 def _on_signal(signum, frame):
     for name in ("SIGTERM", "SIGHUP", "SIGINT"):
-        sig = getattr(signal, name, None)
-        if sig is not None:
-            signal.signal(sig, signal.SIG_IGN)  # once: the clean-up is not interrupted again
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), signal.SIG_IGN)  # the clean-up is not interrupted again
     kill_all()
     raise Terminated(signum)
 
 
-def _register_atexit():
-    global _installed_atexit
-    _installed_atexit = True
-    atexit.register(cleanup)
+def _adopt_begin():
+    """Become a subreaper (Linux), noting the children this process already has: never ours to kill."""
+    global _adopting
+    before = ctypes.c_int(0)
+    if _prctl(PR_GET_CHILD_SUBREAPER, ctypes.byref(before)) != 0 or _prctl(PR_SET_CHILD_SUBREAPER, 1) != 0:
+        return
+    mine = [pid for pid, (ppid, _) in _children().items() if ppid == os.getpid()] + list(_groups)
+    _adopting = {"before": bool(before.value), "mine": {pid: start_ticks(pid) for pid in mine}}
+
+
+def _adopt_end():
+    global _adopting
+    if _adopting is not None:
+        kill_adopted()
+        if not _adopting["before"]:
+            _prctl(PR_SET_CHILD_SUBREAPER, 0)
+        _adopting = None
 
 
 @contextmanager
 def guard():
     """One command of the runner: the signal handlers for its duration (the previous ones back
-    afterwards), what dead runs left removed first, and everything it started stopped and its
-    temporary directories removed on the way out, however it goes."""
+    afterwards), what dead runs left removed first, and everything it started (or adopted) stopped
+    and its temporary directories removed on the way out, however it goes."""
+    global _depth, _atexit
     previous = {}
     if threading.current_thread() is threading.main_thread():
         previous[signal.SIGINT] = signal.getsignal(signal.SIGINT)  # _on_signal ignores it during the clean-up
-        for name in ("SIGTERM", "SIGHUP"):
-            sig = getattr(signal, name, None)
-            if sig is not None and signal.getsignal(sig) in (signal.SIG_DFL, None):  # not under nohup
+        for sig in (getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name)):
+            if signal.getsignal(sig) in (signal.SIG_DFL, None):  # not under nohup
                 previous[sig] = signal.signal(sig, _on_signal)
-    if not _installed_atexit:
-        _register_atexit()
-    global _depth
+    if not _atexit:
+        _atexit = True
+        atexit.register(cleanup)
     with _lock:
         _depth += 1
         if _depth == 1:
