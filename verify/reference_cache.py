@@ -24,7 +24,7 @@ import stat
 import sys
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from . import layout, models
@@ -86,21 +86,12 @@ def is_dir(path):
         return False
 
 
-def _tree(path):
-    """{name relative to path's parent: path} of the regular files at or under path; None when a
-    symbolic link or anything but a regular file or directory is there."""
-    path = Path(path)
-    found = {}
-    for dirpath, dirnames, filenames in os.walk(path) if is_dir(path) else [(path.parent, [], [path.name])]:
-        dirnames.sort()
-        for name in sorted(dirnames + filenames):
-            full = Path(dirpath) / name
-            mode = full.lstat().st_mode
-            if not (stat.S_ISDIR(mode) or stat.S_ISREG(mode)):
-                return None
-            if name in filenames:
-                found[full.relative_to(path.parent).as_posix()] = full
-    return found
+def _odd(path):
+    """What path is when it is neither a directory nor a regular file (no link followed), else None."""
+    mode = os.lstat(path).st_mode
+    if stat.S_ISDIR(mode) or stat.S_ISREG(mode):
+        return None
+    return "a symbolic link" if stat.S_ISLNK(mode) else "not a regular file"
 
 
 def sources_digest(root):
@@ -115,9 +106,7 @@ def sources_digest(root):
         dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
         for name in dirnames + sorted(filenames):
             path = Path(dirpath) / name
-            mode = path.lstat().st_mode
-            if not (stat.S_ISDIR(mode) or stat.S_ISREG(mode)):
-                what = "a symbolic link" if stat.S_ISLNK(mode) else "not a regular file"
+            if what := _odd(path):
                 raise NotUsed(f"{path.relative_to(base.parent).as_posix()} is {what}; the cache key covers "
                               "only the files under reference/ themselves")
             if name in filenames and not name.endswith((".pyc", ".pyo")):
@@ -320,7 +309,7 @@ class Outcome:
 
     directory: str
     key: str = None  # the environment key
-    hits: list = field(default_factory=list)  # case ids answered from the cache
+    from_cache: list = field(default_factory=list)  # case ids answered from the cache
     stored: list = field(default_factory=list)
     damaged: list = field(default_factory=list)  # entries found but not trusted
     notes: list = field(default_factory=list)
@@ -328,9 +317,7 @@ class Outcome:
     seconds: float = 0.0  # the runner's time spent on the cache (keys, checks, copies, storing)
 
     def to_dict(self):
-        return {"directory": self.directory, "key": self.key, "from_cache": list(self.hits),
-                "stored": list(self.stored), "damaged": list(self.damaged), "notes": list(self.notes),
-                "not_used": self.not_used, "seconds": round(self.seconds, 4)}
+        return dict(asdict(self), seconds=round(self.seconds, 4))
 
 
 class ReferenceCache:
@@ -338,7 +325,7 @@ class ReferenceCache:
     `refused` says why, the outcome holds that one note, and fetch and store do nothing."""
 
     def __init__(self, root, directory=None, environ=None):
-        self.root, self.refused, self.key, self._keys = Path(root), None, None, {}
+        self.root, self.refused, self.key = Path(root), None, None
         self.outcome = Outcome(directory=None)
         try:
             try:
@@ -362,8 +349,7 @@ class ReferenceCache:
                                       "afresh (docs/runner.md, \"The reference cache\")")
 
     def _entry(self, spec, assets):
-        key = self._keys[spec["id"]] = case_key(self.env_key, spec, assets)
-        return self.base / key
+        return self.base / case_key(self.env_key, spec, assets)
 
     def fetch(self, specs, assets, out_dir):
         """Write the output of every case found in the cache into out_dir (the very bytes checked
@@ -389,8 +375,8 @@ class ReferenceCache:
             for name, data in contents.items():
                 (out_dir / name).parent.mkdir(parents=True, exist_ok=True)
                 (out_dir / name).write_bytes(data)
-            answered[spec["id"]] = dict(status, from_cache=self._keys[spec["id"]])
-            self.outcome.hits.append(spec["id"])
+            answered[spec["id"]] = dict(status, from_cache=entry.name)
+            self.outcome.from_cache.append(spec["id"])
         for why, ids in list(untrusted.items())[:3]:
             self.outcome.notes.append(f"reference cache: {len(ids)} entry(ies) not trusted, run afresh and replaced "
                                       f"({why}): {', '.join(ids[:5])}{' ...' if len(ids) > 5 else ''}")
@@ -425,12 +411,11 @@ class ReferenceCache:
             for name, path in found.items():
                 size, sha = files[name]
                 try:
-                    data = _read(path, size)
+                    contents[name] = _read(path, size)
                 except Untrusted:
-                    data = None
-                if data is None or len(data) != size or hashlib.sha256(data).hexdigest() != sha:
+                    contents[name] = None
+                if contents[name] is None or hashlib.sha256(contents[name]).hexdigest() != sha:
                     raise Untrusted(f"{name} does not match its manifest")
-                contents[name] = data
         except (OSError, ValueError, TypeError, AttributeError) as exc:
             raise Untrusted(f"it cannot be read ({exc})") from None
         return status, contents, dirs
@@ -515,11 +500,17 @@ def _case_tree(out_dir, case_id):
     """({relative name: path} of the files of a case's output in out_dir, [its directories]);
     Untrusted when any of it is a symbolic link or a special file."""
     found, dirs = {}, []
-    for name in case_files(case_id):
-        if os.path.lexists(out_dir / name):
-            tree = _tree(out_dir / name)
-            if tree is None:
-                raise Untrusted(f"{name} is or holds a symbolic link or a special file")
-            found.update(tree)
-            dirs += [name] if is_dir(out_dir / name) else []
+    for top in case_files(case_id):
+        if is_dir(out_dir / top):
+            dirs.append(top)
+            walk = os.walk(out_dir / top)
+        else:
+            walk = [(out_dir, [], [top])] if os.path.lexists(out_dir / top) else []
+        for dirpath, dirnames, filenames in walk:
+            for name in dirnames + filenames:
+                path = Path(dirpath) / name
+                if _odd(path):
+                    raise Untrusted(f"{top} is or holds a symbolic link or a special file")
+                if name in filenames:
+                    found[path.relative_to(out_dir).as_posix()] = path
     return found, dirs
