@@ -1,12 +1,5 @@
-"""Writing a file the runner produces (a report, an export, an inspect page) so that a reader never
-sees half of it: the bytes go to a temporary file beside it, which then replaces it in one rename.
-
-Before anything runs, each path the command line names for an output is checked (check_outputs):
-whatever is at it must be a regular file (a device, a pipe, a directory, or a symbolic link to one
-is refused: a rename would replace the device or the pipe itself), it must not lie in the
-checkout's golden/ or cases/ directory nor in the --golden-dir / --cases-dir in use (symbolic
-links followed), two outputs must not share one path, and its directory must exist or be makable.
-Each refusal is an InputError: one line, exit 2."""
+"""The runner's output files: written whole (a temporary file beside the path, then one rename),
+and checked before anything runs (check_outputs: each refusal an InputError, one line, exit 2)."""
 
 import errno
 import os
@@ -22,7 +15,7 @@ _KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"), (
 
 
 def file_kind(mode):
-    """What a file that is not a regular one is, in words, from its st_mode."""
+    """What a file that is not a regular one is, in words."""
     return next((name for test, name in _KINDS if test(mode)), "not a regular file")
 
 
@@ -30,7 +23,7 @@ WHAT = {"--report": "JSON report", "the JSON report": "JSON report", "--html": "
 
 
 def umask():
-    """The process's umask (what a new ordinary file's or directory's mode leaves out)."""
+    """The process's umask."""
     mask = os.umask(0)
     os.umask(mask)
     return mask
@@ -51,9 +44,8 @@ def not_regular(path):
 
 
 def write_atomically(path, data):
-    """path holds either what it held before or all of data (bytes, or str written as UTF-8).
-    A path where something other than a regular file is (a device, a pipe, a directory) is refused
-    with an OSError, never replaced."""
+    """path holds either what it held before or all of data (bytes, or str as UTF-8). Something
+    other than a regular file at path (a device, a pipe, a directory) is an OSError, never replaced."""
     path = Path(path)
     if isinstance(data, str):
         data = data.encode("utf-8")
@@ -80,32 +72,19 @@ def _real(path):
         return Path(os.path.abspath(path))
 
 
-def _inside(path, directory):
-    try:
-        path.relative_to(directory)
-        return True
-    except ValueError:
-        return False
-
-
 def _makable(directory):
     """Why files cannot be made in directory (created with its parents if missing), or None."""
-    here = Path(directory)
-    while True:
+    for here in (Path(directory), *Path(directory).parents):
         try:
             info = os.stat(here)
-        except (FileNotFoundError, NotADirectoryError):  # made with its parents; the nearest existing one decides
-            if here.parent == here:
-                return "no part of it exists"
-            here = here.parent
+        except (FileNotFoundError, NotADirectoryError):  # made with its parents
             continue
         except OSError as exc:
             return f"{here} cannot be looked at ({exc.strerror or exc})"
         if not stat.S_ISDIR(info.st_mode):
             return f"{here} is not a directory"
-        if not os.access(here, os.W_OK | os.X_OK):
-            return f"{here} is not writable"
-        return None
+        return None if os.access(here, os.W_OK | os.X_OK) else f"{here} is not writable"
+    return "no part of it exists"
 
 
 def _plain_name(option, path):
@@ -123,21 +102,20 @@ def _resolved(option, path, shown, guarded):
     except (OSError, RuntimeError) as exc:  # a loop of symbolic links
         raise InputError(f"{option} {shown}: the path cannot be resolved ({exc}); choose another path") from None
     for what, directory in guarded:
-        if _inside(resolved, directory):
+        if resolved.is_relative_to(directory):
             raise InputError(f"{option} {shown}: it lies in {what} ({directory}), which the runner reads and never "
                              "writes an output into; choose a path outside it")
     return resolved
 
 
 def check_outputs(outputs, protected, reserved=(), directories=()):
-    """Refuse, before anything runs, the outputs a command would write (module docstring), each
-    with an InputError: one line saying what was found and what to do.
-    outputs: [(option, path)] of the files to write, e.g. ("--html", Path("r.html")); no two may
-    name the same file. protected: [(what, directory)] no output may lie in, e.g. ("the goldens",
-    golden/). reserved: [(what, path, options)]: a file the given options may not replace (the
-    report being shown, the runner's own JSON reports). directories: [(option, path)] of
-    directories files are written into (export's --out): only the protected rule applies, and what
-    is there must be a directory."""
+    """Refuse, before anything runs, an output that is not (or cannot be) a regular file, lies in a
+    protected directory, replaces a reserved file, shares a path with another, or whose directory
+    cannot be made.
+    outputs: [(option, path)] of the files to write, e.g. ("--html", Path("r.html")).
+    protected: [(what, directory)] no output may lie in (symbolic links followed), e.g. golden/.
+    reserved: [(what, path, options)]: a file the given options may not replace.
+    directories: [(option, path)] written into (export's --out): protected, and a directory."""
     seen = {}
     guarded = [(what, _real(d)) for what, d in protected]
     for option, path in directories:
