@@ -112,14 +112,10 @@ def carriers(owner=None, tag=None):
     """{pid: token} of the other processes whose environment carries the token `owner` (ours by
     default; any token when owner is ""), or, given `tag`, that engine run's tag."""
     found = {}
-    try:
-        entries = [e for e in os.listdir("/proc") if e.isdigit() and int(e) != os.getpid()]
-    except OSError:
-        return found
     wanted = "" if owner == "" else (owner or token())
-    for entry in entries:
+    for pid in _pids():
         try:
-            with open(f"/proc/{entry}/environ", "rb") as fh:
+            with open(f"/proc/{pid}/environ", "rb") as fh:
                 environ = fh.read()
         except OSError:
             continue
@@ -128,8 +124,9 @@ def carriers(owner=None, tag=None):
         values = dict(item.decode("ascii", "replace").split("=", 1) for item in environ.split(b"\0")
                       if item.startswith((f"{ENV}=".encode(), f"{RUN_ENV}=".encode())))
         value = values.get(ENV)
-        if value is not None and (values.get(RUN_ENV) == tag if tag is not None else wanted in ("", value)):
-            found[int(entry)] = value
+        if value is not None and pid != os.getpid() and (
+                values.get(RUN_ENV) == tag if tag is not None else wanted in ("", value)):
+            found[pid] = value
     return found
 
 
@@ -203,49 +200,45 @@ def _prctl(option, arg):
         return None
 
 
-def _children():
+def _pids():
+    try:
+        return [int(e) for e in os.listdir("/proc") if e.isdigit()]
+    except OSError:
+        return []
+
+
+def _table():
     """{pid: (parent pid, state)} of every process, from /proc (empty without it)."""
     found = {}
-    try:
-        entries = [e for e in os.listdir("/proc") if e.isdigit()]
-    except OSError:
-        return found
-    for entry in entries:
+    for pid in _pids():
         try:
-            fields = _stat_fields(entry)
-            found[int(entry)] = (int(fields[1]), fields[0][:1])
+            fields = _stat_fields(pid)
+            found[pid] = (int(fields[1]), fields[0][:1])
         except (OSError, ValueError, IndexError):
             continue
     return found
 
 
-def adopted():
-    """The pids of the children this process adopted as a subreaper and that are still there
-    (zombies included): children it neither had when guard() began nor started as an engine."""
-    with _lock:
-        if _adopting is None:
-            return []
-        mine = dict(_adopting["mine"])
-    me = os.getpid()
-    return sorted(pid for pid, (ppid, _) in _children().items()
-                  if ppid == me and not (pid in mine and mine[pid] == start_ticks(pid)))
-
-
 def kill_adopted():
-    """SIGKILL every process this runner adopted, with its whole subtree (one that forks as it is
-    killed is adopted in turn: looked at again, for up to ADOPTED_GRACE seconds), and reap them.
-    Returns the pids killed."""
+    """SIGKILL every process this runner adopted as a subreaper (a child it neither had when
+    guard() began nor started as an engine), with its whole subtree, and reap them; one that forks
+    as it is killed is adopted in turn, looked at again for up to ADOPTED_GRACE seconds. Returns
+    the pids killed."""
     with _lock:
         if _adopting is None:
             return []
-        killed = set()
+        me, mine, killed = os.getpid(), _adopting["mine"], set()
         deadline = time.monotonic() + ADOPTED_GRACE
-        while theirs := adopted():
-            table = _children()
+        while True:
+            table = _table()
+            theirs = [pid for pid, (ppid, _) in table.items()
+                      if ppid == me and mine.get(pid, -1) != start_ticks(pid)]
+            if not theirs:
+                break
             subtree, todo = set(), list(theirs)
             while todo:
                 pid = todo.pop()
-                if pid not in subtree and pid != os.getpid():
+                if pid not in subtree and pid != me:
                     subtree.add(pid)
                     todo.extend(child for child, (ppid, _) in table.items() if ppid == pid)
             for pid in subtree:
@@ -362,7 +355,7 @@ def _adopt_begin():
     before = ctypes.c_int(0)
     if _prctl(PR_GET_CHILD_SUBREAPER, ctypes.byref(before)) != 0 or _prctl(PR_SET_CHILD_SUBREAPER, 1) != 0:
         return
-    mine = [pid for pid, (ppid, _) in _children().items() if ppid == os.getpid()] + list(_groups)
+    mine = [pid for pid, (ppid, _) in _table().items() if ppid == os.getpid()] + list(_groups)
     _adopting = {"before": bool(before.value), "mine": {pid: start_ticks(pid) for pid in mine}}
 
 
