@@ -2,6 +2,7 @@
 decoding golden tensors (docs/goldens.md)."""
 
 import errno
+import functools
 import json
 import math
 import os
@@ -15,9 +16,6 @@ from .compare import Tensor
 from .files import file_kind
 from .plain import plain
 
-NON_FINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
-
-
 class DocumentError(ValueError):
     """A document that cannot be read or does not have the expected form; the message says where."""
 
@@ -28,82 +26,47 @@ def _no_bare_constant(token):
 
 MAX_BYTES = 64 << 20  # a document larger than this is refused unread (the largest today, a report, is ~1 MB)
 
-
-# The parser's fast path: orjson, about three times faster than the stdlib's json on the engines'
-# documents, mostly arrays of float64 (its check below included). Its result is taken only where
-# it is the stdlib's to the bit: the same values, the same types, the same float64 bits. The two parsers
-# agree on every valid JSON text but in four ways, each of which sends the text to the stdlib:
-# orjson refuses what json accepts (bare NaN / Infinity, numbers beyond the float64 range, lone
-# surrogate escapes: orjson raises, and json gives the result or the error it always gave); it
-# reads an integer beyond 64 bits as a float (json as an int), so a float of magnitude 2**63 or
-# more, which only such an integer or a float that large gives, is read again by json; it
-# parses nesting deeper than json's recursion limit, which the runner's later walks (the schema
-# validator) would then hit, so a document nested deeper than FAST_DEPTH is read again by json
-# too; and it keeps the last of two equal keys in an object without a word, where the strict
-# parser refuses the document (_unique_keys: a duplicate key can hide a value, a second "outputs"
-# replacing the first). orjson's result cannot show a key it dropped, so the text tells: outside
-# strings, a colon is only ever the separator of one key and its value, so the text's colons less
-# those inside the parsed strings are the pairs the text wrote, which equal the keys of the parsed
-# objects exactly when no key was dropped. A colon written as the escape \u003a would break the
-# count, so a text with any \u escape goes to json too (no golden or catalogue file has one).
-# It saves about 0.4 s of the runner's CPU in a cached full run (docs/journal/2026-12-04-
-# accelerators.md); VERIFY_PLAIN=1 (verify/plain.py) turns it off. tests/test_parse.py checks the
-# agreement, with and without VERIFY_PLAIN, on generated and mutated texts and every golden.
+# The fast path (off with VERIFY_PLAIN=1): orjson, about three times faster than json, taken only
+# where its result is json's to the bit. Everything else goes to json, which gives its result or
+# its error: what orjson refuses (bare NaN, numbers beyond float64, lone surrogates); a float of
+# magnitude 2**63 or more (orjson reads an integer beyond 64 bits as one); nesting deeper than
+# FAST_DEPTH (json's recursion limit would hit later walks); and a key named twice, which orjson
+# keeps silently: outside strings a colon only ever separates a key from its value, so the text's
+# colons less those inside its strings must equal the parsed keys (a \u escape may spell a colon,
+# so a text with one goes to json). tests/test_parse.py checks the agreement.
 FAST_DEPTH = 64  # the engines' documents nest 5 deep; json refuses about 1000
 _BIG = 2.0 ** 63
-_SCALARS = frozenset((int, float, str, bool, type(None)))
-_NOT_FAST = object()
-
-
-def _same_as_json(value):
-    """(whether orjson's `value` is what json gives for the same text: it nests at most FAST_DEPTH
-    deep and holds no float of magnitude 2**63 or more; the number of its objects' keys; a
-    function counting the colons in its strings, keys and values). One pass in C per list and
-    object."""
-    stack, keys, dicts, stringy = [(value, 1)], 0, [], [[value]] if type(value) is str else []
-    while stack:
-        node, depth = stack.pop()
-        if type(node) not in (dict, list):
-            if type(node) is float and not -_BIG < node < _BIG:
-                return False, keys, None
-            continue
-        if depth > FAST_DEPTH:
-            return False, keys, None
-        if type(node) is dict:
-            keys += len(node)
-            dicts.append(node)
-        items = node.values() if type(node) is dict else node
-        types = set(map(type, items))
-        if float in types:
-            floats = items if types == {float} else [v for v in items if type(v) is float]
-            if floats and not (-_BIG < min(floats) and max(floats) < _BIG):
-                return False, keys, None
-        if str in types:
-            stringy.append(items)
-        if not types <= _SCALARS:
-            stack.extend((v, depth + 1) for v in items if type(v) in (dict, list))
-
-    def colons():
-        return (sum("".join(d).count(":") for d in dicts)
-                + sum("".join(v for v in items if type(v) is str).count(":") for items in stringy))
-    return True, keys, colons
 
 
 def _fast(data):
-    """orjson's reading of `data` (bytes or str) when it is json's to the bit, else _NOT_FAST
-    (always with VERIFY_PLAIN)."""
-    if plain():
-        return _NOT_FAST
+    """orjson's reading of `data` (bytes or str) when it is json's to the bit, else None (json
+    reads a text that is `null` as None too)."""
+    if plain() or (b"\\u" if isinstance(data, bytes) else "\\u") in data:
+        return None
     try:
         value = orjson.loads(data)
     except orjson.JSONDecodeError:
-        return _NOT_FAST
-    same, keys, colons = _same_as_json(value)
-    escape, colon = (b"\\u", b":") if isinstance(data, bytes) else ("\\u", ":")
-    if not same or (escape[:1] in data and escape in data):  # a \u escape may spell a colon (no backslash: 0.1 ms)
-        return _NOT_FAST
-    pairs = data.count(colon) - colons()  # the text's colons outside strings: one per key written
-    return value if pairs == keys else _NOT_FAST  # a key dropped: json names it
+        return None
+    keys = colons = 0
+    stack = [([value], 0)]
+    while stack:  # each list and object in one pass in C: the set of its items' types
+        node, depth = stack.pop()
+        if depth > FAST_DEPTH:
+            return None
+        if type(node) is dict:
+            keys += len(node)
+            colons += "".join(node).count(":")
+            node = node.values()
+        types = set(map(type, node))
+        if float in types:
+            floats = node if types == {float} else [v for v in node if type(v) is float]
+            if not (-_BIG < min(floats) and max(floats) < _BIG):
+                return None
+        if str in types:
+            colons += "".join(v for v in node if type(v) is str).count(":")
+        if dict in types or list in types:
+            stack += [(v, depth + 1) for v in node if type(v) in (dict, list)]
+    return value if data.count(b":" if isinstance(data, bytes) else ":") - colons == keys else None
 
 
 def _unique_keys(pairs):
@@ -121,7 +84,7 @@ def parse(text):
     """JSON text to Python values; bare NaN / Infinity (which Python's json accepts) are refused,
     and so are a key named twice in one object and nesting too deep for the parser."""
     value = _fast(text)
-    return value if value is not _NOT_FAST else _parse_stdlib(text)
+    return value if value is not None else _parse_stdlib(text)
 
 
 def _parse_stdlib(text):
@@ -131,13 +94,11 @@ def _parse_stdlib(text):
                             "(RFC 8259); save it as UTF-8 without one")
     try:
         return json.loads(text, parse_constant=_no_bare_constant, object_pairs_hook=_unique_keys)
-    except DocumentError:
-        raise
     except json.JSONDecodeError as exc:
         raise DocumentError(f"not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})") from None
     except RecursionError:
         raise DocumentError("not a document the runner reads: its arrays or objects are nested too deeply") from None
-    except ValueError as exc:
+    except ValueError as exc:  # a bare constant, a key named twice (a DocumentError already)
         raise DocumentError(str(exc)) from None
 
 
@@ -159,17 +120,15 @@ def read_bytes(path, limit=MAX_BYTES, follow_links=True):
             raise DocumentError(f"it is {file_kind(info.st_mode)}, not a regular file")
         if info.st_size > limit:
             raise DocumentError(f"it holds {info.st_size} bytes, more than the {limit} allowed")
-        chunks, size = [], 0
-        want = info.st_size + 1  # the whole file and a byte more in one read (a 1 MB buffer per read cost more than the read)
-        while size <= limit:
-            chunk = os.read(fd, min(max(want - size, 1 << 16), limit + 1 - size))
+        data = b""
+        while len(data) <= limit:  # as a rule one read: the whole file and a byte more
+            chunk = os.read(fd, max(info.st_size + 1 - len(data), 1 << 16))
             if not chunk:
                 break
-            chunks.append(chunk)
-            size += len(chunk)
-        if size > limit:
+            data += chunk
+        if len(data) > limit:
             raise DocumentError(f"it holds more than the {limit} bytes allowed")
-        return b"".join(chunks)
+        return data
     except OSError as exc:
         raise DocumentError(f"cannot read it ({exc.strerror or exc})") from None
     finally:
@@ -185,7 +144,7 @@ def parse_bytes(data):
     """As read(), for a file's bytes already in memory (UTF-8); line ends are translated as read()'s
     text mode does, so an error names the same line and column."""
     value = _fast(data)
-    if value is not _NOT_FAST:
+    if value is not None:
         return value
     try:
         text = data.decode("utf-8")
@@ -198,8 +157,7 @@ def parse_bytes(data):
 
 class Schemas:
     """The suite's JSON Schemas (Draft 2020-12), loaded once; golden.schema.json refers to the
-    case definition in catalogue.schema.json. The validators are built, and jsonschema imported,
-    at the first check."""
+    case definition in catalogue.schema.json. jsonschema is imported at the first check."""
 
     NAMES = ("catalogue", "golden", "report")
 
@@ -212,28 +170,23 @@ class Schemas:
                 self._raw[name] = json.loads(path.read_text(encoding="utf-8"))
             except (OSError, ValueError) as exc:
                 raise DocumentError(f"cannot load the schema {path} ({exc})") from None
-        self._built = None
 
-    def _build(self):
-        """({name: validator}, the quick golden check), built once."""
-        if self._built is None:
-            from jsonschema import Draft202012Validator
-            from referencing import Registry, Resource
+    @functools.cached_property
+    def _registry(self):
+        from referencing import Registry, Resource
 
-            registry = Registry().with_resources(
-                (doc["$id"], Resource.from_contents(doc)) for doc in self._raw.values()
-            )
-            self._built = ({n: Draft202012Validator(doc, registry=registry) for n, doc in self._raw.items()},
-                           _GoldenQuick(self._raw["golden"], registry))
-        return self._built
+        resources = ((doc["$id"], Resource.from_contents(doc)) for doc in self._raw.values())
+        return Registry().with_resources(resources)
 
-    @property
+    @functools.cached_property
     def _validators(self):
-        return self._build()[0]
+        from jsonschema import Draft202012Validator
 
-    @property
+        return {n: Draft202012Validator(doc, registry=self._registry) for n, doc in self._raw.items()}
+
+    @functools.cached_property
     def _golden_quick(self):
-        return self._build()[1]
+        return _GoldenQuick(self._raw["golden"], self._registry)
 
     def check(self, name, document):
         """Raise DocumentError naming the first place where document breaks schema `name`."""
@@ -249,61 +202,39 @@ class Schemas:
         raise DocumentError(f"at {where}: {_short(error.message)} (schema {name}.schema.json)")
 
 
-# What golden.schema.json allows in a tensor's `data`, per dtype, as Python types of json.loads:
-# "number" is int or float (never bool), "integer" is int or a float with no fractional part
-# (jsonschema's rule: 2.0 is an integer), and a float64 may be one of the three strings.
-_NUMBER_TYPES = frozenset((int, float))
-NON_FINITE_STRINGS = frozenset(("NaN", "Infinity", "-Infinity"))
+NON_FINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 
 
 def _items_valid(dtype, data):
-    """Whether every item of a tensor's data list is what golden.schema.json allows for dtype.
-    The common case costs one pass in C (the set of the items' types)."""
+    """Whether every item of a tensor's data is what golden.schema.json allows for dtype: a number
+    (never a bool); for int64 without a fraction (jsonschema's rule: 2.0 is an integer); for
+    float64 also one of the strings of NON_FINITE. Mostly one pass in C."""
     types = set(map(type, data))
-    if types <= _NUMBER_TYPES:
+    if types <= {int, float}:
         return dtype != "int64" or float not in types or all(v.is_integer() for v in data if type(v) is float)
     if dtype == "int64" or not types <= {int, float, str}:
         return False
-    return all(v in NON_FINITE_STRINGS for v in data if type(v) is str)
+    return all(v in NON_FINITE for v in data if type(v) is str)
 
 
 class _GoldenQuick:
-    """Decides that a document is valid under golden.schema.json without walking every data item
-    (and every tensor) through the schema validator, which costs about 10 us per value: about 20 s
-    of the runner's CPU in a cached full run (docs/journal/2026-12-04-accelerators.md). VERIFY_PLAIN=1
-    (verify/plain.py) leaves every document to the full validator.
+    """Shows a document valid under golden.schema.json without walking every data item through the
+    validator (about 10 us a value, some 20 s of a cached full run; off with VERIFY_PLAIN=1). The
+    schema constrains a tensor's data only through `items`, by dtype, and every tensor by the same
+    two definitions, so: the document is validated with its tensors taken out; each tensor name and
+    each distinct tensor body without its data once (a run has few of each); the data items by
+    _items_valid, the one rule restated here. False means "not shown valid": Schemas.check then
+    runs the full validator, whose best error is the message."""
 
-    The schema constrains a tensor's data only through `items`, by dtype, and every tensor of
-    `inputs` / `outputs` by the same two definitions (`tensors`: the name pattern; `tensor`: the
-    body). So: the document is validated with `inputs` and `outputs` emptied; each tensor name
-    alone, by the rule `tensors` gives names; each tensor body with its data emptied, once per
-    distinct body (dtype, shape, keys: the few of a run, each seen thousands of times); and the
-    data items by _items_valid. All of it goes through the schema itself; only the items rule is
-    restated, and tests/test_documents.py fuzzes Schemas.check with and without VERIFY_PLAIN.
-
-    valid() returning False means "not shown valid": Schemas.check then runs the full validator,
-    whose best error is the message, so a refused document is described exactly as before."""
-
-    STUB = {"dtype": "int64", "shape": [], "data": []}  # a valid tensor body, to validate names alone
-    TENSORS_KEYWORDS = frozenset(("type", "propertyNames", "additionalProperties", "description", "title"))
+    STUB = {"dtype": "int64", "shape": [], "data": []}  # a valid tensor body, to validate a name alone
 
     def __init__(self, schema, registry):
         from jsonschema import Draft202012Validator
 
-        base = schema["$id"]
         self.top = Draft202012Validator(schema, registry=registry)
-        self.tensor = Draft202012Validator({"$ref": f"{base}#/$defs/tensor"}, registry=registry)
-        self.tensors = Draft202012Validator({"$ref": f"{base}#/$defs/tensors"}, registry=registry)
-        # A name alone, through the rule `tensors` gives names (a pattern), when that is all the
-        # map asks of its keys: a tenth of the cost of a map {name: STUB}, for hundreds of names.
-        tensors = schema["$defs"]["tensors"]
-        names_only = set(tensors) <= self.TENSORS_KEYWORDS and tensors.get("additionalProperties") == {"$ref": "#/$defs/tensor"}
-        self.name = Draft202012Validator({"$ref": f"{base}#/$defs/tensors/propertyNames"}, registry=registry) \
-            if names_only and "propertyNames" in tensors else None
-        self._bodies = {}  # repr of a body without its data -> whether the schema accepts it
-
-    def _name_ok(self, name):
-        return self.name.is_valid(name) if self.name is not None else self.tensors.is_valid({name: self.STUB})
+        self.tensor, self.tensors = (Draft202012Validator({"$ref": f"{schema['$id']}#/$defs/{d}"},
+                                                          registry=registry) for d in ("tensor", "tensors"))
+        self._names, self._bodies = {}, {}  # name / repr of a body without its data -> whether valid
 
     def _body_ok(self, body):
         if not (isinstance(body, dict) and isinstance(body.get("data"), list)):
@@ -323,7 +254,9 @@ class _GoldenQuick:
             if not isinstance(tensors, dict):
                 continue  # the top-level validation refuses it
             for name, body in tensors.items():
-                if not (self._name_ok(name) and self._body_ok(body)):
+                if name not in self._names:
+                    self._names[name] = self.tensors.is_valid({name: self.STUB})
+                if not (self._names[name] and self._body_ok(body)):
                     return False
             skeleton[part] = {}
         return self.top.is_valid(skeleton)
@@ -349,9 +282,8 @@ def decode_tensor(doc, where):
         raise DocumentError(f"at {where}: shape {list(shape)} needs {expected} values, data has {len(data)}")
     try:
         if doc["dtype"] == "float64":
-            # numpy reads the schema's only strings, "NaN", "Infinity" and "-Infinity", as the values
-            # they name (the same bits as NON_FINITE's); a non-finite value is then checked to come
-            # from one of them, not from a number beyond the range of float64 (1e999)
+            # numpy reads the strings of NON_FINITE as the values they name; any other non-finite
+            # value came from a number beyond the range of float64 (1e999)
             values = np.array(data, dtype=np.float64)
             finite = np.isfinite(values)
             for i in np.flatnonzero(~finite):
@@ -360,7 +292,7 @@ def decode_tensor(doc, where):
             if data and not (-(2 ** 63) <= min(data) and max(data) <= 2 ** 63 - 1):
                 i = next(i for i, v in enumerate(data) if not -(2 ** 63) <= v <= 2 ** 63 - 1)
                 raise DocumentError(f"at {where}: data[{i}] is {data[i]!r}, beyond the range of int64")
-            values = np.array(data, dtype=np.float64) + 0.0  # as float64: exact up to 2**53; -0.0 (an integer 0) is 0
+            values = np.array(data, dtype=np.float64) + 0.0  # exact up to 2**53; -0.0 (an integer 0) is 0
             finite = np.isfinite(values)
     except DocumentError:
         raise
