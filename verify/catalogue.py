@@ -34,15 +34,12 @@ class Case:
         return self.spec["op"]
 
 
-# Limits of a catalogue (docs/runner.md, "Limits"), from the largest case today: a catalogue file
-# of 10 KB, a shape of 256 elements (gelu.normal), an integer of 13,523 (a token id) and a count of
-# 9,600 (train.reversal's n_train). Well above those, well below what would exhaust the machine.
+# Limits of a catalogue (docs/runner.md, "Limits"): well above the largest case today (a 10 KB file,
+# 256 elements, the integer 13,523), well below what would exhaust the machine.
 MAX_FILE_BYTES = 1 << 20  # one catalogue file
 MAX_SHAPE_ELEMENTS = 1 << 16  # the product of a shape list (config `shape`, `*_shape`, `lead`, `table`, `shapes[i]`)
 MAX_INTEGER = 100_000  # any integer in a config (a count, a size, an index, a token id)
-# An engine writes <id>.json, and for some kinds <id>.full.json, <id>.states/, <id>.replay/ beside
-# it (verify/layout.py): an id that is another id plus one of these suffixes would share its files.
-RESERVED_SUFFIXES = layout.RESERVED_SUFFIXES
+RESERVED_SUFFIXES = layout.RESERVED_SUFFIXES  # an id that is another id plus one would share its files
 
 
 def load(cases_dir, schemas, display=lambda p: p):
@@ -64,7 +61,7 @@ def _load(cases_dir, schemas, display):
     files = sorted(cases_dir.glob("*.json"))
     if not files:
         raise InputError(f"no catalogue files (*.json) in {display(cases_dir)}; add cases there (docs/runner.md)")
-    cases, seen, folded = [], {}, {}
+    cases, folded = [], {}  # case id in lower case -> its case
     for path in files:
         try:
             data = read_bytes(path, limit=MAX_FILE_BYTES)
@@ -82,19 +79,16 @@ def _load(cases_dir, schemas, display):
             if problem:
                 raise InputError(f"case '{case.id}' in {display(path)} is too large: {problem}; make it smaller "
                                  "(docs/runner.md, \"Limits\")")
-            if case.id in seen:
-                raise InputError(
-                    f"duplicate case id '{case.id}' in {display(seen[case.id].file)} and {display(path)}; "
-                    "ids must be unique across the suite"
-                )
-            if case.id.lower() in folded:
-                other = folded[case.id.lower()]
+            other = folded.setdefault(case.id.lower(), case)
+            if other is not case and other.id == case.id:
+                raise InputError(f"duplicate case id '{case.id}' in {display(other.file)} and {display(path)}; "
+                                 "ids must be unique across the suite")
+            if other is not case:
                 raise InputError(
                     f"case ids '{other.id}' ({display(other.file)}) and '{case.id}' ({display(path)}) differ only in "
                     "case, so their goldens would be one file where file names ignore case; rename one")
-            seen[case.id] = case
-            folded[case.id.lower()] = case
             cases.append(case)
+    seen = {case.id: case for case in cases}
     for case in cases:
         for suffix in RESERVED_SUFFIXES:
             base = seen.get(case.id[: -len(suffix)]) if case.id.endswith(suffix) else None
@@ -128,21 +122,18 @@ def _is_int(v):
     return isinstance(v, int) and not isinstance(v, bool)
 
 
-def _shape_lists(config):
-    for key, value in config.items():
-        if key in ("shape", "lead", "table") or key.endswith("_shape"):
-            yield f"config.{key}", value
-        elif key == "shapes" and isinstance(value, list):
-            for i, item in enumerate(value):
-                yield f"config.{key}[{i}]", item
-
-
 def size_problem(spec):
     """Why a case exceeds the limits (MAX_SHAPE_ELEMENTS, MAX_INTEGER), or None."""
     config = spec.get("config") if isinstance(spec, dict) else None
     if not isinstance(config, dict):
         return None
-    for where, value in _shape_lists(config):
+    shapes = []  # (where, a shape list), in the config's order
+    for key, value in config.items():
+        if key in ("shape", "lead", "table") or key.endswith("_shape"):
+            shapes.append((f"config.{key}", value))
+        elif key == "shapes" and isinstance(value, list):
+            shapes += [(f"config.{key}[{i}]", item) for i, item in enumerate(value)]
+    for where, value in shapes:
         if isinstance(value, list) and value and all(_is_int(v) and v >= 0 for v in value):
             elements = math.prod(value)
             if elements > MAX_SHAPE_ELEMENTS:

