@@ -163,6 +163,9 @@ def _short(text, width=80):
     return text if len(text) <= width else text[:width - 3] + ("..." if isinstance(text, str) else b"...")
 
 
+_SHORT = "an engine prints one short JSON status line per case"
+
+
 class ProtocolError(InputError):
     """An engine broke docs/protocol.md on stdout; the run stops at once."""
 
@@ -181,12 +184,13 @@ class StatusReader:
         self.started, self.first_at = time.monotonic(), None  # first_at: seconds before the first case began
         self._buffer, self._total, self._number = b"", 0, 0
 
+    def _refused(self, what, rule="an engine prints one JSON status per case"):
+        return ProtocolError(f"the {self.name} engine {what}{'; ' + rule if rule else ''} (docs/protocol.md)")
+
     def feed(self, data):
         self._total += len(data)
         if self._total > self.max_bytes:
-            raise ProtocolError(
-                f"the {self.name} engine printed more than {self.max_bytes} bytes on stdout and was stopped; "
-                "an engine prints one short JSON status line per case (docs/protocol.md)")
+            raise self._refused(f"printed more than {self.max_bytes} bytes on stdout and was stopped", _SHORT)
         *lines, self._buffer = (self._buffer + data).split(b"\n")
         for line in lines:
             self._line(line)
@@ -200,10 +204,8 @@ class StatusReader:
             self._buffer = b""
 
     def _too_long(self, number):
-        return ProtocolError(
-            f"the {self.name} engine printed a line longer than {self.max_line} bytes on stdout line "
-            f"{number} and was stopped; an engine prints one short JSON status line per case "
-            "(docs/protocol.md)")
+        return self._refused(f"printed a line longer than {self.max_line} bytes on stdout line {number} "
+                             "and was stopped", _SHORT)
 
     def _line(self, raw):
         self._number += 1
@@ -212,24 +214,22 @@ class StatusReader:
         try:
             line = raw.decode("utf-8")
         except UnicodeDecodeError:
-            raise ProtocolError(
-                f"the {self.name} engine printed a line that is not UTF-8 on stdout line {self._number}: "
-                f"{clean(repr(_short(raw)))}; an engine prints one JSON status per case (docs/protocol.md)"
-            ) from None
-        status = parse_status(line)
-        if status is None:
+            raise self._refused(f"printed a line that is not UTF-8 on stdout line {self._number}: "
+                                f"{clean(repr(_short(raw)))}") from None
+        try:
+            status = parse(line)  # strict JSON (verify/documents.py)
+        except DocumentError:
+            status = None
+        if not (isinstance(status, dict) and isinstance(status.get("id"), str)
+                and isinstance(status.get("ok"), bool)):
             what = "an empty line" if not line.strip() else "something that is not a status line"
-            raise ProtocolError(
-                f"the {self.name} engine printed {what} on stdout line {self._number}: "
-                f"{clean(repr(_short(line)))}; an engine prints one JSON status per case (docs/protocol.md)")
+            raise self._refused(f"printed {what} on stdout line {self._number}: {clean(repr(_short(line)))}")
         case_id = status["id"]
         if case_id not in self.wanted:
-            raise ProtocolError(f"the {self.name} engine reported case {clean(repr(_short(case_id)))}, "
-                                "which it was not sent (docs/protocol.md)")
+            raise self._refused(f"reported case {clean(repr(_short(case_id)))}, which it was not sent", None)
         if self._lines.setdefault(case_id, line) != line:  # the same line again is harmless
-            raise ProtocolError(f"the {self.name} engine printed a second, different status line for case "
-                                f"{clean(repr(case_id))} on stdout line {self._number}; an engine prints one "
-                                "status line per case (docs/protocol.md)")
+            raise self._refused(f"printed a second, different status line for case {clean(repr(case_id))} on "
+                                f"stdout line {self._number}", "an engine prints one status line per case")
         seconds = status.get("seconds")
         if "seconds" in status and not (type(seconds) in (int, float) and math.isfinite(seconds)
                                         and seconds >= 0):
@@ -239,18 +239,6 @@ class StatusReader:
         self.statuses[case_id] = status
         if self.on_status:
             self.on_status(status)
-
-
-def parse_status(line):
-    """A status line as a dict, or None when it is not one: a strict JSON object (documents.parse)
-    with a string `id` and a boolean `ok` (docs/protocol.md)."""
-    try:
-        status = parse(line)
-    except DocumentError:
-        return None
-    if isinstance(status, dict) and isinstance(status.get("id"), str) and isinstance(status.get("ok"), bool):
-        return status
-    return None
 
 
 class _StderrTail:
@@ -305,8 +293,9 @@ def run(engine, case_specs, out_dir, timeout, extra=None, on_status=None, kind=N
     try:
         started = time.monotonic()
         try:
-            proc = subprocess.Popen(engine.argv, cwd=engine.cwd, env=env, start_new_session=os.name == "posix",
-                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            pipe = subprocess.PIPE
+            proc = subprocess.Popen(engine.argv, cwd=engine.cwd, env=env, stdin=pipe, stdout=pipe, stderr=pipe,
+                                    start_new_session=os.name == "posix")
         except OSError as exc:
             hint = "check --port-cmd" if engine.name == "port" else "check the Python environment"
             raise InputError(f"cannot start the {engine.name} engine ({clean(engine.command)}): "

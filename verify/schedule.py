@@ -94,17 +94,16 @@ class Scheduler:
     def __init__(self, engine_list, cases, work_dir, timeout, jobs=2, progress=None):
         """engine_list: the reference and the port (in report order); cases: Cases; work_dir: each
         engine's directory goes there (verify/layout.py)."""
-        self.engines = {e.name: e for e in engine_list}
-        self.order = [e.name for e in engine_list]
+        engines = {e.name: e for e in engine_list}
+        self.order = list(engines)
         self.timeout, self.jobs, self.extra, self.progress = timeout, jobs, cases.extra or {}, progress
         self.costs = cases.costs if cases.costs is not None else estimate_costs(cases.specs)
         self.specs = {s["id"]: s for s in cases.specs}
         self.position = {s["id"]: i for i, s in enumerate(cases.specs)}
         self.expected = frozenset(cases.replays) & set(self.specs)  # the replays the caller will submit
         self.replays = {}  # case id -> its submitted replay request entry (without from_dir)
-        self.live = {name: Live(self.engines[name], layout.engine_dir(work_dir, name))
-                     for name in self.order}
-        self.live[REPLAY] = Live(self.engines["port"], layout.replay_dir(work_dir))
+        self.live = {name: Live(e, layout.engine_dir(work_dir, name)) for name, e in engines.items()}
+        self.live[REPLAY] = Live(engines["port"], layout.replay_dir(work_dir))
         self.answered = {name: dict(found) for name, found in (cases.answered or {}).items()
                          if name in self.live}
         for name, found in self.answered.items():
@@ -252,7 +251,7 @@ class Scheduler:
 
         live = self.live[label]
         specs = [self.specs[i] for i in ids]
-        return engines_mod.run(live.engine, specs, live.out_dir, self.timeout, extra=extra, on_status=on_status)
+        return engines_mod.run(live.engine, specs, live.out_dir, self.timeout, extra, on_status)
 
     def next_event(self, poll=0.5):
         """The next event (blocking; None once every process has ended). Polls, so that the
