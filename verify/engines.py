@@ -293,9 +293,8 @@ def run(engine, case_specs, out_dir, timeout, extra=None, on_status=None, kind=N
     try:
         started = time.monotonic()
         try:
-            pipe = subprocess.PIPE
-            proc = subprocess.Popen(engine.argv, cwd=engine.cwd, env=env, stdin=pipe, stdout=pipe, stderr=pipe,
-                                    start_new_session=os.name == "posix")
+            proc = subprocess.Popen(engine.argv, cwd=engine.cwd, start_new_session=True, env=env,
+                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         except OSError as exc:
             hint = "check --port-cmd" if engine.name == "port" else "check the Python environment"
             raise InputError(f"cannot start the {engine.name} engine ({clean(engine.command)}): "
