@@ -99,9 +99,9 @@ def js_kernel_bug(tmp_path):
 
 
 def test_the_forced_js_kernel_catches_a_js_kernel_bug_that_auto_misses(node, tmp_path):
-    from verify import assets
+    from verify import assets, models
 
-    assert assets.model_dir() is not None, f"the test extra installs the model: {assets.install_hint()}"
+    assert assets.model_dir() is not None, f"the test extra installs the model: {models.missing_reason()}"
     cli = js_kernel_bug(tmp_path)
 
     def verdict(port_cmd):
