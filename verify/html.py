@@ -1,40 +1,23 @@
-"""The report as one self-contained HTML file (`--html FILE`): no network, no external assets.
-
-Per case: the terminal explanation, a table of the compared tensors, heatmaps of reference, port
-and |port - reference| for every output matrix the report kept (attention weights first; drawn on
-<canvas> by a small inline script from inline JSON), overlaid per-step curves of the two engines
-for training runs with the step where they part marked (inline SVG), and decode tables. Failing
-cases come first and open; passing ones are folded (all open when the report is small).
-"""
+"""The report as one self-contained HTML file (`--html FILE`): per case the terminal explanation, a
+table of the compared tensors, overlaid per-step curves of training runs (inline SVG), decode tables
+and heatmaps of each output matrix (drawn on <canvas> by the inline script from inline JSON).
+Failing cases come first and open; passing ones are folded (all open when the report is small)."""
 
 import html
 import json
 import math
+from functools import partial
 
-from .axes import label
+from .axes import is_matrix_of_weights, label
 from .compare import DEFAULT_TOL
-from .report import Style, cache_lines, explanation, jsonable, loose_cases, reference_origin
+from .report import PLAIN, cache_lines, explanation, jsonable, loose_cases, number, reference_origin
 
 OPEN_ALL_UP_TO = 12  # cases; larger reports fold the passing ones
-
-
-class _Plain(Style):
-    def __init__(self):
-        self.on = False
+_num = partial(number, fmt=".3g")
 
 
 def _e(text):
     return html.escape(str(text), quote=True)
-
-
-def _num(x, fmt=".3g"):
-    if x is None:
-        return "-"
-    if isinstance(x, str):
-        return x
-    if isinstance(x, int):
-        return str(x)
-    return "0" if x == 0 else format(x, fmt)
 
 
 CSS = """
@@ -114,44 +97,32 @@ SCRIPT = r"""
 """
 
 
-def _cell(rows, cols):
-    return max(6, min(32, 300 // max(rows, cols, 1)))
-
-
 def _heatmaps(case, slices_out):
     parts = []
     for h in case.get("heatmaps") or []:
         axes = h["axes"]
-        is_weights = bool(axes) and len(axes) >= 2 and axes[-2:] == ["query", "key"]
-        title = f"{h['role']} {h['tensor']} — shape {tuple(h['shape'])}"
-        if axes:
-            title += f" ({' × '.join(axes)})"
+        title = f"{h['role']} {h['tensor']} — shape {tuple(h['shape'])}" + (f" ({' × '.join(axes)})" if axes else "")
         badge = "" if h["passed"] else ' <span class="fail">differs</span>'
-        parts.append(f'<h3 class="matrix{" weights" if is_weights else ""}" data-tensor="{_e(h["tensor"])}">'
-                     f'{_e(title)}{badge}</h3>')
+        parts.append(f'<h3 class="matrix{" weights" if is_matrix_of_weights(axes) else ""}" '
+                     f'data-tensor="{_e(h["tensor"])}">{_e(title)}{badge}</h3>')
         if h["slices_total"] > len(h["slices"]):
             parts.append(f'<p class="legend">{len(h["slices"])} of {h["slices_total"]} slices shown '
                          "(the one with the greatest difference first)</p>")
         for sl in h["slices"]:
             k = len(slices_out)
             rows, cols = len(sl["reference"]), len(sl["reference"][0]) if sl["reference"] else 0
-            mark = None
-            worst = _worst_in(case, h, sl)
-            if worst is not None:
-                mark = worst
+            mark = _worst_in(case, h, sl)
             slices_out.append(dict(sl, tensor=h["tensor"], axes=axes, mark=mark))
             lead = label(sl["index"], axes[: len(sl["index"])] if axes else None) if sl["index"] else ""
             window = (f"rows {sl['rows'][0]}–{sl['rows'][1] - 1}, columns {sl['cols'][0]}–{sl['cols'][1] - 1} of "
                       f"{h['shape'][-2]} × {h['shape'][-1]}")
-            cell = _cell(rows, cols)
-            diffs = [v for r in sl["abs_diff"] for v in r if isinstance(v, (int, float))]
-            top = max(diffs, default=0.0)
-            figs = []
-            for kind, caption in (("reference", "reference"), ("port", "port"),
-                                  ("diff", f"|port − reference|, max {_num(top)} (log scale; white: equal)")):
-                figs.append(f'<figure><canvas class="heatmap" data-slice="{k}" data-kind="{kind}" data-cell="{cell}" '
-                            f'width="{cols * cell}" height="{rows * cell}" '
-                            f'aria-label="{_e(h["tensor"])} {kind}"></canvas><figcaption>{_e(caption)}</figcaption></figure>')
+            cell = max(6, min(32, 300 // max(rows, cols, 1)))
+            top = max((v for r in sl["abs_diff"] for v in r if isinstance(v, (int, float))), default=0.0)
+            figs = [f'<figure><canvas class="heatmap" data-slice="{k}" data-kind="{kind}" data-cell="{cell}" '
+                    f'width="{cols * cell}" height="{rows * cell}" '
+                    f'aria-label="{_e(h["tensor"])} {kind}"></canvas><figcaption>{_e(caption)}</figcaption></figure>'
+                    for kind, caption in (("reference", "reference"), ("port", "port"),
+                                          ("diff", f"|port − reference|, max {_num(top)} (log scale; white: equal)"))]
             parts.append(f'<div class="slice"><p class="legend">{_e(h["tensor"])}{_e(lead)}: {_e(window)}'
                          + (" — outlined: the greatest difference" if mark else "") + "</p>"
                          f'<div class="maps">{"".join(figs)}</div></div>')
@@ -174,24 +145,17 @@ def _worst_in(case, h, sl):
     return None
 
 
-def _finite(values):
-    out = []
-    for v in values:
-        out.append(v if isinstance(v, (int, float)) and math.isfinite(v) else None)
-    return out
-
-
 def _curve_svg(curve, width=640, height=220):
     """Both engines' per-step values overlaid, the parting step marked; below, |difference| on a
     log scale."""
-    ref, port = _finite(curve["reference"]), _finite(curve["port"])
+    ref, port = ([v if isinstance(v, (int, float)) and math.isfinite(v) else None for v in curve[side]]
+                 for side in ("reference", "port"))
     n = len(ref)
     values = [v for v in ref + port if v is not None]
     if not values or n == 0:
         return "<p>no finite values to plot</p>"
     lo, hi = min(values), max(values)
-    if hi == lo:
-        hi = lo + 1.0
+    hi = lo + 1.0 if hi == lo else hi
     pad_l, pad_r, pad_t, pad_b = 56, 12, 10, 24
     W, H = width - pad_l - pad_r, height - pad_t - pad_b
 
@@ -201,9 +165,8 @@ def _curve_svg(curve, width=640, height=220):
     def y(v):
         return pad_t + H * (1 - (v - lo) / (hi - lo))
 
-    def path(vals, ys):
-        pts = [f"{x(i):.1f},{ys(v):.1f}" for i, v in enumerate(vals) if v is not None]
-        return " ".join(pts)
+    def path(vals):
+        return " ".join(f"{x(i):.1f},{y(v):.1f}" for i, v in enumerate(vals) if v is not None)
 
     name = curve["tensor"]
     parts = [f'<svg class="curve" data-tensor="{_e(name)}" xmlns="http://www.w3.org/2000/svg" width="{width}" '
@@ -213,31 +176,26 @@ def _curve_svg(curve, width=640, height=220):
              f'<text x="4" y="{pad_t + H}" font-size="11">{_num(lo)}</text>',
              f'<text x="{pad_l}" y="{height - 6}" font-size="11">step 1</text>',
              f'<text x="{pad_l + W - 50}" y="{height - 6}" font-size="11">step {n}</text>',
-             f'<polyline class="reference" fill="none" stroke="#1f77b4" stroke-width="2" points="{path(ref, y)}"/>',
+             f'<polyline class="reference" fill="none" stroke="#1f77b4" stroke-width="2" points="{path(ref)}"/>',
              f'<polyline class="port" fill="none" stroke="#ff7f0e" stroke-width="1.5" stroke-dasharray="5,3" '
-             f'points="{path(port, y)}"/>']
-    for step, colour, text in ((curve["first_step_beyond"], "#c41a16", "beyond tol"),
-                               (curve["first_step_different"], "#888", "first bit difference")):
+             f'points="{path(port)}"/>']
+    for step, colour, text, dy in ((curve["first_step_beyond"], "#c41a16", "beyond tol", 12),
+                                   (curve["first_step_different"], "#888", "first bit difference", 24)):
         if step is not None:
             xs = x(step - 1)
             parts.append(f'<line class="mark" x1="{xs:.1f}" x2="{xs:.1f}" y1="{pad_t}" y2="{pad_t + H}" '
-                         f'stroke="{colour}" stroke-dasharray="3,3"/>'
-                         f'<text x="{xs + 3:.1f}" y="{pad_t + 12 + (0 if colour != "#888" else 12)}" font-size="11" '
-                         f'fill="{colour}">step {step}: {text}</text>')
+                         f'stroke="{colour}" stroke-dasharray="3,3"/><text x="{xs + 3:.1f}" y="{pad_t + dy}" '
+                         f'font-size="11" fill="{colour}">step {step}: {text}</text>')
     parts.append("</svg>")
     # |difference| on a log scale
     diffs = [abs(a - b) if a is not None and b is not None else None for a, b in zip(ref, port)]
     positive = [d for d in diffs if d]
     if positive:
         dlo, dhi = math.log10(min(positive)), math.log10(max(positive))
-        if dhi == dlo:
-            dhi = dlo + 1
-        h2 = 90
-        H2 = h2 - pad_t - 18
-
-        def yd(d):
-            return pad_t + H2 * (1 - (math.log10(d) - dlo) / (dhi - dlo))
-        pts = " ".join(f"{x(i):.1f},{yd(d):.1f}" for i, d in enumerate(diffs) if d)
+        dhi = dlo + 1 if dhi == dlo else dhi
+        h2, H2 = 90, 90 - pad_t - 18
+        pts = " ".join(f"{x(i):.1f},{pad_t + H2 * (1 - (math.log10(d) - dlo) / (dhi - dlo)):.1f}"
+                       for i, d in enumerate(diffs) if d)
         parts.append(f'<svg class="curve-diff" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{h2}" '
                      f'viewBox="0 0 {width} {h2}"><rect x="{pad_l}" y="{pad_t}" width="{W}" height="{H2}" fill="#fafafa" '
                      f'stroke="#ccc"/><text x="4" y="{pad_t + 10}" font-size="11">{max(positive):.1e}</text>'
@@ -264,10 +222,7 @@ def _curves(case):
 
 
 def _tokens(seq, at):
-    out = []
-    for i, tok in enumerate(seq):
-        out.append(f"<b>{tok}</b>" if i == at else str(tok))
-    return " ".join(out) + " ⟨end⟩"
+    return " ".join(f"<b>{tok}</b>" if i == at else str(tok) for i, tok in enumerate(seq)) + " ⟨end⟩"
 
 
 def _decodes(case):
@@ -281,7 +236,7 @@ def _decodes(case):
         for r in d["rows"]:
             m = r.get("margin")
             at = r["position"]
-            margin = (f"reference {_num(m['reference'], '.4g')}, port {_num(m['port'], '.4g')}" if m else
+            margin = (f"reference {number(m['reference'], '.4g')}, port {number(m['port'], '.4g')}" if m else
                       ("-" if at is None else ""))
             rows.append(f'<tr class="{"fail" if at is not None else ""}"><td class="num">{r["sequence"]}</td>'
                         f'<td class="tok">{_tokens(r["reference"], at)}</td><td class="tok">{_tokens(r["port"], at)}</td>'
@@ -314,11 +269,10 @@ def _tensor_table(case):
 
 def _case(case, tol, open_, slices):
     verdict = "PASS" if case["passed"] else "FAIL"
-    cls = "pass" if case["passed"] else "fail"
     goldens = ", ".join(f"{n} {d['label']}" for n, d in case["golden_details"].items())
-    text = "\n".join(explanation(case, _Plain(), tol))
+    text = "\n".join(explanation(case, PLAIN, tol))
     return (f'<details class="case" data-verdict="{verdict}" id="case-{_e(case["id"])}" data-case-id="{_e(case["id"])}"'
-            f'{" open" if open_ else ""}><summary><h2 style="display:inline"><span class="{cls}">{verdict}</span> '
+            f'{" open" if open_ else ""}><summary><h2 style="display:inline"><span class="{verdict.lower()}">{verdict}</span> '
             f'{_e(case["kind"])} <code>{_e(case["id"])}</code></h2> {_e(case.get("status") or "")} — goldens: {_e(goldens)}</summary>'
             f'<pre class="explanation">{_e(text)}</pre>{_tensor_table(case)}{_curves(case)}{_decodes(case)}'
             f'{_heatmaps(case, slices)}</details>')
@@ -353,7 +307,6 @@ def dumps(report):
     body = [_case(c, report["tolerance"], small or not c["passed"], slices) for c in cases]
     s = report["summary"]
     verdict = "PASS" if report["passed"] else "FAIL"
-    cls = "pass" if report["passed"] else "fail"
     nav = "".join(f'<li><a href="#case-{_e(c["id"])}" class="{"pass" if c["passed"] else "fail"}">{_e(c["id"])}</a></li>'
                   for c in cases)
     unused = "".join(f"<li>{_e(p)}</li>" for p in report.get("unused_goldens") or [])
@@ -378,7 +331,7 @@ def dumps(report):
 <style>{CSS}</style></head>
 <body>
 <h1>verify {_e(report['suite'])}</h1>
-<div class="verdict {cls}" id="verdict">{verdict}: {s['passed']} passed, {s['failed']} failed</div>{fresh}
+<div class="verdict {verdict.lower()}" id="verdict">{verdict}: {s['passed']} passed, {s['failed']} failed</div>{fresh}
 <p>Rule: <code>{_e(report['rule'])}</code> with tol = {report['tolerance']:g}{looser_tol}. Heatmaps show reference, port and
 |port − reference| of each output matrix (attention weights first; colours per slice; values to 4 significant digits,
 the difference computed from the exact doubles; NaN magenta). Hover a cell for its index and values.</p>

@@ -5,13 +5,14 @@ report."""
 import json
 import math
 import os
+from collections import Counter
+from functools import partialmethod
 
 from . import advice, ops
 from .axes import label
 from .compare import DEFAULT_TOL
 from .text import clean, clean_data
-
-NON_FINITE_TEXT = {"NaN", "Infinity", "-Infinity"}
+from .timings import NOT_WAITING, OWN_WORK
 
 
 class Style:
@@ -23,41 +24,29 @@ class Style:
     def _wrap(self, code, text):
         return f"\033[{code}m{text}\033[0m" if self.on else text
 
-    def good(self, text):
-        return self._wrap("32", text)
-
-    def bad(self, text):
-        return self._wrap("31;1", text)
-
-    def dim(self, text):
-        return self._wrap("2", text)
+    good = partialmethod(_wrap, "32")
+    bad = partialmethod(_wrap, "31;1")
+    dim = partialmethod(_wrap, "2")
 
 
-def _num(x, fmt=".2e"):
-    if x is None:
-        return "-"
-    if isinstance(x, str):  # a non-finite value as the JSON report writes it
-        return x
-    if isinstance(x, int):
-        return str(x)
-    if math.isnan(x) or math.isinf(x):
-        return "NaN" if math.isnan(x) else ("Infinity" if x > 0 else "-Infinity")  # as in the JSON
-    if fmt == "r":
-        return repr(x)
-    return "0" if x == 0 else format(x, fmt)
+PLAIN = Style(None)  # the HTML report and JUnit: no colour
 
 
-def _index(index):
-    if index is None:
-        return "-"
-    return "(" + ", ".join(str(i) for i in index) + ("," if len(index) == 1 else "") + ")"
+def number(x, fmt=".2e"):
+    """A figure as the reports write it: "-" for none, a non-finite one as in the JSON report, "0"
+    for zero; fmt "r" gives repr()."""
+    if x is None or isinstance(x, (str, int)):  # a string: a non-finite value as the JSON report writes it
+        return "-" if x is None else str(x)
+    if not math.isfinite(x):
+        return jsonable(x)
+    return repr(x) if fmt == "r" else "0" if x == 0 else format(x, fmt)
 
 
 def _worst(values):
     finite = [v for v in values if v is not None]
     if any(isinstance(v, str) or (isinstance(v, float) and not math.isfinite(v)) for v in finite):
         return math.inf
-    return max(finite) if finite else None
+    return max(finite, default=None)
 
 
 def _compared(case):
@@ -79,22 +68,18 @@ def _headline_figures(tensors):
 def case_line(case, style, tol=None):
     """One case's line; a tolerance of its own looser than the default is named at its end
     (tol: the run's --tol, named in the closing section instead)."""
-    if case.get("status") == "not run":
-        verdict = style.bad("NOT RUN")
-    else:
-        verdict = style.good("PASS") if case["passed"] else style.bad("FAIL")
+    status = case.get("status") or ("passed" if case["passed"] else "failed")
+    verdict = style.bad("NOT RUN") if status == "not run" else style.good("PASS") if case["passed"] else style.bad("FAIL")
+    head = f"{verdict} {case['kind']:<8} {case['id']:<44}"
+    if status == "not run":
+        return f"{head} not run: {case['errors'][0] if case['errors'] else ''}"
     worst_abs, worst_ulp = _headline_figures(_compared(case))
-    golden = ", ".join(f"{role} {d['label']}" for role, d in case["golden_details"].items())
     if isinstance(worst_ulp, int) and worst_ulp > 99999:
         worst_ulp = float(worst_ulp)  # shown as 4.6e+18, not 19 digits
-    status = case.get("status") or ("passed" if case["passed"] else "failed")
+    golden = ", ".join(f"{role} {d['label']}" for role, d in case["golden_details"].items())
     own = own_tolerance(case, tol)
-    if status == "not run":
-        return f"{verdict} {case['kind']:<8} {case['id']:<44} not run: {case['errors'][0] if case['errors'] else ''}"
-    return (
-        f"{verdict} {case['kind']:<8} {case['id']:<44} {status:<21} max|diff| {_num(worst_abs):>8}  "
-        f"max ULP {_num(worst_ulp, '.1e'):>4}  goldens: {golden}" + (f"; {own}" if own else "")
-    )
+    return (f"{head} {status:<21} max|diff| {number(worst_abs):>8}  max ULP {number(worst_ulp, '.1e'):>4}  "
+            f"goldens: {golden}" + (f"; {own}" if own else ""))
 
 
 def own_tolerance(case, tol=None):
@@ -118,56 +103,54 @@ def reference_origin(report):
     """Whether the reference was computed fresh for every case that ran or taken from the reference
     cache for some (report["reference_cache"], which the run fills; a run with --fresh, VERIFY_FRESH
     or --reference-cmd has none): the report's `reference` field, so a deploy gate can require fresh."""
-    ran = sum(1 for c in report.get("cases", []) if c.get("status") != "not run")
-    ids = {c["id"] for c in report.get("cases", []) if c.get("status") != "not run"}
-    hits = len([i for i in (report.get("reference_cache") or {}).get("from_cache", []) if i in ids])
-    return {"fresh": hits == 0, "from_cache": hits, "cases": ran}
+    ran = [c["id"] for c in report.get("cases", []) if c.get("status") != "not run"]
+    ids = set(ran)
+    hits = sum(i in ids for i in (report.get("reference_cache") or {}).get("from_cache", []))
+    return {"fresh": hits == 0, "from_cache": hits, "cases": len(ran)}
 
 
 def tensor_block(t, tol):
     """The assert_close-style explanation of one failing tensor; indices carry axis names where
     verify/axes.py knows them."""
     expected, actual = t["sides"]
-    axes = t.get("axes")
-    shape = _index(t["shape"]) if t["shape"] is not None else "?"
+    axes, integers, nonfinite = t.get("axes"), t["dtype"] == "int64", t.get("nonfinite") or 0
+    shape = label(t["shape"]) if t["shape"] is not None else "?"
     if axes:
         shape += " = " + label(t["shape"], axes)
     head = f"  {t['role']} '{t['name']}' ({t['dtype']}, shape {shape}): {actual} differs from {expected}"
     if t["message"] and t["max_abs"] is None and t["mismatched"] == t["total"] and not t["samples"]:
         return [head, f"    {t['message']}"]
-    total = t["total"] or 1
-    nonfinite = t.get("nonfinite") or 0
-    mismatched = f"    Mismatched elements: {t['mismatched']} / {t['total']} ({100.0 * t['mismatched'] / total:.1f}%)"
-    if t["dtype"] == "int64":  # integers are compared exactly: no relative or ULP figure
+    mismatched = (f"    Mismatched elements: {t['mismatched']} / {t['total']} "
+                  f"({100.0 * t['mismatched'] / (t['total'] or 1):.1f}%)")
+    if integers:  # integers are compared exactly: no relative or ULP figure
         lines = [head, mismatched + ", compared exactly (integers)"]
         if t["samples"]:
             s = t["samples"][0]
             lines.append(f"    First difference at index {label(s['index'], axes)}: {expected} {_int(s['expected'])}, "
-                         f"{actual} {_int(s['actual'])}; greatest |difference| {_num(_int(t['max_abs']))}")
+                         f"{actual} {_int(s['actual'])}; greatest |difference| {number(_int(t['max_abs']))}")
     else:
         lines = [head, mismatched + (f", {nonfinite} of them non-finite" if nonfinite else "")]
+        greatest = f"{number(t['max_abs'], '.6g')} at index {label(t['max_abs_index'], axes)}"
         if nonfinite:
             first = next((s for s in t["samples"] if list(s["index"]) == list(t["nonfinite_index"])), None)
-            shown = f": {expected} {_num(first['expected'], 'r')}, {actual} {_num(first['actual'], 'r')}" if first else ""
+            shown = f": {expected} {number(first['expected'], 'r')}, {actual} {number(first['actual'], 'r')}" if first else ""
             lines.append(f"    Greatest absolute difference: NaN at index {label(t['nonfinite_index'], axes)}{shown}; "
-                         f"among the finite elements {_num(t['max_abs'], '.6g')} at index {label(t['max_abs_index'], axes)}")
+                         f"among the finite elements {greatest}")
         else:
-            lines.append(f"    Greatest absolute difference: {_num(t['max_abs'], '.6g')} at index {label(t['max_abs_index'], axes)}"
-                         f" (up to {_num(t['allowed_at_max_abs'], '.3g')} allowed)")
+            lines.append(f"    Greatest absolute difference: {greatest} (up to {number(t['allowed_at_max_abs'], '.3g')} allowed)")
         lines += [
-            f"    Greatest relative difference: {_num(t['max_rel'], '.6g')} at index {label(t['max_rel_index'], axes)}"
+            f"    Greatest relative difference: {number(t['max_rel'], '.6g')} at index {label(t['max_rel_index'], axes)}"
             f" (rule: |{actual} - {expected}| <= {tol:g} * (1 + |{expected}|))",
-            f"    Greatest ULP distance: {_num(t['max_ulp'])}" + (" (over the finite elements)" if nonfinite else ""),
+            f"    Greatest ULP distance: {number(t['max_ulp'])}" + (" (over the finite elements)" if nonfinite else ""),
         ]
     if t["samples"]:
         lines.append(f"    first mismatches, {expected} (expected) vs {actual} (actual):")
         for s in t["samples"]:
-            shown = [int(v) if t["dtype"] == "int64" and isinstance(v, float) and v.is_integer() else v
-                     for v in (s["expected"], s["actual"])]
-            lines.append(f"      at {label(s['index'], axes)}: {_num(shown[0], 'r')} vs {_num(shown[1], 'r')}")
-    counts = lambda kind: ", ".join(f"{side} {t[kind].get(side, 0)}" for side in (expected, actual))  # noqa: E731
-    if t["dtype"] != "int64":
-        lines.append(f"    NaN: {counts('nan')}; Inf: {counts('inf')}")
+            e, a = (_int(v) if integers else v for v in (s["expected"], s["actual"]))
+            lines.append(f"      at {label(s['index'], axes)}: {number(e, 'r')} vs {number(a, 'r')}")
+    if not integers:
+        nan, inf = (", ".join(f"{side} {t[kind].get(side, 0)}" for side in (expected, actual)) for kind in ("nan", "inf"))
+        lines.append(f"    NaN: {nan}; Inf: {inf}")
     if t["message"]:
         lines.append(f"    {t['message']}")
     return lines
@@ -178,7 +161,7 @@ def _int(v):
 
 
 def _growth(run):
-    return ", ".join(f"{step}: {_num(diff, '.1e')}" for step, diff in run["growth"])
+    return ", ".join(f"{step}: {number(diff, '.1e')}" for step, diff in run["growth"])
 
 
 def expectation_lines(case, style):
@@ -190,7 +173,7 @@ def expectation_lines(case, style):
         by_engine = {}
         for c in rel:
             by_engine[c["engine"]] = max(by_engine.get(c["engine"], 0.0), c["value"])
-        worst = ", ".join(f"{e} {_num(v, '.2e')}" for e, v in by_engine.items())
+        worst = ", ".join(f"{e} {number(v, '.2e')}" for e, v in by_engine.items())
         lines.append(f"  gradcheck: {len(rel)} record sets, worst relative error {worst} (bound {rel[0]['rule'][3:]})")
     for c in case["checks"]:
         if not c["passed"]:
@@ -198,15 +181,12 @@ def expectation_lines(case, style):
         elif not c["name"].endswith(".rel_err") and c["name"] != "coverage":
             lines.append(f"  check: {c['engine']}: {c['name']} {c['rule']}: {c['detail']}")
     for run in case["free_runs"]:
-        name, steps = run["tensor"], run["steps"]
-        first_diff = run.get("first_step_different", "?")
-        identical = ("bit-identical at every step" if first_diff is None else
-                     "" if first_diff == "?" else
-                     f"bit-identical through step {first_diff - 1}" if first_diff > 1 else "different from step 1")
-        identical = f"; {identical}" if identical else ""
+        name, steps, first = run["tensor"], run["steps"], run.get("first_step_different", "?")
+        identical = ("" if first == "?" else "; bit-identical at every step" if first is None else
+                     f"; bit-identical through step {first - 1}" if first > 1 else "; different from step 1")
         if run["first_step_beyond"] is None:
             lines.append(f"  free run {name}: engines within the tolerance at all {steps} steps "
-                         f"(max |diff| {_num(run['max_abs'], '.1e')}{identical})")
+                         f"(max |diff| {number(run['max_abs'], '.1e')}{identical})")
         else:
             lines.append(f"  free run {name}: the engines part at step {run['first_step_beyond']} (first beyond the "
                          f"tolerance; {run['steps_beyond']} of {steps} steps beyond{identical}); "
@@ -217,14 +197,14 @@ def expectation_lines(case, style):
     segments = case.get("replay") or []
     if segments:
         bad = [r for r in segments if not r["passed"]]
-        finite = [r["max_abs"] for r in segments if isinstance(r["max_abs"], float)]
+        worst = max((r["max_abs"] for r in segments if isinstance(r["max_abs"], float)), default=None)
         same = sum(r["bit_identical"] for r in segments)
         derived = sum(bool(r.get("derived")) for r in segments)
         how = (f"{derived} derived from the port's free run, {len(segments) - derived} replayed"
                if derived else f"{len(segments)} replayed")
         if not bad:
             lines.append(f"  replay: {len(segments)} segments from the reference's states, every one within the tolerance "
-                         f"(max |diff| {_num(max(finite) if finite else None, '.1e')}; {same} bit-identical; {how})")
+                         f"(max |diff| {number(worst, '.1e')}; {same} bit-identical; {how})")
         else:
             lines.append(f"  replay: {len(segments)} segments from the reference's states ({how}), {len(bad)} failed")
         for r in bad:
@@ -245,21 +225,19 @@ def evaluation_lines(case, style):
     if ev["error"]:
         return [f"{head}: {style.bad('failed')}: {ev['error']}"]
     tensors = ev["tensors"]
-    counts = {}
-    for t in tensors:
-        counts[t.get("status", "?")] = counts.get(t.get("status", "?"), 0) + 1
+    counts = Counter(t.get("status", "?") for t in tensors)
     worst = _worst([t["max_ulp"] for t in tensors])
     lines = [f"{head}: {len(tensors)} outputs, " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
-             + (f" (max {_num(worst)} ULP)" if worst else "")]
+             + (f" (max {number(worst)} ULP)" if worst else "")]
     for tie in ev.get("near_ties", []):
         lines.append(f"    near tie in {tie['tensor']} sequence {tie['sequence']} at position {tie['position']}: the "
-                     f"reference's margin {_num(tie['margin'], '.3g')} is at most {_num(tie['bound'], '.3g')}, so the "
+                     f"reference's margin {number(tie['margin'], '.3g')} is at most {number(tie['bound'], '.3g')}, so the "
                      f"port may take the other token: reference {_seq(tie['reference'], tie['position'])}, "
                      f"port {_seq(tie['port'], tie['position'])} (reported, not failed)")
     for t in tensors:
         if t.get("status") == "failed" and not t.get("near_tie"):
             lines.append(f"    {style.bad('differs')}: {t['name']}: " + (t["message"] or
-                         f"{t['mismatched']} / {t['total']} elements beyond the tolerance, max |diff| {_num(t['max_abs'])}"))
+                         f"{t['mismatched']} / {t['total']} elements beyond the tolerance, max |diff| {number(t['max_abs'])}"))
     return lines
 
 
@@ -289,18 +267,13 @@ def decode_lines(case, style):
         if first.get("margin"):
             m = first["margin"]
             lines.append(f"    logit margin (top-1 minus top-2) at position {first['position']} in {d['margin_tensor']}: "
-                         f"reference {_num(m['reference'], '.6g')}, port {_num(m['port'], '.6g')}")
+                         f"reference {number(m['reference'], '.6g')}, port {number(m['port'], '.6g')}")
     return lines
 
 
-# What a case entry holds for the HTML report alone: no terminal line (here, verify/advice.py,
-# verify/browsers.py) reads them, so they are left out of what is cleaned for the terminal.
-DRAWN_ONLY = ("heatmaps", "curves")
-
-
 def _terminal_view(case):
-    """The case entry without DRAWN_ONLY: the same lines, a third less to clean."""
-    return {k: v for k, v in case.items() if k not in DRAWN_ONLY}
+    """The case entry without what only the HTML report draws (no terminal line reads it): less to clean."""
+    return {k: v for k, v in case.items() if k not in ("heatmaps", "curves")}
 
 
 def case_lines(case, style, tol):
@@ -334,16 +307,16 @@ def explanation(case, style, tol):
     return case_lines(case, style, tol) + (failure_lines(case, style, tol)[1:] if not case["passed"] else [])
 
 
+def first_failure(case):
+    """The first reason of a failing case's verdict (verify/verdict.py)."""
+    return (case.get("failures") or case["errors"] or ["failed"])[0]
+
+
 def _short(case):
     """One line of the closing summary: the first reason, and the worst figure."""
-    reason = (case.get("failures") or case["errors"] or ["failed"])[0]
     worst_abs, _ = _headline_figures(_compared(case))
-    figure = f" (max|diff| {_num(worst_abs)})" if worst_abs not in (None, 0) else ""
-    text = f"{reason}{figure}"
+    text = first_failure(case) + (f" (max|diff| {number(worst_abs)})" if worst_abs not in (None, 0) else "")
     return text if len(text) <= 180 else text[:177] + "..."
-
-
-RUNNER_SECTIONS = ("runner's own work", "runner, not waiting")  # verify/timings.py
 
 
 def timing_lines(timings):
@@ -357,8 +330,9 @@ def timing_lines(timings):
                      f"  ({e['processes']} process{'es' if e['processes'] != 1 else ''} in turn"
                      + (f", at most {timings['jobs']} of all engines at once)" if timings.get("jobs") else ")"))
     for name, seconds in timings["sections"].items():
-        share = f"  ({100.0 * seconds / timings['total']:.0f} % of the wall)" if name in RUNNER_SECTIONS and timings["total"] else ""
-        unit = " of CPU" if name == "runner's own work" else ""  # verify/timings.py: its CPU time, the others wall
+        share = (f"  ({100.0 * seconds / timings['total']:.0f} % of the wall)"
+                 if name in (OWN_WORK, NOT_WAITING) and timings["total"] else "")
+        unit = " of CPU" if name == OWN_WORK else ""  # verify/timings.py: its CPU time, the others wall
         lines.append(f"  {name:<30} {seconds:7.2f} s{unit}{share}")
     families = sorted(timings["families"].items(), key=lambda kv: -sum(kv[1].values()))
     if families:
@@ -372,11 +346,10 @@ def closing_lines(report, style, timings=False, written=()):
     """What follows the cases: the failing ones explained, primitives first (leaf to root, by the
     ops' declared uses), where to start, a short summary (one line per failing case), unused goldens,
     timings, the rule, bit identity, and last `N passed, M failed`."""
-    report = clean_data(dict(report, cases=[_terminal_view(c) for c in report["cases"]]))  # engine text, ids,
-    # paths: no control character reaches the terminal
-    lines = []
-    tol = report["tolerance"]
-    decl = ops.declarations(report.get("suite", "attention"))
+    # engine text, ids, paths: no control character reaches the terminal
+    report = clean_data(dict(report, cases=[_terminal_view(c) for c in report["cases"]]))
+    lines, tol, suite = [], report["tolerance"], report.get("suite", "attention")
+    decl = ops.declarations(suite)
     failing = advice.leaf_to_root([c for c in report["cases"] if not c["passed"]], decl)
     if failing:
         lines.append(style.bad(f"=== {len(failing)} failing case(s), primitives first ==="))
@@ -387,7 +360,7 @@ def closing_lines(report, style, timings=False, written=()):
             op, own, explained = roots[0]
             more = f", and {len(explained)} of the others use it" if explained else ""
             lines.append(f"where to start: {len(failing)} case(s) fail; {op} fails on its own{more}: start there "
-                         f"(verify {report.get('suite', 'attention')} --case {own[0]['id']})")
+                         f"(verify {suite} --case {own[0]['id']})")
             for op, own, explained in roots[1:]:
                 lines.append(f"  also failing on its own: {op} ({len(own)} case(s){f', used by {len(explained)}' if explained else ''})")
         lines.append("short summary:")
@@ -397,10 +370,10 @@ def closing_lines(report, style, timings=False, written=()):
     drifting = [c for c in report["cases"] if c["passed"] and (advice.situation(c) or ("",))[0] == advice.DRIFT]
     if drifting:
         lines.append(f"note: {len(drifting)} passing case(s) have goldens that differ from their fresh outputs within the "
-                     f"tolerance (or a free run that parted): nothing to do; `verify regen {report.get('suite', 'attention')}` "
+                     f"tolerance (or a free run that parted): nothing to do; `verify regen {suite}` "
                      "makes them byte-identical")
     for path in report.get("unused_goldens", []):
-        lines.append(f"{style.bad('unused golden')} {path}: no case has this id; run `verify regen {report['suite']}` to remove it")
+        lines.append(f"{style.bad('unused golden')} {path}: no case has this id; run `verify regen {suite}` to remove it")
     lines += kernel_lines(report) + browser_lines(report, style) + cache_lines(report)
     if timings:
         lines += timing_lines(report.get("timings"))
@@ -425,7 +398,6 @@ def closing_lines(report, style, timings=False, written=()):
     return lines
 
 
-
 def failing_ids(report):
     """The cases that fail in Node or in any browser."""
     ids = {c["id"] for c in report["cases"] if not c["passed"]}
@@ -440,41 +412,44 @@ def cache_lines(report, opening=False):
     rc = report.get("reference_cache")
     if not rc:
         return [] if opening else ["reference: run afresh on every case (the reference cache was not used)"]
-    ran = sum(1 for c in report.get("cases", []) if c.get("status") != "not run") if not opening else report.get("ran")
     hits = len(rc.get("from_cache", []))
+    ran = report.get("ran") if opening else sum(1 for c in report.get("cases", []) if c.get("status") != "not run")
     where = f"key {str(rc.get('key'))[:16]}, {rc.get('directory')}"
-    lines = []
     if hits:
-        lines.append(f"reference: {hits} of {ran} case(s) from cache ({where}), not run afresh; the port ran every case "
-                     "afresh; `--fresh` runs the reference too")
-    elif opening:
-        return []
+        lines = [f"reference: {hits} of {ran} case(s) from cache ({where}), not run afresh; the port ran every case "
+                 "afresh; `--fresh` runs the reference too"]
     elif rc.get("not_used"):
-        lines.append("reference: run afresh on every case (the reference cache was not used: see the note below)")
+        lines = ["reference: run afresh on every case (the reference cache was not used: see the note below)"]
     else:
-        lines.append(f"reference: run afresh on every case (nothing in the cache for it: {where})")
+        lines = [f"reference: run afresh on every case (nothing in the cache for it: {where})"]
+    if opening:
+        return lines if hits else []
     failing = [c["id"] for c in report.get("cases", []) if not c.get("passed") and c["id"] in rc.get("from_cache", [])]
-    if not opening and failing:
+    if failing:
         lines.append(f"reference cache: {len(failing)} failing case(s) had the reference from the cache; "
                      f"`verify {report.get('suite', 'attention')} --fresh --case {failing[0]}` rules the cache out")
-    if not opening and rc.get("stored"):
+    if rc.get("stored"):
         lines.append(f"reference cache: kept {len(rc['stored'])} case(s) for the next run")
-    if not opening:
-        lines += [f"note: {n}" for n in rc.get("notes", [])]
-    return lines
+    return lines + [f"note: {n}" for n in rc.get("notes", [])]
 
 
 def _kernels(counts):
     return f"{counts.get('wasm', 0)} products in Wasm SIMD, {counts.get('js', 0)} in the JavaScript kernel"
 
 
-def kernel_lines(report):
-    """Which product kernel the port ran (its status lines' counts), so a silent fallback shows."""
+def kernel_counts(cases):
+    """{"wasm": n, "js": n}: the products each kernel of the port ran, summed over its status lines."""
     total = {"wasm": 0, "js": 0}
-    for case in report["cases"]:
+    for case in cases:
         for k, n in (((case.get("engine_info") or {}).get("port") or {}).get("kernel") or {}).items():
             if k in total and isinstance(n, int):
                 total[k] += n
+    return total
+
+
+def kernel_lines(report):
+    """Which product kernel the port ran, so a silent fallback shows."""
+    total = kernel_counts(report["cases"])
     return [f"port: {_kernels(total)}"] if any(total.values()) else []
 
 
@@ -513,9 +488,7 @@ _NUMBERS = frozenset((int, float))
 
 def jsonable(value):
     """A copy of value (a report) as the JSON and HTML reports hold it: every string, keys included,
-    cleaned (verify/text.py: no engine text reaches a file raw), every non-finite float as the
-    string "NaN", "Infinity" or "-Infinity". One walk; a list of finite numbers (a curve, a row of
-    a heatmap) is copied whole."""
+    cleaned (verify/text.py), every non-finite float as the string "NaN", "Infinity" or "-Infinity"."""
     if isinstance(value, str):
         return clean(value)
     if isinstance(value, float):
@@ -533,11 +506,7 @@ def dumps(report):
     """The JSON report: top-level keys one per line, each case on one compact line (the heatmaps and
     curves make an indented file several times larger), non-finite numbers as strings, every
     string cleaned (verify/text.py)."""
-    report = dict(report, reference=reference_origin(report))  # derived, never taken from the input
-    return _layout(jsonable(report))
-
-
-def _layout(doc):
+    doc = jsonable(dict(report, reference=reference_origin(report)))  # derived, never taken from the input
     compact = dict(separators=(",", ":"), allow_nan=False)
     lines = []
     for key, value in doc.items():
