@@ -1,17 +1,11 @@
 """What the reports show beyond the verdict figures, built from both engines' tensors while they are
-still in memory (the JSON report keeps it, so `verify show` and the HTML need nothing else):
-
-- `axes` of every compared tensor (verify/axes.py), so indices read (batch 1, query 0, key 4);
-- `decodes`: greedy decodes (`*.tokens`, int64) compared sequence by sequence: how many differ,
-  the first diverging sequence and position, both token sequences, the logit margins there
-  (`*.margin`), and a few rows for the HTML's table;
-- `curves`: per-step records of a training run (`loss`, `grad_norm`) of both engines, with the
-  first step at which they differ at all and the first beyond the tolerance;
-- `heatmaps`: for every output matrix (attention weights first), a few 2-D slices of reference,
-  port and |port - reference|, cropped around the greatest difference so the report stays small.
-"""
+still in memory (the JSON report keeps it, so `verify show` and the HTML need nothing else): the
+`axes` of every tensor, greedy `decodes` compared sequence by sequence with their logit margins, a
+training run's per-step `curves`, and `heatmaps`: 2-D slices of each output matrix (attention
+weights first), cropped around the greatest difference so the report stays small."""
 
 import math
+from itertools import chain
 
 import numpy as np
 
@@ -26,18 +20,15 @@ DECODE_ROWS = 8  # sequences listed per decode
 SHOWN_DIGITS = 4  # significant digits of the values drawn (the |difference| is exact, then rounded)
 
 
-def _round(x, digits=SHOWN_DIGITS):
-    x = float(x)
-    if not math.isfinite(x):
-        return "NaN" if math.isnan(x) else ("Infinity" if x > 0 else "-Infinity")
-    return 0.0 if x == 0 else float(f"{x:.{digits}g}")
-
-
 def _exact(x):
+    """x as a float, a non-finite one as the JSON report writes it."""
     x = float(x)
-    if not math.isfinite(x):
-        return "NaN" if math.isnan(x) else ("Infinity" if x > 0 else "-Infinity")
-    return x
+    return x if math.isfinite(x) else "NaN" if math.isnan(x) else "Infinity" if x > 0 else "-Infinity"
+
+
+def _round(x, digits=SHOWN_DIGITS):
+    x = _exact(x)
+    return x if isinstance(x, str) else 0.0 if x == 0 else float(f"{x:.{digits}g}")
 
 
 def enrich(result, case, fresh, tol):
@@ -73,40 +64,27 @@ def decodes(case, ref_out, port_out, free_run):
         if e.dtype != "int64" or e.shape != a.shape or e.values.ndim not in (1, 2):
             continue
         margin_name = name[: -len("tokens")] + "margin"
-        em = ref_out.get(margin_name)
-        am = port_out.get(margin_name)
+        em, am = ref_out.get(margin_name), port_out.get(margin_name)
         margins_ok = em is not None and am is not None and em.shape == e.shape == am.shape
         E, A = np.atleast_2d(e.values), np.atleast_2d(a.values)
-        EM = np.atleast_2d(em.values) if margins_ok else None
-        AM = np.atleast_2d(am.values) if margins_ok else None
+        EM, AM = (np.atleast_2d(em.values), np.atleast_2d(am.values)) if margins_ok else (None, None)
         differ = [i for i in range(E.shape[0]) if not np.array_equal(E[i], A[i])]
 
         def row(i):
-            entry = {"sequence": i, "reference": _tokens(E[i]), "port": _tokens(A[i]), "position": None,
-                     "margin": None}
             diverge = np.flatnonzero(E[i] != A[i])
-            if diverge.size:
-                entry["position"] = int(diverge[0])
-            if margins_ok:
-                at = entry["position"] if entry["position"] is not None else None
-                entry["margins"] = {"reference": [_round(v) for v in EM[i]], "port": [_round(v) for v in AM[i]]}
-                if at is not None:
-                    entry["margin"] = {"reference": _exact(EM[i, at]), "port": _exact(AM[i, at])}
-            else:
-                entry["margins"] = None
-            return entry
+            at = int(diverge[0]) if diverge.size else None
+            return {"sequence": i, "reference": _tokens(E[i]), "port": _tokens(A[i]), "position": at,
+                    "margin": ({"reference": _exact(EM[i, at]), "port": _exact(AM[i, at])}
+                               if margins_ok and at is not None else None),
+                    "margins": ({"reference": [_round(v) for v in EM[i]], "port": [_round(v) for v in AM[i]]}
+                                if margins_ok else None)}
 
         shown = differ[:DECODE_ROWS]
         shown += [i for i in range(E.shape[0]) if i not in differ][: DECODE_ROWS - len(shown)]
-        found.append({
-            "tensor": name,
-            "margin_tensor": margin_name if margins_ok else None,
-            "sequences": int(E.shape[0]),
-            "differing": len(differ),
-            "first": row(differ[0]) if differ else None,
-            "rows": [row(i) for i in sorted(shown)],
-            "free_run": name in free_run,
-        })
+        found.append({"tensor": name, "margin_tensor": margin_name if margins_ok else None,
+                      "sequences": int(E.shape[0]), "differing": len(differ),
+                      "first": row(differ[0]) if differ else None, "rows": [row(i) for i in sorted(shown)],
+                      "free_run": name in free_run})
     return found
 
 
@@ -119,34 +97,21 @@ def curves(ref_out, port_out, tol):
         if e is None or a is None or e.values.size != a.values.size or e.values.size == 0:
             continue
         ev, av = e.values.ravel(), a.values.ravel()
-        same_bits = (ev == av) | (np.isnan(ev) & np.isnan(av))
+        different = np.flatnonzero(~((ev == av) | (np.isnan(ev) & np.isnan(av))))
         beyond = np.flatnonzero(~close(av, ev, tol))
-        different = np.flatnonzero(~same_bits)
-        found.append({
-            "tensor": name,
-            "steps": int(ev.size),
-            "first_step_different": int(different[0]) + 1 if different.size else None,
-            "first_step_beyond": int(beyond[0]) + 1 if beyond.size else None,
-            "reference": [_exact(v) for v in ev],
-            "port": [_exact(v) for v in av],
-        })
+        found.append({"tensor": name, "steps": int(ev.size),
+                      "first_step_different": int(different[0]) + 1 if different.size else None,
+                      "first_step_beyond": int(beyond[0]) + 1 if beyond.size else None,
+                      "reference": [_exact(v) for v in ev], "port": [_exact(v) for v in av]})
     return found
 
 
 # --- heatmaps -----------------------------------------------------------------------------------
 
-def _window(center, size, limit):
-    start = max(0, min(center - size // 2, limit - size))
-    return start, min(limit, start + size)
-
-
-def _crop(e, a, lead, center):
-    """One 2-D slice (leading index `lead`) of both engines' tensors, cropped to CROP x CROP around
-    `center` (row, col): (lead, rows, cols, E, A)."""
-    E, A = e[lead], a[lead]
-    r0, r1 = _window(center[0], CROP, E.shape[0])
-    c0, c1 = _window(center[1], CROP, E.shape[1])
-    return lead, (r0, r1), (c0, c1), E[r0:r1, c0:c1], A[r0:r1, c0:c1]
+def _window(center, limit):
+    """[start, stop) of CROP positions around center, inside [0, limit)."""
+    start = max(0, min(center - CROP // 2, limit - CROP))
+    return [start, min(limit, start + CROP)]
 
 
 def _drawn(matrix, digits=SHOWN_DIGITS):
@@ -156,10 +121,11 @@ def _drawn(matrix, digits=SHOWN_DIGITS):
 def _slice_view(e, a, lead, center):
     """One 2-D slice (leading index `lead`), cropped to CROP x CROP around `center` (row, col): each
     engine's values to SHOWN_DIGITS digits and |port - reference| to 3."""
-    lead, rows, cols, E, A = _crop(e, a, lead, center)
+    rows, cols = _window(center[0], e.shape[-2]), _window(center[1], e.shape[-1])
+    E, A = (x[lead][rows[0]:rows[1], cols[0]:cols[1]] for x in (e, a))
     with np.errstate(invalid="ignore", over="ignore"):
         abs_diff = np.where(E == A, 0.0, np.abs(A - E))
-    return {"index": [int(i) for i in lead], "rows": list(rows), "cols": list(cols),
+    return {"index": [int(i) for i in lead], "rows": rows, "cols": cols,
             "reference": _drawn(E), "port": _drawn(A), "abs_diff": _drawn(abs_diff, 3)}
 
 
@@ -181,21 +147,8 @@ def heatmaps(tensor_results, ref_tensors, port_tensors):
     for _, t, e, a in candidates[:MAX_MATRICES]:
         lead_shape = e.shape[:-2]
         worst = tuple(t["max_abs_index"]) if t["max_abs_index"] is not None else (0,) * e.ndim
-        leads = [tuple(worst[:-2])]
-        for lead in np.ndindex(*lead_shape):
-            if len(leads) >= MAX_SLICES:
-                break
-            if tuple(lead) not in leads:
-                leads.append(tuple(lead))
-        slices = [_slice_view(e, a, lead, worst[-2:] if lead == tuple(worst[:-2]) else (0, 0))
-                  for lead in leads[:MAX_SLICES]]
-        found.append({
-            "tensor": t["name"],
-            "role": t["role"],
-            "shape": list(e.shape),
-            "axes": t.get("axes"),
-            "passed": t["passed"],
-            "slices_total": int(np.prod(lead_shape)) if lead_shape else 1,
-            "slices": slices,
-        })
+        leads = list(dict.fromkeys(chain([tuple(worst[:-2])], np.ndindex(*lead_shape))))[:MAX_SLICES]
+        slices = [_slice_view(e, a, lead, worst[-2:] if lead == tuple(worst[:-2]) else (0, 0)) for lead in leads]
+        found.append({"tensor": t["name"], "role": t["role"], "shape": list(e.shape), "axes": t.get("axes"),
+                      "passed": t["passed"], "slices_total": int(np.prod(lead_shape)), "slices": slices})
     return found, len(candidates) - len(found)
