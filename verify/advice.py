@@ -1,19 +1,6 @@
-"""What to do about a case, from what differs (docs/runner.md, "What to do"), and where to start when
-many cases fail (the primitive that explains the others, by the ops' declared `uses`).
-
-One situation per decided report entry:
-
-| situation | what differs | advice |
-|---|---|---|
-| engine | an engine failed the case or wrote an unusable document | fix that engine (its message) |
-| reference changed | the engines disagree, the reference no longer matches its own golden, the port still matches its own | the reference changed: make the port follow it if the change is intended, else undo it |
-| port differs | the engines disagree (tensors, replay, evaluation, bands, digests, checks) | fix the port; the case alone: verify attention --case ID |
-| case changed | the engines agree; a golden echoes another version of the case | the catalogue changed: verify regen attention --case ID |
-| both changed | the engines agree; both goldens hold other values | both engines changed together: accept with verify regen (what it writes) |
-| golden stale | the engines agree; one golden holds other values | rewrite it with verify regen (an edited golden) |
-| new case | the engines agree; a golden is missing | verify regen attention --case ID writes it |
-| golden drift | the case passes; an engine's own golden drifts within the tolerance or its free run parted | nothing to do; regen makes it byte-identical |
-"""
+"""What to do about a case, from what differs (one situation per decided report entry; the table of
+them is in docs/guide.md, "What to do when it fails"), and where to start when many cases fail (the
+primitive that explains the others, by the ops' declared `uses`)."""
 
 from .records import FAILED, ErrorKind, errors_of
 
@@ -34,11 +21,6 @@ def _disagreement(entry):
     return found
 
 
-def _reference_fails_alone(entry):
-    """The reference breaks a check of its own (a gradcheck bound, a quality bar on its run)."""
-    return any(not c["passed"] and c["engine"] == "reference" for c in entry["checks"])
-
-
 def situation(entry):
     """(situation, advice) of a decided entry, or None when there is nothing to say."""
     case_id, details = entry["id"], entry["golden_details"]
@@ -49,10 +31,10 @@ def situation(entry):
     if engine_errors:
         return ENGINE, f"an engine could not answer: {engine_errors[0]}; fix that engine first"
     stale = {role: d for role, d in details.items() if d["status"] == "stale"}
-    if _disagreement(entry) or _reference_fails_alone(entry):
-        if _reference_fails_alone(entry):
-            return PORT_DIFFERS, (f"the reference breaks its own check here: fix the reference "
-                                  f"(verify attention --case {case_id})")
+    if any(not c["passed"] and c["engine"] == "reference" for c in entry["checks"]):  # a gradcheck bound, a bar
+        return PORT_DIFFERS, (f"the reference breaks its own check here: fix the reference "
+                              f"(verify attention --case {case_id})")
+    if _disagreement(entry):
         if "reference" in stale and "port" not in stale and details.get("port", {}).get("status") != "missing":
             return REFERENCE_CHANGED, ("the reference no longer computes what its golden holds, the port still does: "
                                        "if the reference's change is intended, change the port to follow it, then "

@@ -1,19 +1,12 @@
 """`verify attention --browser NAME[,NAME...]`: the port's cases run again in real browsers
 (port_ts/browser/engine.ts, docs/browsers.md), each browser's run judged against the same reference
 run by the same verdict (verify/verdict.py), and each case's document compared byte for byte with
-Node's. A browser that is not installed (its engine exits 2, naming the install command) makes its
-cases "not run": never a pass.
-
-Per browser the report holds (report["browsers"][name]):
-    ran, error          whether the browser ran at all, and why not
-    version             the browser's name and version as its status lines give them
-    kernel              products run by the Wasm SIMD kernel and by the JavaScript fallback, summed
-    summary             passed / failed, and how many cases are byte-identical to Node's
-    cases               {id: {passed, status, identical_to_node, failures, seconds}}
-"""
+Node's. A browser that is not installed makes its cases "not run": never a pass. What the report
+holds per browser: report["browsers"][name] in golden/schemas/report.schema.json."""
 
 from . import engines, suite
 from .errors import InputError
+from .report import kernel_counts
 from .timings import Timings
 
 
@@ -45,19 +38,16 @@ def run(ctx, selected, reference, names, kernel, node_kept, options, say=None):
 
 
 def _part(report, kept, node_kept):
-    cases, version, kernel = {}, None, {"wasm": 0, "js": 0}
+    cases, version = {}, None
     for entry in report["cases"]:
-        info = (entry.get("engine_info") or {}).get("port", {})
-        version = version or info.get("browser")
-        for k, n in (info.get("kernel") or {}).items():
-            if isinstance(n, int) and k in kernel:
-                kernel[k] += n
+        version = version or (entry.get("engine_info") or {}).get("port", {}).get("browser")
         mine = (kept.get(entry["id"]) or {}).get("port")
         node = (node_kept.get(entry["id"]) or {}).get("port")
         identical = bool(mine and node and mine.bytes is not None and mine.bytes == node.bytes)
         cases[entry["id"]] = {"passed": entry["passed"], "status": entry["status"], "identical_to_node": identical,
                               "failures": entry["failures"][:3], "seconds": (entry.get("seconds") or {}).get("port")}
-    return {"ran": True, "error": None, "version": version, "kernel": kernel, "passed": report["passed"],
+    return {"ran": True, "error": None, "version": version, "kernel": kernel_counts(report["cases"]),
+            "passed": report["passed"],
             "summary": {"passed": report["summary"]["passed"], "failed": report["summary"]["failed"],
                         "identical_to_node": sum(c["identical_to_node"] for c in cases.values())},
             "cases": cases}

@@ -6,12 +6,13 @@ in a log alike."""
 import threading
 import time
 
+INTERVAL = 0.1  # seconds between two redraws of the line
+
 
 class Progress:
-    def __init__(self, stream, enabled=None, interval=0.1):
+    def __init__(self, stream):
         self.stream = stream
-        self.on = (hasattr(stream, "isatty") and stream.isatty()) if enabled is None else enabled
-        self.interval = interval
+        self.on = hasattr(stream, "isatty") and stream.isatty()
         self.counts = {}  # label -> [done, total]
         self.started = time.monotonic()
         self._lock = threading.Lock()
@@ -29,34 +30,32 @@ class Progress:
                 self.counts[label][0] += by
         self._draw()
 
-    def line(self):
-        parts = [f"{label} {done}/{total}" for label, (done, total) in self.counts.items()]
-        return f"verify: {'  '.join(parts)}  ({time.monotonic() - self.started:.0f} s)"
-
     def _draw(self, force=False):
         if not self.on:
             return
         with self._lock:
             now = time.monotonic()
-            if not force and now - self._shown < self.interval:
+            if not force and now - self._shown < INTERVAL:
                 return
             self._shown = now
-            text = self.line()
-            pad = max(0, self._width - len(text))
+            parts = [f"{label} {done}/{total}" for label, (done, total) in self.counts.items()]
+            text = f"verify: {'  '.join(parts)}  ({now - self.started:.0f} s)"
+            self.stream.write("\r" + text + " " * max(0, self._width - len(text)))
             self._width = len(text)
-            self.stream.write("\r" + text + " " * pad)
             self.stream.flush()
 
+    def _erase(self):
+        """Erase the progress line; the caller holds the lock."""
+        if self.on and self._width:
+            self.stream.write("\r" + " " * self._width + "\r")
+            self.stream.flush()
+            self._width = 0
+
     def print_lines(self, lines):
-        """Print whole lines (a case's verdict as soon as it is known) above the progress line: on a
-        terminal the line is erased first and drawn again after; elsewhere the lines are written and
-        flushed at once, so a CI log shows progress."""
-        if self.stream is None:
-            return
+        """Print whole lines above the progress line (erased first, drawn again after), flushed at
+        once, so a CI log shows progress."""
         with self._lock:
-            if self.on and self._width:
-                self.stream.write("\r" + " " * self._width + "\r")
-                self._width = 0
+            self._erase()
             for line in lines:
                 self.stream.write(line + "\n")
             self.stream.flush()
@@ -64,15 +63,5 @@ class Progress:
 
     def clear(self):
         """Erase the line before the report is printed."""
-        if not self.on:
-            return
         with self._lock:
-            if self._width:
-                self.stream.write("\r" + " " * self._width + "\r")
-                self.stream.flush()
-            self._width = 0
-
-
-class Quiet(Progress):
-    def __init__(self):
-        super().__init__(None, enabled=False)
+            self._erase()

@@ -1,21 +1,15 @@
-"""Text from outside the runner (an engine's status lines and stderr, case ids, golden paths, a saved
-report) made safe to show: every renderer (terminal, JSON, HTML, JUnit XML) and every one-line
-error passes it through clean() first.
-
-clean() replaces each character that could act on a terminal or break a format by a visible
-escape, so nothing is lost and nothing acts: C0 and C1 control characters (ESC of an ANSI
-sequence, NUL, BEL, backspace, carriage return, and newline and tab unless kept), DEL, lone
-surrogates (which no UTF-8 file can hold), the Unicode noncharacters U+FFFE / U+FFFF (not allowed
-in XML), and the bidirectional controls that reorder what a reader sees (U+061C, U+200E/F,
-U+202A-U+202E, U+2066-U+2069). A character is written \\xHH when below U+0100 and \\uHHHH
-otherwise; a backslash stays a backslash (the text is for reading, not for unescaping).
-"""
+"""Text from outside the runner (engine output, case ids, golden paths, a saved report) made safe to
+show: every renderer and every one-line error passes it through clean(), which writes each
+character that could act on a terminal or break a format as a visible escape (\\xHH below U+0100,
+\\uHHHH above): C0 and C1 controls, DEL, lone surrogates (no UTF-8 file holds them), the
+noncharacters U+FFFE / U+FFFF (not allowed in XML) and the bidirectional controls that reorder what
+a reader sees. A backslash stays a backslash: the text is for reading, not for unescaping."""
 
 import re
 
-_BIDI = "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
-_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff" + _BIDI + "]")
-_UNSAFE_KEEP_LINES = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff" + _BIDI + "]")
+_OTHERS = "\x7f-\x9f\ud800-\udfff\ufffe\uffff\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"  # DEL, C1, surrogates, bidi
+_UNSAFE = re.compile(f"[\x00-\x1f{_OTHERS}]")
+_UNSAFE_KEEP_LINES = re.compile(f"[\x00-\x09\x0b-\x1f{_OTHERS}]")
 
 
 def _escape(match):
@@ -24,8 +18,7 @@ def _escape(match):
 
 
 def clean(text, keep_newlines=False):
-    """text (any object: str() of it) with every unsafe character escaped (module docstring).
-    keep_newlines: leave \\n as it is (a multi-line explanation); a \\r is always escaped."""
+    """str(text) with every unsafe character escaped; keep_newlines leaves \\n as it is (never \\r)."""
     text = text if isinstance(text, str) else str(text)
     pattern = _UNSAFE_KEEP_LINES if keep_newlines else _UNSAFE
     return pattern.sub(_escape, text) if pattern.search(text) else text

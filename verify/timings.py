@@ -1,13 +1,10 @@
 """Where the wall time of a run goes (`--timings`): named sections measured with a context
 manager, plus the engines' own figures (start-up, run, the seconds each case took).
 
-The engines, the replay and the first comparisons overlap (verify/schedule.py), so the sections
-do not add up to the wall: "engines" is the span from the first engine process's start to the last
-one's exit; each engine's `wall` is its own span; "runner's own work" is everything the runner's
-process computed itself (start-up, reading, validating, comparing, reporting), measured as its CPU
-time (user and system, every thread). "runner, not waiting" is the wall minus the time the runner
-spent waiting for the engines: its own work plus the time the engines' processes held the cores it
-was ready to run on, so it exceeds the own work on a machine with fewer cores than processes."""
+The engines, the replay and the first comparisons overlap (verify/schedule.py), so the sections do
+not add up to the wall. "runner's own work" is the runner's CPU time (every thread); "runner, not
+waiting" is the wall minus the time it waited for the engines: its own work plus the time the
+engines' processes held the cores it was ready to run on."""
 
 import os
 import time
@@ -19,8 +16,11 @@ NOT_WAITING = "runner, not waiting"
 
 def _cpu():
     """CPU seconds this process has used (user and system, every thread), from its start."""
-    t = os.times()
-    return t.user + t.system
+    return sum(os.times()[:2])
+
+
+def _is_seconds(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _process_age():
@@ -68,16 +68,13 @@ class Timings:
             "processes": run.processes,
             "wall": round(run.wall, 4),
             "startup": None if run.startup is None else round(run.startup, 4),
-            "cases": round(sum(s["seconds"] for s in run.statuses.values()
-                               if isinstance(s.get("seconds"), (int, float)) and not isinstance(s.get("seconds"), bool)
-                               and "from_cache" not in s), 4),  # a case answered by the reference cache ran nowhere
+            "cases": round(sum(s["seconds"] for s in run.statuses.values()  # a cached case ran nowhere
+                               if _is_seconds(s.get("seconds")) and "from_cache" not in s), 4),
         }
 
     def case(self, op, engine, seconds):
-        if not isinstance(seconds, (int, float)) or isinstance(seconds, bool):
-            seconds = 0.0
         family = self.families.setdefault(op, {})
-        family[engine] = round(family.get(engine, 0.0) + float(seconds), 4)
+        family[engine] = round(family.get(engine, 0.0) + (float(seconds) if _is_seconds(seconds) else 0.0), 4)
 
     def to_dict(self):
         total = time.monotonic() - self.started
