@@ -32,7 +32,7 @@ class Style:
 PLAIN = Style(None)  # the HTML report and JUnit: no colour
 
 
-def number(x, fmt=".2e"):
+def num(x, fmt=".2e"):
     """A figure as the reports write it: "-" for none, a non-finite one as in the JSON report, "0"
     for zero; fmt "r" gives repr()."""
     if x is None or isinstance(x, (str, int)):  # a string: a non-finite value as the JSON report writes it
@@ -78,7 +78,7 @@ def case_line(case, style, tol=None):
         worst_ulp = float(worst_ulp)  # shown as 4.6e+18, not 19 digits
     golden = ", ".join(f"{role} {d['label']}" for role, d in case["golden_details"].items())
     own = own_tolerance(case, tol)
-    return (f"{head} {status:<21} max|diff| {number(worst_abs):>8}  max ULP {number(worst_ulp, '.1e'):>4}  "
+    return (f"{head} {status:<21} max|diff| {num(worst_abs):>8}  max ULP {num(worst_ulp, '.1e'):>4}  "
             f"goldens: {golden}" + (f"; {own}" if own else ""))
 
 
@@ -127,27 +127,27 @@ def tensor_block(t, tol):
         if t["samples"]:
             s = t["samples"][0]
             lines.append(f"    First difference at index {label(s['index'], axes)}: {expected} {_int(s['expected'])}, "
-                         f"{actual} {_int(s['actual'])}; greatest |difference| {number(_int(t['max_abs']))}")
+                         f"{actual} {_int(s['actual'])}; greatest |difference| {num(_int(t['max_abs']))}")
     else:
         lines = [head, mismatched + (f", {nonfinite} of them non-finite" if nonfinite else "")]
-        greatest = f"{number(t['max_abs'], '.6g')} at index {label(t['max_abs_index'], axes)}"
+        greatest = f"{num(t['max_abs'], '.6g')} at index {label(t['max_abs_index'], axes)}"
         if nonfinite:
             first = next((s for s in t["samples"] if list(s["index"]) == list(t["nonfinite_index"])), None)
-            shown = f": {expected} {number(first['expected'], 'r')}, {actual} {number(first['actual'], 'r')}" if first else ""
+            shown = f": {expected} {num(first['expected'], 'r')}, {actual} {num(first['actual'], 'r')}" if first else ""
             lines.append(f"    Greatest absolute difference: NaN at index {label(t['nonfinite_index'], axes)}{shown}; "
                          f"among the finite elements {greatest}")
         else:
-            lines.append(f"    Greatest absolute difference: {greatest} (up to {number(t['allowed_at_max_abs'], '.3g')} allowed)")
+            lines.append(f"    Greatest absolute difference: {greatest} (up to {num(t['allowed_at_max_abs'], '.3g')} allowed)")
         lines += [
-            f"    Greatest relative difference: {number(t['max_rel'], '.6g')} at index {label(t['max_rel_index'], axes)}"
+            f"    Greatest relative difference: {num(t['max_rel'], '.6g')} at index {label(t['max_rel_index'], axes)}"
             f" (rule: |{actual} - {expected}| <= {tol:g} * (1 + |{expected}|))",
-            f"    Greatest ULP distance: {number(t['max_ulp'])}" + (" (over the finite elements)" if nonfinite else ""),
+            f"    Greatest ULP distance: {num(t['max_ulp'])}" + (" (over the finite elements)" if nonfinite else ""),
         ]
     if t["samples"]:
         lines.append(f"    first mismatches, {expected} (expected) vs {actual} (actual):")
         for s in t["samples"]:
             e, a = (_int(v) if integers else v for v in (s["expected"], s["actual"]))
-            lines.append(f"      at {label(s['index'], axes)}: {number(e, 'r')} vs {number(a, 'r')}")
+            lines.append(f"      at {label(s['index'], axes)}: {num(e, 'r')} vs {num(a, 'r')}")
     if not integers:
         nan, inf = (", ".join(f"{side} {t[kind].get(side, 0)}" for side in (expected, actual)) for kind in ("nan", "inf"))
         lines.append(f"    NaN: {nan}; Inf: {inf}")
@@ -160,10 +160,6 @@ def _int(v):
     return int(v) if isinstance(v, float) and v.is_integer() else v
 
 
-def _growth(run):
-    return ", ".join(f"{step}: {number(diff, '.1e')}" for step, diff in run["growth"])
-
-
 def expectation_lines(case, style):
     """What a case showed beyond tensor agreement: gradcheck bounds, quality bars, digests, and
     for a training run how the free runs of the two engines compare step by step."""
@@ -173,7 +169,7 @@ def expectation_lines(case, style):
         by_engine = {}
         for c in rel:
             by_engine[c["engine"]] = max(by_engine.get(c["engine"], 0.0), c["value"])
-        worst = ", ".join(f"{e} {number(v, '.2e')}" for e, v in by_engine.items())
+        worst = ", ".join(f"{e} {num(v, '.2e')}" for e, v in by_engine.items())
         lines.append(f"  gradcheck: {len(rel)} record sets, worst relative error {worst} (bound {rel[0]['rule'][3:]})")
     for c in case["checks"]:
         if not c["passed"]:
@@ -184,13 +180,14 @@ def expectation_lines(case, style):
         name, steps, first = run["tensor"], run["steps"], run.get("first_step_different", "?")
         identical = ("" if first == "?" else "; bit-identical at every step" if first is None else
                      f"; bit-identical through step {first - 1}" if first > 1 else "; different from step 1")
+        growth = ", ".join(f"{step}: {num(diff, '.1e')}" for step, diff in run["growth"])
         if run["first_step_beyond"] is None:
             lines.append(f"  free run {name}: engines within the tolerance at all {steps} steps "
-                         f"(max |diff| {number(run['max_abs'], '.1e')}{identical})")
+                         f"(max |diff| {num(run['max_abs'], '.1e')}{identical})")
         else:
             lines.append(f"  free run {name}: the engines part at step {run['first_step_beyond']} (first beyond the "
                          f"tolerance; {run['steps_beyond']} of {steps} steps beyond{identical}); "
-                         f"max |diff| up to step {_growth(run)}; reported, not failed")
+                         f"max |diff| up to step {growth}; reported, not failed")
     parted = [t["name"] for t in case["tensors"] if t.get("part") == "free_run" and t.get("status") == "parted"]
     if parted:
         lines.append(f"  free run outputs beyond the tolerance (reported, not failed): {', '.join(parted)}")
@@ -202,11 +199,9 @@ def expectation_lines(case, style):
         derived = sum(bool(r.get("derived")) for r in segments)
         how = (f"{derived} derived from the port's free run, {len(segments) - derived} replayed"
                if derived else f"{len(segments)} replayed")
-        if not bad:
-            lines.append(f"  replay: {len(segments)} segments from the reference's states, every one within the tolerance "
-                         f"(max |diff| {number(worst, '.1e')}; {same} bit-identical; {how})")
-        else:
-            lines.append(f"  replay: {len(segments)} segments from the reference's states ({how}), {len(bad)} failed")
+        lines.append(f"  replay: {len(segments)} segments from the reference's states" + (
+            f" ({how}), {len(bad)} failed" if bad else
+            f", every one within the tolerance (max |diff| {num(worst, '.1e')}; {same} bit-identical; {how})"))
         for r in bad:
             where = "" if r["segment"] is None else f" [{r['segment'][0]}, {r['segment'][1]}]"
             where += " (derived from the port's free run)" if r.get("derived") else ""
@@ -228,24 +223,22 @@ def evaluation_lines(case, style):
     counts = Counter(t.get("status", "?") for t in tensors)
     worst = _worst([t["max_ulp"] for t in tensors])
     lines = [f"{head}: {len(tensors)} outputs, " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
-             + (f" (max {number(worst)} ULP)" if worst else "")]
+             + (f" (max {num(worst)} ULP)" if worst else "")]
     for tie in ev.get("near_ties", []):
         lines.append(f"    near tie in {tie['tensor']} sequence {tie['sequence']} at position {tie['position']}: the "
-                     f"reference's margin {number(tie['margin'], '.3g')} is at most {number(tie['bound'], '.3g')}, so the "
+                     f"reference's margin {num(tie['margin'], '.3g')} is at most {num(tie['bound'], '.3g')}, so the "
                      f"port may take the other token: reference {_seq(tie['reference'], tie['position'])}, "
                      f"port {_seq(tie['port'], tie['position'])} (reported, not failed)")
     for t in tensors:
         if t.get("status") == "failed" and not t.get("near_tie"):
             lines.append(f"    {style.bad('differs')}: {t['name']}: " + (t["message"] or
-                         f"{t['mismatched']} / {t['total']} elements beyond the tolerance, max |diff| {number(t['max_abs'])}"))
+                         f"{t['mismatched']} / {t['total']} elements beyond the tolerance, max |diff| {num(t['max_abs'])}"))
     return lines
 
 
 def _seq(tokens, at=None):
-    words = [str(tok) for tok in tokens]
-    if at is not None and at < len(words):
-        words[at] = f"[{words[at]}]"
-    return " ".join(words) + " <end>" if words else "<end>"
+    """The tokens, the one at position `at` in brackets."""
+    return " ".join([f"[{tok}]" if i == at else str(tok) for i, tok in enumerate(tokens)] + ["<end>"])
 
 
 def decode_lines(case, style):
@@ -267,7 +260,7 @@ def decode_lines(case, style):
         if first.get("margin"):
             m = first["margin"]
             lines.append(f"    logit margin (top-1 minus top-2) at position {first['position']} in {d['margin_tensor']}: "
-                         f"reference {number(m['reference'], '.6g')}, port {number(m['port'], '.6g')}")
+                         f"reference {num(m['reference'], '.6g')}, port {num(m['port'], '.6g')}")
     return lines
 
 
@@ -315,7 +308,7 @@ def first_failure(case):
 def _short(case):
     """One line of the closing summary: the first reason, and the worst figure."""
     worst_abs, _ = _headline_figures(_compared(case))
-    text = first_failure(case) + (f" (max|diff| {number(worst_abs)})" if worst_abs not in (None, 0) else "")
+    text = first_failure(case) + (f" (max|diff| {num(worst_abs)})" if worst_abs not in (None, 0) else "")
     return text if len(text) <= 180 else text[:177] + "..."
 
 
