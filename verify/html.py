@@ -10,10 +10,10 @@ from functools import partial
 
 from .axes import is_matrix_of_weights, label
 from .compare import DEFAULT_TOL
-from .report import PLAIN, cache_lines, explanation, jsonable, loose_cases, number, reference_origin
+from .report import PLAIN, cache_lines, explanation, jsonable, loose_cases, num, reference_origin
 
 OPEN_ALL_UP_TO = 12  # cases; larger reports fold the passing ones
-_num = partial(number, fmt=".3g")
+_num = partial(num, fmt=".3g")
 
 
 def _e(text):
@@ -229,14 +229,12 @@ def _decodes(case):
     parts = []
     for d in case.get("decodes") or []:
         head = (f"{d['differing']} of {d['sequences']} sequence(s) differ" if d["differing"]
-                else f"all {d['sequences']} sequence(s) identical")
-        if d.get("free_run"):
-            head += " (the free runs: reported, not failed)"
+                else f"all {d['sequences']} sequence(s) identical") + (
+                    " (the free runs: reported, not failed)" if d.get("free_run") else "")
         rows = []
         for r in d["rows"]:
-            m = r.get("margin")
-            at = r["position"]
-            margin = (f"reference {number(m['reference'], '.4g')}, port {number(m['port'], '.4g')}" if m else
+            m, at = r.get("margin"), r["position"]
+            margin = (f"reference {num(m['reference'], '.4g')}, port {num(m['port'], '.4g')}" if m else
                       ("-" if at is None else ""))
             rows.append(f'<tr class="{"fail" if at is not None else ""}"><td class="num">{r["sequence"]}</td>'
                         f'<td class="tok">{_tokens(r["reference"], at)}</td><td class="tok">{_tokens(r["port"], at)}</td>'
@@ -260,11 +258,9 @@ def _tensor_table(case):
                     f'<td class="num">{_e(_num(t["max_abs"]))}</td><td>{_e(label(t["max_abs_index"], axes))}</td>'
                     f'<td class="num">{_e(_num(t["max_ulp"]))}</td>'
                     f'<td>{_e(t.get("status") or ("PASS" if t["passed"] else "FAIL"))}</td></tr>')
-    if not rows:
-        return ""
     return ('<table class="tensors"><tr><th>role</th><th>tensor</th><th>shape</th><th>mismatched</th>'
             '<th>max |diff|</th><th>at</th><th>max ULP</th><th></th></tr>' + "".join(rows) +
-            "</table><p class=\"legend\">inputs are listed only when they differ</p>")
+            "</table><p class=\"legend\">inputs are listed only when they differ</p>") if rows else ""
 
 
 def _case(case, tol, open_, slices):
@@ -280,8 +276,6 @@ def _case(case, tol, open_, slices):
 
 def _browsers(parts):
     """--browser: one row per browser (verdict, byte identity to Node, kernels), then its failing cases."""
-    if not parts:
-        return ""
     rows = []
     for name, p in parts.items():
         if not p["ran"]:
@@ -296,7 +290,7 @@ def _browsers(parts):
                     f'<td>Wasm SIMD {k.get("wasm", 0)}, JavaScript {k.get("js", 0)} products</td>'
                     f'<td>{f"<ul>{failing}</ul>" if failing else ""}</td></tr>')
     return ('<h2>Browsers</h2><table class="browsers"><tr><th>browser</th><th>verdict</th><th>against node</th>'
-            '<th>product kernels</th><th>failing cases</th></tr>' + "".join(rows) + "</table>")
+            '<th>product kernels</th><th>failing cases</th></tr>' + "".join(rows) + "</table>") if rows else ""
 
 
 def dumps(report):
