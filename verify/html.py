@@ -268,7 +268,8 @@ def _case(case, tol, open_, slices):
     goldens = ", ".join(f"{n} {d['label']}" for n, d in case["golden_details"].items())
     text = "\n".join(explanation(case, PLAIN, tol))
     return (f'<details class="case" data-verdict="{verdict}" id="case-{_e(case["id"])}" data-case-id="{_e(case["id"])}"'
-            f'{" open" if open_ else ""}><summary><h2 style="display:inline"><span class="{verdict.lower()}">{verdict}</span> '
+            f'{" open" if open_ else ""}><summary><h2 style="display:inline">'
+            f'<span class="{verdict.lower()}">{verdict}</span> '
             f'{_e(case["kind"])} <code>{_e(case["id"])}</code></h2> {_e(case.get("status") or "")} — goldens: {_e(goldens)}</summary>'
             f'<pre class="explanation">{_e(text)}</pre>{_tensor_table(case)}{_curves(case)}{_decodes(case)}'
             f'{_heatmaps(case, slices)}</details>')

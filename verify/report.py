@@ -69,7 +69,8 @@ def case_line(case, style, tol=None):
     """One case's line; a tolerance of its own looser than the default is named at its end
     (tol: the run's --tol, named in the closing section instead)."""
     status = case.get("status") or ("passed" if case["passed"] else "failed")
-    verdict = style.bad("NOT RUN") if status == "not run" else style.good("PASS") if case["passed"] else style.bad("FAIL")
+    verdict = (style.bad("NOT RUN") if status == "not run" else
+               style.good("PASS") if case["passed"] else style.bad("FAIL"))
     head = f"{verdict} {case['kind']:<8} {case['id']:<44}"
     if status == "not run":
         return f"{head} not run: {case['errors'][0] if case['errors'] else ''}"
@@ -100,9 +101,8 @@ def loose_cases(report):
 
 
 def reference_origin(report):
-    """Whether the reference was computed fresh for every case that ran or taken from the reference
-    cache for some (report["reference_cache"], which the run fills; a run with --fresh, VERIFY_FRESH
-    or --reference-cmd has none): the report's `reference` field, so a deploy gate can require fresh."""
+    """The report's `reference` field, so a deploy gate can require fresh: whether the reference was
+    computed fresh for every case that ran or taken from report["reference_cache"] for some."""
     ran = [c["id"] for c in report.get("cases", []) if c.get("status") != "not run"]
     ids = set(ran)
     hits = sum(i in ids for i in (report.get("reference_cache") or {}).get("from_cache", []))
@@ -137,7 +137,8 @@ def tensor_block(t, tol):
             lines.append(f"    Greatest absolute difference: NaN at index {label(t['nonfinite_index'], axes)}{shown}; "
                          f"among the finite elements {greatest}")
         else:
-            lines.append(f"    Greatest absolute difference: {greatest} (up to {num(t['allowed_at_max_abs'], '.3g')} allowed)")
+            lines.append(f"    Greatest absolute difference: {greatest} "
+                         f"(up to {num(t['allowed_at_max_abs'], '.3g')} allowed)")
         lines += [
             f"    Greatest relative difference: {num(t['max_rel'], '.6g')} at index {label(t['max_rel_index'], axes)}"
             f" (rule: |{actual} - {expected}| <= {tol:g} * (1 + |{expected}|))",
@@ -149,7 +150,8 @@ def tensor_block(t, tol):
             e, a = (_int(v) if integers else v for v in (s["expected"], s["actual"]))
             lines.append(f"      at {label(s['index'], axes)}: {num(e, 'r')} vs {num(a, 'r')}")
     if not integers:
-        nan, inf = (", ".join(f"{side} {t[kind].get(side, 0)}" for side in (expected, actual)) for kind in ("nan", "inf"))
+        nan, inf = (", ".join(f"{side} {t[kind].get(side, 0)}" for side in (expected, actual))
+                    for kind in ("nan", "inf"))
         lines.append(f"    NaN: {nan}; Inf: {inf}")
     if t["message"]:
         lines.append(f"    {t['message']}")
@@ -232,7 +234,8 @@ def evaluation_lines(case, style):
     for t in tensors:
         if t.get("status") == "failed" and not t.get("near_tie"):
             lines.append(f"    {style.bad('differs')}: {t['name']}: " + (t["message"] or
-                         f"{t['mismatched']} / {t['total']} elements beyond the tolerance, max |diff| {num(t['max_abs'])}"))
+                         f"{t['mismatched']} / {t['total']} elements beyond the tolerance, "
+                         f"max |diff| {num(t['max_abs'])}"))
     return lines
 
 
@@ -366,7 +369,8 @@ def closing_lines(report, style, timings=False, written=()):
                      f"tolerance (or a free run that parted): nothing to do; `verify regen {suite}` "
                      "makes them byte-identical")
     for path in report.get("unused_goldens", []):
-        lines.append(f"{style.bad('unused golden')} {path}: no case has this id; run `verify regen {suite}` to remove it")
+        lines.append(f"{style.bad('unused golden')} {path}: no case has this id; "
+                     f"run `verify regen {suite}` to remove it")
     lines += kernel_lines(report) + browser_lines(report, style) + cache_lines(report)
     if timings:
         lines += timing_lines(report.get("timings"))
