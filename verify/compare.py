@@ -1,14 +1,9 @@
 """The comparison rule and the figures reported for every compared tensor.
 
-Rule (docs/runner.md): an element passes when |actual - expected| <= tol * (1 + |expected|), that
-is torch.testing.assert_close with atol = rtol = tol. Non-finite values are never "close" by
-arithmetic: an infinity matches only the same infinity, and NaN matches nothing, not even NaN (a
-NaN in both engines is reported as such and fails); the mismatches that involve a non-finite value
-are counted apart and come first in every headline. Integer tensors (token ids, labels, counts)
-are compared exactly: how many differ and where, never a ULP or relative figure.
-
-"expected" is the reference engine (or the committed golden), "actual" the port (or the fresh
-output); the side labels say which, so messages can name the side that differs.
+Rule (docs/runner.md): an element passes when |actual - expected| <= tol * (1 + |expected|), as
+torch.testing.assert_close with atol = rtol = tol. An infinity matches only the same infinity; NaN
+matches nothing, not even NaN. Integer tensors (token ids, labels) are compared exactly.
+"expected" is the reference (or the committed golden), "actual" the port (or the fresh output).
 """
 
 from dataclasses import dataclass, field
@@ -61,47 +56,22 @@ class TensorResult:
     message: str = None  # set when the tensors cannot be compared element by element
 
     def to_dict(self):
-        return {
-            "name": self.name,
-            "role": self.role,
-            "sides": list(self.sides),
-            "dtype": self.dtype,
-            "shape": None if self.shape is None else list(self.shape),
-            "passed": self.passed,
-            "mismatched": self.mismatched,
-            "total": self.total,
-            "max_abs": self.max_abs,
-            "max_abs_index": _list(self.max_abs_index),
-            "allowed_at_max_abs": self.allowed_at_max_abs,
-            "max_rel": self.max_rel,
-            "max_rel_index": _list(self.max_rel_index),
-            "max_ulp": self.max_ulp,
-            "nonfinite": self.nonfinite,
-            "nonfinite_index": _list(self.nonfinite_index),
-            "nan": dict(self.nan),
-            "inf": dict(self.inf),
-            "samples": [dict(s, index=list(s["index"])) for s in self.samples],
-            "message": self.message,
-        }
-
-
-def _list(index):
-    return None if index is None else list(index)
+        found = {k: list(v) if isinstance(v, tuple) else v for k, v in vars(self).items()}
+        found.update(nan=dict(self.nan), inf=dict(self.inf),
+                     samples=[dict(s, index=list(s["index"])) for s in self.samples])
+        return found
 
 
 def ordered(values):
-    """float64 bit patterns mapped to integers in IEEE 754's totalOrder: as the floats sort, with
-    -0.0 (-1) just below +0.0 (0), adjacent doubles one apart (int64; only meaningful for non-NaN
-    values)."""
+    """float64 bit patterns as int64 in IEEE 754's totalOrder: adjacent doubles one apart, -0.0 (-1)
+    just below +0.0 (0); meaningless for NaN."""
     bits = np.ascontiguousarray(values, dtype=np.float64).view(np.int64)
     return np.where(bits < 0, -(bits & _SIGN) - 1, bits)
 
 
 def ulp_distance(a, b):
-    """How many doubles apart a and b are in totalOrder (uint64, elementwise): 0 only for the same
-    bit pattern. -0.0 and +0.0 are one apart: equal as numbers, so never beyond the tolerance, but
-    not the same bits, so a port writing -0.0 for the reference's +0.0 is within the tolerance
-    (max 1 ULP), never bit-identical (a figure of 0 would say bit-identical: verify/verdict.py)."""
+    """How many doubles apart a and b are (uint64, elementwise): 0 only for the same bits, so -0.0
+    and +0.0 are 1 apart (within the tolerance, never bit-identical)."""
     oa, ob = ordered(a), ordered(b)
     # |oa - ob| can exceed int64 when the signs differ: add the magnitudes in uint64 instead.
     ua, ub = np.abs(oa).astype(np.uint64), np.abs(ob).astype(np.uint64)
@@ -138,32 +108,26 @@ def compare_tensor(name, role, expected, actual, tol, sides=("reference", "port"
         return result
     result.dtype, result.shape = expected.dtype, expected.shape
     result.total = int(expected.values.size)
-    if expected.dtype != actual.dtype:
-        result.mismatched = result.total
-        result.message = f"dtype differs: {exp_label} {expected.dtype}, {act_label} {actual.dtype}"
-        return result
-    if expected.shape != actual.shape:
-        result.mismatched = result.total
-        result.message = f"shape differs: {exp_label} {expected.shape}, {act_label} {actual.shape}"
-        return result
+    for what, e, a in (("dtype", expected.dtype, actual.dtype), ("shape", expected.shape, actual.shape)):
+        if e != a:
+            result.mismatched = result.total
+            result.message = f"{what} differs: {exp_label} {e}, {act_label} {a}"
+            return result
 
     e, a = np.asarray(expected.values, dtype=np.float64), np.asarray(actual.values, dtype=np.float64)
     integers = expected.dtype == "int64"
-    if not plain() and _same_finite_bits(e, a):  # an accelerator: about 0.3 s of CPU in a full run
-        return _identical(result, e, integers, tol, exp_label, act_label)
+    if not plain() and same_bits(e, a) and np.isfinite(e).all():  # an accelerator: about 0.3 s of CPU
+        return _identical(result, e, integers, tol, sides)
     ok = (a == e) if integers else close(a, e, tol)
     result.mismatched = int(ok.size - np.count_nonzero(ok))
     result.passed = result.mismatched == 0
     result.nan = {exp_label: int(np.isnan(e).sum()), act_label: int(np.isnan(a).sum())}
     result.inf = {exp_label: int(np.isinf(e).sum()), act_label: int(np.isinf(a).sum())}
-    if integers:
-        _fill_integer_figures(result, e, a)
-    else:
-        _fill_figures(result, e, a, tol)
-        nonfinite = np.flatnonzero(~ok & ~(np.isfinite(e) & np.isfinite(a)))
-        result.nonfinite = int(nonfinite.size)
-        if nonfinite.size:
-            result.nonfinite_index = _unravel(nonfinite[0], e.shape)
+    _fill_figures(result, e, a, tol, integers)
+    nonfinite = np.flatnonzero(~ok & ~(np.isfinite(e) & np.isfinite(a)))
+    result.nonfinite = int(nonfinite.size)
+    if nonfinite.size:
+        result.nonfinite_index = _unravel(nonfinite[0], e.shape)
     both_nan = np.isnan(e) & np.isnan(a)
     if both_nan.any():
         first = _unravel(np.flatnonzero(both_nan)[0], e.shape)
@@ -176,70 +140,43 @@ def compare_tensor(name, role, expected, actual, tol, sides=("reference", "port"
 
 
 def same_bits(e, a):
-    """Whether the float64 arrays e and a (same shape) hold the same bit patterns: -0.0 is not
-    0.0, a NaN matches only its own payload."""
+    """Whether the float64 arrays e and a hold the same bit patterns (-0.0 is not 0.0)."""
     e, a = np.ascontiguousarray(e, dtype=np.float64), np.ascontiguousarray(a, dtype=np.float64)
-    return e.shape == a.shape and e.tobytes() == a.tobytes()  # one memcmp: a tenth of an elementwise == on small tensors
+    return e.shape == a.shape and e.tobytes() == a.tobytes()  # one memcmp: a tenth of an elementwise ==
 
 
-def _same_finite_bits(e, a):
-    """Whether e and a (same shape) hold the same bit patterns, every one a finite double: the
-    common case, whose figures need no elementwise arithmetic (_identical)."""
-    return same_bits(e, a) and bool(np.isfinite(e).all())
-
-
-def _identical(result, e, integers, tol, exp_label, act_label):
-    """The figures of two bit-identical tensors of finite values, as the general path computes
-    them: nothing mismatched, no NaN or infinity, every difference 0 (so the greatest is the first
-    element's), 0 ULP; nothing for an empty tensor."""
+def _identical(result, e, integers, tol, sides):
+    """The figures of two bit-identical tensors of finite values, as _fill_figures would find them:
+    every difference 0, so the greatest is the first element's."""
     result.passed = True
-    result.nan = {exp_label: 0, act_label: 0}
-    result.inf = {exp_label: 0, act_label: 0}
-    if e.size == 0:
-        return result
-    first = (0,) * e.ndim
-    if integers:
-        result.max_abs, result.max_abs_index, result.allowed_at_max_abs = 0.0, first, 0.0
-        return result
-    result.max_abs, result.max_abs_index = 0.0, first
-    result.allowed_at_max_abs = float(tol * (1.0 + abs(e.flat[0])))
-    result.max_rel, result.max_rel_index = 0.0, first
-    result.max_ulp = 0
+    result.nan, result.inf = dict.fromkeys(sides, 0), dict.fromkeys(sides, 0)
+    if e.size:
+        result.max_abs, result.max_abs_index = 0.0, (0,) * e.ndim
+        result.allowed_at_max_abs = 0.0 if integers else float(tol * (1.0 + abs(e.flat[0])))
+        if not integers:
+            result.max_rel, result.max_rel_index, result.max_ulp = 0.0, (0,) * e.ndim, 0
     return result
 
 
-def _fill_integer_figures(result, e, a):
-    """Integers: the greatest |difference| (exact: the values are below 2**53) at its index, nothing
-    allowed; no relative or ULP figure (they mean nothing for a token id)."""
-    if e.size == 0:
-        return
-    diff = np.abs(a - e)
-    i = int(np.argmax(diff))
-    result.max_abs, result.max_abs_index, result.allowed_at_max_abs = float(diff.flat[i]), _unravel(i, e.shape), 0.0
-
-
-def _fill_figures(result, e, a, tol):
-    """Greatest absolute / relative / ULP differences over the elements where neither side is
-    NaN (NaNs are counted apart). An equal pair, infinities included, differs by 0."""
+def _fill_figures(result, e, a, tol, integers):
+    """Greatest absolute / relative / ULP differences where neither side is NaN (an equal pair,
+    infinities included, differs by 0); integers: the absolute one alone, nothing allowed."""
     comparable = ~(np.isnan(e) | np.isnan(a))
     if not comparable.any():
         return
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         equal = a == e
-        abs_diff = np.where(equal, 0.0, np.abs(a - e))
+        abs_diff = np.where(comparable, np.where(equal, 0.0, np.abs(a - e)), -1.0)
         rel_diff = np.where(equal, 0.0, abs_diff / np.abs(e))
-    rel_diff = np.where(np.isnan(rel_diff), np.inf, rel_diff)  # inf / inf: against an infinity
-    abs_diff = np.where(comparable, abs_diff, -1.0)
-    rel_diff = np.where(comparable, rel_diff, -1.0)
     i = int(np.argmax(abs_diff))
-    result.max_abs = float(abs_diff.flat[i])
-    result.max_abs_index = _unravel(i, e.shape)
-    result.allowed_at_max_abs = float(tol * (1.0 + abs(e.flat[i])))
+    result.max_abs, result.max_abs_index = float(abs_diff.flat[i]), _unravel(i, e.shape)
+    result.allowed_at_max_abs = 0.0 if integers else float(tol * (1.0 + abs(e.flat[i])))
+    if integers:
+        return
+    rel_diff = np.where(comparable, np.where(np.isnan(rel_diff), np.inf, rel_diff), -1.0)  # inf / inf: infinite
     j = int(np.argmax(rel_diff))
-    result.max_rel = float(rel_diff.flat[j])
-    result.max_rel_index = _unravel(j, e.shape)
-    ulps = ulp_distance(a[comparable], e[comparable])
-    result.max_ulp = int(ulps.max())
+    result.max_rel, result.max_rel_index = float(rel_diff.flat[j]), _unravel(j, e.shape)
+    result.max_ulp = int(ulp_distance(a[comparable], e[comparable]).max())
 
 
 def compare_named(role, expected, actual, tol, sides=("reference", "port")):
@@ -249,9 +186,8 @@ def compare_named(role, expected, actual, tol, sides=("reference", "port")):
 
 
 def bits_differ(expected, actual):
-    """The names of the tensors of two {name: Tensor} maps that are not the same bit for bit (on
-    one side only, another dtype or shape, or any element's bit pattern: -0.0 is not 0.0, a NaN
-    only its own payload), sorted; [] when the maps are identical."""
+    """The sorted names of the tensors of two {name: Tensor} maps that are not the same bit for bit
+    (on one side only, another dtype or shape, any element's bits)."""
     def same(e, a):
         return not (e is None or a is None or e.dtype != a.dtype or e.shape != a.shape) and same_bits(e.values, a.values)
 
