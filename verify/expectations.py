@@ -1,28 +1,11 @@
 """What a case must satisfy beyond the two engines' agreement (docs/runner.md, "The verdict"):
-
-- gradcheck cases: in each engine, every finite-difference relative error (outputs named
-  `*.rel_err`) is at most the op's declared bound (tolerance `gradcheck`, ops/<suite>.json), and every parameter gradient `grad.<name>` has its
-  coordinate checks `check.<name>.rel_err` (every parameter tensor covered);
-- quality bars `expect.at_least` / `expect.at_most` on output tensors: in each engine, except that
-  a training run's port is held to them on its evaluation of the reference's final parameters
-  (verify/replay.py), its own free run being judged by the band below;
-- digests: `expect.equal_digests` identical across engines always (data both engines must draw
-  bit for bit: initial parameters, data sets); `expect.bitwise_digests` only under --bitwise
-  (digests of computed values, which a faithful port with other last bits cannot match);
-- two ways of the same maths, `expect.agree` {a: b}: in each engine, output a within the rule of
-  output b at the case's tolerance (integers equal): tiled attention and its plain form, a KV
-  cache and full recomputation. Reported bit-identical or within the tolerance with its ULP
-  figure; the two ways may round differently in a correct engine (tiled and plain do, by a few
-  ULP), so only the rule counts, with or without --bitwise;
-- training cases: the free runs compared step by step (`loss`, `grad_norm`: where they part, how
-  the difference grows; reported, never failed for parting), and the free run's outcomes
-  `expect.free_run` {output: {"abs": b} or {"ratio": r}}, the answer to "does the port also
-  train?", as an absolute difference or a ratio. Each band is derived from the spread of the
-  outcome across seeds and across faithful variants of the port (docs/runner.md, "Free runs";
-  scripts/free_run_spread.py measures it).
+gradcheck bounds and coverage, quality bars (`expect.at_least` / `at_most`), digests equal across
+engines (`expect.equal_digests`; `bitwise_digests` under --bitwise only), two ways of the same maths
+within the rule (`expect.agree`), and for training cases the free runs compared step by step
+(reported, never failed for parting) and their outcomes within the case's band (`expect.free_run`).
 
 Each check is a dict {engine, name, rule, passed, detail, value, required}; `required` is
-"always" or "bitwise" (counted only under --bitwise). The report lists them per case.
+"always" or "bitwise" (counted only under --bitwise).
 """
 
 import numpy as np
@@ -30,9 +13,6 @@ import numpy as np
 from .compare import close, compare_tensor
 from .ops import Undeclared, declarations
 
-# A gradcheck case's bound on every relative error, |analytic - numeric| / max(|analytic|, |numeric|,
-# floor) (docs/gradcheck.md), is its op's declared tolerance `gradcheck` (ops/<suite>.json): each
-# bound is a reviewed decision there; loosening one is a change of its own.
 STEP_TENSORS = ("loss", "grad_norm")  # a training golden's per-step records, compared step by step
 GROWTH_POINTS = 8  # how many steps the growth of a free run's difference is sampled at
 # Outputs of a training case that follow from its config alone, not from the trained parameters:
@@ -48,12 +28,16 @@ def check(engine, name, rule, passed, detail, value=None, required="always", sou
     return entry
 
 
-def _worst(values, largest=True):
-    flat = values.ravel()
-    if flat.size == 0:
-        return None, None
-    i = int(np.nanargmax(flat) if largest else np.nanargmin(flat)) if not np.isnan(flat).all() else 0
-    return float(flat[i]), tuple(int(k) for k in np.unravel_index(i, values.shape))
+def _bar(engine, name, values, op, bound, digits, source=None):
+    """The check that every value is `op` bound ("<=" or ">="), naming the worst value and where."""
+    flat, largest = values.ravel(), op == "<="
+    worst, where = None, None
+    if flat.size:
+        i = 0 if np.isnan(flat).all() else int(np.nanargmax(flat) if largest else np.nanargmin(flat))
+        worst, where = float(flat[i]), tuple(int(k) for k in np.unravel_index(i, values.shape))
+    ok = flat.size > 0 and not np.isnan(flat).any() and (worst <= bound if largest else worst >= bound)
+    detail = f"{'max' if largest else 'min'} {worst:.{digits}g} at {where}" if worst is not None else "empty"
+    return check(engine, name, f"{op} {bound:g}", ok, detail, worst, source=source)
 
 
 def free_run_names(kind, *fresh):
@@ -77,8 +61,8 @@ def gradcheck_bound(op):
 
 
 def gradcheck_checks(engine, outputs, op):
-    """Every rel_err at most the op's declared bound, and every gradient covered by coordinate checks.
-    An op that declares no bound fails its check, saying so."""
+    """Every *.rel_err at most the op's declared bound (docs/gradcheck.md), and every grad.<name>
+    covered by check.<name>.rel_err. An op that declares no bound fails its check, saying so."""
     checks = []
     bound, undeclared = gradcheck_bound(op)
     if undeclared:
@@ -86,12 +70,7 @@ def gradcheck_checks(engine, outputs, op):
     rel = sorted(n for n in outputs if n.endswith(".rel_err"))
     if not rel:
         checks.append(check(engine, "rel_err", "gradcheck records", False, "no *.rel_err outputs: the case checks nothing"))
-    for name in rel if bound is not None else ():
-        values = outputs[name].values
-        worst, where = _worst(values)
-        ok = values.size > 0 and not np.isnan(values).any() and worst <= bound
-        checks.append(check(engine, name, f"<= {bound:g}", ok,
-                            f"max {worst:.3g} at {where}" if worst is not None else "empty", worst))
+    checks += [_bar(engine, name, outputs[name].values, "<=", bound, 3) for name in rel if bound is not None]
     grads = sorted(n[len("grad."):] for n in outputs if n.startswith("grad."))
     uncovered = [g for g in grads if f"check.{g}.rel_err" not in outputs]
     checks.append(check(engine, "coverage", "every grad.<name> has check.<name>.rel_err", not uncovered and grads,
@@ -102,23 +81,18 @@ def gradcheck_checks(engine, outputs, op):
 
 def bound_checks(engine, outputs, expect, source=None):
     checks = []
-    for key, op, largest in (("at_least", ">=", False), ("at_most", "<=", True)):
+    for key, op in (("at_least", ">="), ("at_most", "<=")):
         for name, bound in sorted(expect.get(key, {}).items()):
-            tensor = outputs.get(name)
-            if tensor is None:
+            if name in outputs:
+                checks.append(_bar(engine, name, outputs[name].values, op, bound, 6, source))
+            else:
                 checks.append(check(engine, name, f"{op} {bound:g}", False, "no such output", source=source))
-                continue
-            values = tensor.values
-            worst, where = _worst(values, largest)
-            ok = values.size > 0 and not np.isnan(values).any() and (worst >= bound if op == ">=" else worst <= bound)
-            checks.append(check(engine, name, f"{op} {bound:g}", ok,
-                                f"{'min' if op == '>=' else 'max'} {worst:.6g} at {where}", worst, source=source))
     return checks
 
 
 def agree_checks(engine, outputs, expect, tol):
-    """expect.agree {a: b}: output a of one engine within the rule of its output b (b the expected
-    side), one check per pair: bit-identical, within the tolerance (max |diff|, max ULP) or not."""
+    """expect.agree {a: b}: output a of one engine within the rule of its output b, one check per
+    pair; the two ways may round differently in a correct engine, so --bitwise does not apply."""
     checks = []
     for a, b in sorted(expect.get("agree", {}).items()):
         rule = f"within the tolerance of {b}"
@@ -147,21 +121,18 @@ def digest_checks(docs, expect):
             found = {engine: (doc.get("digests") or {}).get(name) for engine, doc in docs.items()}
             missing = [e for e, d in found.items() if d is None]
             rule = "identical across engines" + (" (--bitwise)" if required == "bitwise" else "")
+            same = not missing and len(set(found.values())) == 1
             if missing:
-                checks.append(check("both", f"digest {name}", rule, False, f"not written by {', '.join(missing)}",
-                                    required=required))
-                continue
-            same = len(set(found.values())) == 1
-            checks.append(check("both", f"digest {name}", rule, same,
-                                "identical" if same else "; ".join(f"{e} {d[:12]}…" for e, d in found.items()),
-                                required=required))
+                detail = f"not written by {', '.join(missing)}"
+            else:
+                detail = "identical" if same else "; ".join(f"{e} {d[:12]}…" for e, d in found.items())
+            checks.append(check("both", f"digest {name}", rule, same, detail, required=required))
     return checks
 
 
 def band_checks(ref_out, port_out, expect):
     """The free run's outcomes (scalars), one check per expect.free_run entry: {"abs": b} is
-    |port - reference| <= b, {"ratio": r} is max(port / reference, reference / port) <= r (for
-    positive outcomes that vary on a log scale, such as a small final loss)."""
+    |port - reference| <= b, {"ratio": r} is max(port / reference, reference / port) <= r."""
     checks = []
     for name, band in sorted(expect.get("free_run", {}).items()):
         e, a = ref_out.get(name), port_out.get(name)
@@ -184,14 +155,12 @@ def band_checks(ref_out, port_out, expect):
 
 def free_run(name, expected, actual, tol):
     """A per-step record compared step by step: the first step (1-based) beyond the tolerance, the
-    first not bit-identical, and the greatest |difference| up to a few sampled steps, so a person
-    sees how it grows."""
+    first not bit-identical, and the greatest |difference| so far at a few sampled steps."""
     e, a = expected.values.ravel(), actual.values.ravel()
     steps = e.size
     if a.size != steps or steps == 0:
         return None
-    ok = close(a, e, tol)
-    beyond = np.flatnonzero(~ok)
+    beyond = np.flatnonzero(~close(a, e, tol))
     different = np.flatnonzero(~((a == e) | (np.isnan(a) & np.isnan(e))))
     diff = np.abs(a - e)
     running = np.maximum.accumulate(np.where(np.isnan(diff), np.inf, diff))
@@ -208,9 +177,8 @@ def free_run(name, expected, actual, tol):
 
 
 def case_checks(kind, expect, fresh, tol, op=None):
-    """All checks of one case that need only the engines' own documents; fresh: {role: Fresh}
-    (documents already validated). Returns (checks, free runs). A training run's port is held to
-    the quality bars on its evaluation (verify/replay.py), not here."""
+    """All checks of one case that need only the engines' own documents ({role: Fresh}): (checks,
+    free runs). A training run's port meets the quality bars on its evaluation (verify/replay.py)."""
     usable = {role: f for role, f in fresh.items() if f.doc is not None}
     checks, runs = [], []
     for role, f in usable.items():
@@ -225,9 +193,6 @@ def case_checks(kind, expect, fresh, tol, op=None):
         if kind == "training":
             ref, port = usable["reference"].tensors["outputs"], usable["port"].tensors["outputs"]
             checks += band_checks(ref, port, expect)
-            for name in STEP_TENSORS:
-                if name in ref and name in port:
-                    summary = free_run(name, ref[name], port[name], tol)
-                    if summary:
-                        runs.append(summary)
+            runs = [free_run(n, ref[n], port[n], tol) for n in STEP_TENSORS if n in ref and n in port]
+            runs = [r for r in runs if r]
     return checks, runs
