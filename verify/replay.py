@@ -1,28 +1,16 @@
-"""Replay and evaluation of training runs (docs/training.md, "Replay" and "Evaluation"): the one
-place where one engine's arrays reach the other, by design.
+"""Replay and evaluation of training runs (docs/training.md): the one place where one engine's
+arrays reach the other, by design.
 
-- Replay: the reference's state at the start of each segment [t0, t1] goes to the port, which runs
-  steps t0+1..t1; its state at t1 must match the reference's within the tolerance. Together the
-  segments cover every step, so every step of the port is checked from the reference's own
-  starting point, however far the two free runs have drifted apart.
-- Derived segments: the port is deterministic, so where its free run's state at t0 is the
-  reference's state at t0 bit for bit, its replay of [t0, t1] would compute exactly its free
-  run's steps t0+1..t1, and its result would be its free run's state at t1. Such a segment is
-  not sent to the port: `plan` keeps it out of the request (from the two main documents'
-  `state.<t>` digests), and `compare` judges it from the files: the port's free-run state at t0
-  must be the reference's bit for bit (the premise, checked tensor by tensor, not taken from the
-  digests), and its free-run state at t1 must match the reference's within the tolerance, the
-  comparison a replay of the segment would get. The last segment is always replayed, so the
-  port's loading of a state (t0 > 0, Adam's step counts) runs on every run.
-- Evaluation: the port evaluates the reference's final state (the run's evaluate(): decodes,
-  metrics, attention maps: what the site shows of the baked run), and must find what the
-  reference found at its final parameters: every output of `expect.evaluation.outputs` by the
-  rule, every greedy decode token for token. A decode may part at a near tie only: where the
-  reference's top-1 minus top-2 logit margin is at most NEAR_TIE_FACTOR * tol, a port within the
-  tolerance may take the other token; that sequence is then reported as a near tie, not failed,
-  and so are the outputs that follow from the decode (`follow`). The case's quality bars hold for
-  the port on this evaluation.
+- Replay: the port runs each segment [t0, t1] from the reference's state at t0 and must reach the
+  reference's state at t1 within the tolerance; the segments chain over every step. Where the two
+  main documents' `state.<t0>` digests agree, the port's free run already did that (`plan`): the
+  segment is derived from its state files, not replayed; the last one always is.
+- Evaluation: the port evaluates the reference's final state and must find the reference's
+  outputs by the rule and its greedy decodes token for token, except that a decode may part at a
+  near tie (reported with the outputs that `follow` it, not failed). The quality bars hold there.
 """
+
+import functools
 
 import numpy as np
 
@@ -48,10 +36,9 @@ def evaluation_of(case):
 
 def coverage_problem(case):
     """None when the segments chain from step 0 to the run's last step; else what is wrong."""
-    segments = segments_of(case)
     steps = case.spec.get("config", {}).get("steps")
     at = 0
-    for t0, t1 in segments:
+    for t0, t1 in segments_of(case):
         if t0 != at or t1 <= t0:
             return f"segment [{t0}, {t1}] does not continue from step {at}"
         at = t1
@@ -67,9 +54,7 @@ def evaluation_step(case):
 
 
 def request_entry(case):
-    """The case's entry of a replay request, without `from_dir` (the reference's states, added
-    by whoever knows where they are): every segment, the evaluation step, no free run
-    (docs/protocol.md)."""
+    """The case's entry of a replay request (docs/protocol.md), without `from_dir`."""
     step = evaluation_step(case)
     return {"segments": segments_of(case), "evaluate": [] if step is None else [step], "free_run": False}
 
@@ -82,12 +67,9 @@ def _state_digest(doc, t):
 
 
 def plan(case, reference_doc, port_doc):
-    """The segments the port must replay ([[t0, t1], ...], in order, a subset of the case's), from
-    the main documents <out>/<id>.json of the reference and of the port's free run (a parsed
-    document, or None when it is missing, unreadable, or the free run failed): every segment whose
-    start t0 has no `state.<t0>` digest equal in both documents, and always the last segment. The
-    others are derived from the port's free run (compare() checks their premise from the state
-    files). No usable document: every segment."""
+    """The segments the port must replay ([[t0, t1], ...]), from the main documents of the reference
+    and of the port's free run (None when unusable: every segment): the last segment and each whose
+    t0 has no `state.<t0>` digest equal in both."""
     segments = [list(s) for s in segments_of(case)]
     if not isinstance(reference_doc, dict) or not isinstance(port_doc, dict):
         return segments
@@ -100,13 +82,6 @@ def plan(case, reference_doc, port_doc):
 def _state(path, case):
     """The tensors of a state document, or what is wrong with it (a different case echoed first)."""
     try:
-        data = read_bytes(path)
-        doc, tensors = decoded.golden(data)
-        different = case_difference(case.spec, doc.get("case"))
-        return f"{path.name} echoes a different case: {different}" if different else tensors
-    except (DocumentError, KeyError, TypeError, AttributeError):
-        pass  # unreadable as a whole: read again step by step, so the message is the first thing wrong
-    try:
         doc = read(path)
         different = case_difference(case.spec, doc.get("case") if isinstance(doc, dict) else None)
         return f"{path.name} echoes a different case: {different}" if different else decode_tensors(doc)
@@ -114,53 +89,57 @@ def _state(path, case):
         return str(exc)
 
 
+def _port_error(status):
+    """Why the port's replay of a case gave nothing to compare, or None."""
+    if not (status or {}).get("ok"):
+        return "port: " + str((status or {}).get("error") or "no status line for the replay")
+    return None
+
+
+def _segment(segment, derived=False, error=None):
+    return {"segment": segment, "derived": derived, "passed": False, "max_abs": None, "max_ulp": None,
+            "worst": None, "bit_identical": False, "error": error}
+
+
+def _derived_premise(case, ref0, port0, t0):
+    """Why a derived segment's premise fails (the two states at t0 not the same bits), or None."""
+    if isinstance(ref0, str) or isinstance(port0, str):
+        side = "the reference's" if isinstance(ref0, str) else "the port's free-run"
+        return (f"derived from the port's free run, whose digest of its state at step {t0} equals the reference's, "
+                f"but {side} state of step {t0} cannot be read: {ref0 if isinstance(ref0, str) else port0}")
+    differ = bits_differ(ref0["outputs"], port0["outputs"])
+    if differ:
+        return (f"the port's digest of its state at step {t0} equals the reference's, but its state file differs: "
+                f"{len(differ)} tensor(s) not bit-identical, first {differ[0]} ({case.id}.states/step_{t0}.json "
+                "of each engine); a state's digest is the SHA-256 of the state the engine writes "
+                "(docs/training.md, \"State and checkpoints\"): fix the port's digest or the state it writes")
+    return None
+
+
 def _segments(case, reference_dir, replay_run, status, tol, port_dir=None, replayed=None):
-    """One entry per segment: {segment, derived, passed, max_abs, max_ulp, worst, bit_identical,
-    error}. replayed: the segments the port was asked to replay (plan()); the others, when the
-    port's free-run directory port_dir is given, are derived from its free run. None: every
-    segment was replayed. Each state file is read and decoded once."""
-    results = []
+    """One entry per segment. replayed: the segments the port was asked to replay (plan()); given
+    port_dir, the others are derived from the port's free run. Each state file is read once."""
     problem = coverage_problem(case)
     if problem:
-        return [{"segment": None, "derived": False, "passed": False, "max_abs": None, "max_ulp": None, "worst": None,
-                 "bit_identical": False, "error": f"replay segments do not cover the run: {problem}"}]
-    states = {}
-
-    def state(path):
-        if path not in states:
-            states[path] = _state(path, case)
-        return states[path]
-
+        return [_segment(None, error=f"replay segments do not cover the run: {problem}")]
+    state, results = functools.cache(lambda path: _state(path, case)), []
     asked = None if replayed is None else {tuple(s) for s in replayed}
     for t0, t1 in segments_of(case):
         derived = asked is not None and port_dir is not None and (t0, t1) not in asked
-        entry = {"segment": [t0, t1], "derived": derived, "passed": False, "max_abs": None, "max_ulp": None,
-                 "worst": None, "bit_identical": False, "error": None}
+        entry = _segment([t0, t1], derived)
         results.append(entry)
-        ref_path = layout.state(reference_dir, case.id, t1)
         if derived:
-            ref0, port0 = state(layout.state(reference_dir, case.id, t0)), state(layout.state(port_dir, case.id, t0))
-            if isinstance(ref0, str) or isinstance(port0, str):
-                side = "the reference's" if isinstance(ref0, str) else "the port's free-run"
-                entry["error"] = (f"derived from the port's free run, whose digest of its state at step {t0} equals "
-                                  f"the reference's, but {side} state of step {t0} cannot be read: "
-                                  f"{ref0 if isinstance(ref0, str) else port0}")
-                continue
-            differ = bits_differ(ref0["outputs"], port0["outputs"])
-            if differ:
-                entry["error"] = (f"the port's digest of its state at step {t0} equals the reference's, but its state "
-                                  f"file differs: {len(differ)} tensor(s) not bit-identical, first {differ[0]} "
-                                  f"({case.id}.states/step_{t0}.json of each engine); a state's digest is the SHA-256 "
-                                  "of the state the engine writes (docs/training.md, \"State and checkpoints\"): "
-                                  "fix the port's digest or the state it writes")
-                continue
+            entry["error"] = _derived_premise(case, state(layout.state(reference_dir, case.id, t0)),
+                                              state(layout.state(port_dir, case.id, t0)), t0)
+        else:
+            entry["error"] = _port_error(status)
+        if entry["error"]:
+            continue
+        if derived:
             port_path, whose = layout.state(port_dir, case.id, t1), "the port's free-run state"
         else:
-            if status is None or not status.get("ok"):
-                entry["error"] = "port: " + str((status or {}).get("error") or "no status line for the replay")
-                continue
             port_path, whose = layout.replayed_state(replay_run.out_dir, case.id, t1), "the state"
-        ref, port = state(ref_path), state(port_path)
+        ref, port = state(layout.state(reference_dir, case.id, t1)), state(port_path)
         if isinstance(ref, str) or isinstance(port, str):
             entry["error"] = f"cannot read {whose} of step {t1}: {ref if isinstance(ref, str) else port}"
             continue
@@ -197,79 +176,69 @@ def near_ties(name, spec, expected, actual, tol):
     return ties
 
 
-def _without_rows(tensor, rows, like):
+def _with_rows(tensor, rows, like):
     """A copy of `tensor` whose given rows (of its 2-D view) are those of `like`."""
     values = np.atleast_2d(tensor.values).copy()
     values[rows] = np.atleast_2d(like.values)[rows]
     return type(tensor)(dtype=tensor.dtype, values=values.reshape(tensor.values.shape))
 
 
-def _evaluation(case, ref_fresh, replay_run, status, tol, schemas):
-    """The port's evaluation of the reference's final state against the reference's own outputs
-    there: {step, tensors, near_ties, error}, and the quality bars on it."""
-    spec = evaluation_of(case)
-    step = evaluation_step(case)
-    result = {"step": step, "tensors": [], "near_ties": [], "error": None}
+def _read_evaluation(case, ref_fresh, replay_run, status, schemas, step):
+    """(the port's evaluation outputs, None), or (None, why there is nothing to compare)."""
     if ref_fresh is None or ref_fresh.doc is None:
-        result["error"] = "the reference wrote no document to evaluate against"
-        return result, []
-    if status is None or not status.get("ok"):
-        result["error"] = "port: " + str((status or {}).get("error") or "no status line for the replay")
-        return result, []
+        return None, "the reference wrote no document to evaluate against"
+    if _port_error(status):
+        return None, _port_error(status)
     path = layout.evaluation(replay_run.out_dir, case.id, step)
     try:
         doc, tensors = decoded.golden(read_bytes(path), schemas)
-        actual = tensors["outputs"]
     except DocumentError as exc:
-        result["error"] = (f"no readable evaluation of the reference's state at step {step} ({path.name}: {exc}); "
-                           "a port answers a replay entry's 'evaluate' steps (docs/protocol.md)")
-        return result, []
+        return None, (f"no readable evaluation of the reference's state at step {step} ({path.name}: {exc}); "
+                      "a port answers a replay entry's 'evaluate' steps (docs/protocol.md)")
     different = case_difference(case.spec, doc["case"])
     if different:
-        result["error"] = f"the evaluation echoed a different case: {different}"
+        return None, f"the evaluation echoed a different case: {different}"
+    missing = [n for n in evaluation_of(case).get("outputs", []) if n not in ref_fresh.tensors["outputs"]]
+    if missing:
+        return None, f"expect.evaluation names outputs the reference does not write: {', '.join(missing)}"
+    return tensors["outputs"], None
+
+
+def _evaluation(case, ref_fresh, replay_run, status, tol, schemas):
+    """The port's evaluation of the reference's final state against the reference's own outputs
+    there: {step, tensors, near_ties, error}, and the quality bars on it."""
+    spec, step = evaluation_of(case), evaluation_step(case)
+    actual, error = _read_evaluation(case, ref_fresh, replay_run, status, schemas, step)
+    result = {"step": step, "tensors": [], "near_ties": [], "error": error}
+    if error:
         return result, []
     reference = ref_fresh.tensors["outputs"]
-    wanted = list(spec.get("outputs", []))
-    missing = [n for n in wanted if n not in reference]
-    if missing:
-        result["error"] = f"expect.evaluation names outputs the reference does not write: {', '.join(missing)}"
-        return result, []
-    expected = {n: reference[n] for n in wanted}
-    expected.update({n: reference[n] for n in actual if n in reference})
-    ties, exempt = [], set()
+    expected = {n: reference[n] for n in [*spec.get("outputs", []), *actual] if n in reference}
+    ties, exempt, masked = [], set(), {}
     for name, decode in sorted((spec.get("decodes") or {}).items()):
         found = near_ties(name, decode, expected, actual, tol)
-        if found:
-            rows = [t["sequence"] for t in found]
-            for part in (name, decode.get("margin")):
-                if part in actual and part in expected:
-                    actual[part] = _without_rows(actual[part], rows, expected[part])
-            exempt |= set(decode.get("follow", []))
-            ties += found
-    masked = {}
-    for tie in ties:
-        decode = spec["decodes"][tie["tensor"]]
-        for part in (tie["tensor"], decode.get("margin")):
-            masked.setdefault(part, []).append(tie["sequence"])
+        if not found:
+            continue
+        rows = [t["sequence"] for t in found]
+        for part in (name, decode.get("margin")):
+            masked.setdefault(part, []).extend(rows)
+            if part in actual and part in expected:
+                actual[part] = _with_rows(actual[part], rows, expected[part])
+        exempt |= set(decode.get("follow", []))
+        ties += found
     tensors = []
     for t in compare_named("output", expected, actual, tol):
-        entry = t.to_dict()
-        entry["part"] = "strict"
+        entry = dict(t.to_dict(), part="strict")
         if t.name in exempt:
             entry["near_tie"] = True  # follows a decode that parted at a near tie: reported, not failed
         if t.name in masked:
             entry["near_tie_rows"] = sorted(masked[t.name])  # compared without these sequences
         tensors.append(entry)
     result["tensors"], result["near_ties"] = tensors, ties
-    bars = bound_checks("port", actual, _bars_on(case, actual), source="evaluation")
-    for c in bars:
-        c["engine"] = "port (evaluating the reference's final parameters)"
-    return result, bars
-
-
-def _bars_on(case, outputs):
     expect = case.spec.get("expect", {})
-    return {key: {n: b for n, b in expect.get(key, {}).items() if n in outputs} for key in ("at_least", "at_most")}
+    bars = {key: {n: b for n, b in expect.get(key, {}).items() if n in actual} for key in ("at_least", "at_most")}
+    checks = bound_checks("port (evaluating the reference's final parameters)", actual, bars, source="evaluation")
+    return result, checks
 
 
 def compare(case, ref_fresh, reference_dir, replay_run, tol, schemas, port_dir=None, replayed=None):
