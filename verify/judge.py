@@ -3,24 +3,11 @@ training case's replay and judges each case exactly once (verify/verdict.py). A 
 
     WAITING --both engines reported--> REPORTED --judged--> JUDGED --replay reported--> DONE
 
-- WAITING: one engine or none has reported the case (its status line, or the end of its process
-  without one; a reference answered from the reference cache has reported before any process).
-- REPORTED: both have. A training case's replay is planned now, from the two main documents
-  (verify/replay.py, `plan`: the segments the port's free run already computed from the
-  reference's own states are derived, not replayed) and submitted to the scheduler; a case whose
-  reference failed it is submitted as "no replay".
-- JUDGED: its entry without the replay part (verdict.judge). An input error found here (a damaged
-  committed golden) is kept and raised by `finish`, after the engines' own errors, in catalogue order.
-- DONE: the replay part joined (verdict.add_replay), or none expected; `on_done(entry)` is told.
-
-A case's status line is final when it arrives: verify/engines.py refuses a second, different
-status line for a case (the run stops, exit 2), so nothing judged ever needs judging again.
-
-Judging as the events arrive overlaps the comparisons with the engines' processes. Measured A/B
-on a cached full `verify attention` (five interleaved rounds), it saves about 0.65 s of the wall
-(the comparisons otherwise run after the engines) and no CPU. VERIFY_PLAIN=1 judges every case
-after the engines instead (jobs == 1 as well): REPORTED cases wait for `finish`. The report is
-the same either way (tests/test_judge.py runs both and compares)."""
+A training case's replay is planned once both engines have reported it (replay.plan: segments the
+port's free run already computed are derived, not replayed). A status line is final when it
+arrives (verify/engines.py refuses a different second one), so nothing is ever judged again.
+An input error found while judging (a damaged golden) is raised by `finish`, in catalogue order.
+Judging while the engines run is an accelerator; VERIFY_PLAIN=1 (or jobs == 1) judges after them."""
 
 import enum
 from dataclasses import dataclass, field
@@ -34,10 +21,7 @@ ROLES = ("reference", "port")
 
 
 class State(enum.Enum):
-    WAITING = "waiting for both engines"
-    REPORTED = "both engines reported; its replay planned"
-    JUDGED = "judged; waiting for its replay"
-    DONE = "done"
+    WAITING, REPORTED, JUDGED, DONE = range(4)
 
 
 @dataclass
@@ -55,9 +39,9 @@ class CaseJudge:
 
 
 class Judge:
-    """The judges of one run's cases. scheduler: its `live` ({label: Live}, each engine's directory
-    and status lines so far) is what is judged, its `submit_replay` is given each planned replay.
-    on_done(entry) is told as each case is done; during=False judges only in finish()."""
+    """The judges of one run's cases: the scheduler's `live` runs are judged, its `submit_replay`
+    given each planned replay. on_done(entry) is told as each case is done; during=False judges
+    only in finish()."""
 
     def __init__(self, ctx, cases, scheduler, policy, reader, on_done=None, during=True):
         self.ctx, self.live, self.submit_replay = ctx, scheduler.live, scheduler.submit_replay
@@ -78,8 +62,7 @@ class Judge:
         self._advance(judged, judge=self.during)
 
     def finish(self):
-        """Once the engines are done: every case judged, in catalogue order; {case id: entry}.
-        Raises the first kept input error (a damaged golden), in catalogue order."""
+        """Once the engines are done: {case id: entry}, every case judged, in catalogue order."""
         found = {}
         for case_id, judged in self.cases.items():
             judged.reported |= {*ROLES, REPLAY}  # every process has ended: nothing more will come
@@ -88,8 +71,6 @@ class Judge:
                 raise judged.error
             found[case_id] = judged.entry
         return found
-
-    # --- the transitions ----------------------------------------------------------------------
 
     def _advance(self, judged, judge):
         if judged.state is State.WAITING and all(r in judged.reported for r in ROLES):

@@ -1,16 +1,8 @@
-"""One verification run, top to bottom (`run`):
-
-1. catalogue: the selected cases, less those that cannot run here (a model not installed: "not run");
-2. engine runs: the reference (or the reference cache's answers), the port, and the port's replays
-   of the reference's training states, scheduled as processes (verify/schedule.py);
-3. per-case judge: each case judged once, as both engines report it (verify/judge.py), which also
-   plans each training case's replay;
-4. verdict: each case's entry decided (verify/verdict.py), in catalogue order;
-5. report: the report dict, the shape of golden/schemas/report.schema.json before non-finite
-   numbers are turned into strings; the renderers (verify/report.py ...) draw it.
-
-`verify attention`, `verify regen`, `verify faults` and the browsers all run this; `verify show`
-decides a saved report with verify/verdict.py."""
+"""One verification run (`run`), top to bottom: 1. the catalogue's selected cases, less those that
+cannot run here ("not run"); 2. the engine runs, scheduled as processes (verify/schedule.py);
+3. each case judged once as both engines report it (verify/judge.py); 4. every entry decided
+(verify/verdict.py), in catalogue order; 5. the report dict (golden/schemas/report.schema.json),
+which the renderers draw. `verify attention`, `regen`, `faults` and the browsers all run this."""
 
 import json
 import shutil
@@ -18,12 +10,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import assets
-from . import layout
-from . import lifecycle
-from . import goldens
-from . import schedule
-from . import verdict
+from . import assets, goldens, layout, lifecycle, schedule, verdict
 from .errors import InputError
 from .judge import Judge
 from .plain import plain
@@ -42,42 +29,25 @@ class Context:
 
 @dataclass
 class RunOptions:
-    """How a run goes, and what its caller observes or keeps; none of it changes a verdict.
-
-    - policy, check_unused: the tolerance and --bitwise (verdict.Policy); whether committed goldens
-      no case uses fail the run.
-    - jobs: engine processes at once (1: one after the other, every case judged after them).
-    - progress, timings: observers (verify/progress.py, verify/timings.py).
-    - previous_report: the last JSON report, whose per-case seconds order the work.
-    - reader: a verdict.Reader (verify faults shares one that remembers its kept documents).
-    - on_case(entry): told once per case as soon as its verdict is known (a training case's once
-      its replay is in), so a log shows progress; the report itself is in catalogue order.
-    - keep: a dict to fill with {case id: {role: Fresh}} (verify regen writes them as goldens).
-    - keep_reference: a directory to keep the reference's run in, as verify/cached_engine.py
-      answers from it (the browsers' runs are judged against the same reference run).
-    - reference_cache: a verify.reference_cache.ReferenceCache answering the reference's side of
-      the cases it holds (verify attention only); its outcome goes into the report, and
-      on_cache(outcome, cases to run) is told once it has answered, before any engine runs."""
+    """How a run goes, and what its caller observes or keeps; none of it changes a verdict."""
 
     policy: verdict.Policy = field(default_factory=verdict.Policy)
-    check_unused: bool = False
-    jobs: int = 2
-    progress: object = None
+    check_unused: bool = False  # committed goldens no case uses fail the run
+    jobs: int = 2  # engine processes at once (1: one after the other, every case judged after them)
+    progress: object = None  # verify/progress.py
     timings: Timings = field(default_factory=Timings)
-    previous_report: Path = None
-    reader: verdict.Reader = None
-    on_case: object = None
-    keep: dict = None
-    keep_reference: Path = None
-    reference_cache: object = None
-    on_cache: object = None
+    previous_report: Path = None  # the last JSON report, whose per-case seconds order the work
+    reader: verdict.Reader = None  # verify faults shares one that remembers its kept documents
+    on_case: object = None  # on_case(entry): told once per case as soon as its verdict is known
+    keep: dict = None  # filled with {case id: {role: Fresh}} (verify regen writes them as goldens)
+    keep_reference: Path = None  # where to keep the reference's run for verify/cached_engine.py (browsers)
+    reference_cache: object = None  # a reference_cache.ReferenceCache answering the reference's side
+    on_cache: object = None  # on_cache(outcome, cases to run): told once the cache has answered
 
 
 def run(ctx, selected, all_ids, engines, options):
-    """Run the engines on the selected cases and build the report dict (the module's five steps).
-    all_ids: every case of the catalogue (a committed golden of none of them is unused). An engine's
-    own error (exit 2) is raised first; an input error found while judging (a damaged golden)
-    after it, in catalogue order."""
+    """The report dict of the selected cases. all_ids: every case of the catalogue (a golden of none
+    of them is unused). An engine's own error (exit 2) is raised before an input error."""
     timings, on_case = options.timings, options.on_case or (lambda entry: None)
     timings.jobs = options.jobs
     # 1. catalogue: the pretrained cases' model directory, or why a case cannot run here
@@ -167,20 +137,15 @@ def _unknown_op(run, case, display):
 
 
 def _keep_reference(reference_run, to_run, extra, options):
-    """The reference's run kept for the browsers (keep_run) and stored in the reference cache."""
+    """The reference's run kept for the browsers, where verify/cached_engine.py answers from it
+    (verify/layout.py), and stored in the reference cache."""
     if options.keep_reference is not None:
-        keep_run(reference_run, options.keep_reference)
+        kept = Path(options.keep_reference)
+        shutil.copytree(reference_run.out_dir, kept / layout.KEPT_OUT, symlinks=True)
+        (kept / layout.STATUSES).write_text(json.dumps(reference_run.statuses), encoding="utf-8")
     if options.reference_cache is not None:
         with options.timings.section("reference cache"):
             options.reference_cache.store(reference_run, [c.spec for c in to_run], extra.get("assets"))
-
-
-def keep_run(run, cache_dir):
-    """An engine's finished run kept where verify/cached_engine.py answers from it (verify/layout.py:
-    cache_dir/out, its files, and cache_dir/statuses.json)."""
-    cache_dir = Path(cache_dir)
-    shutil.copytree(run.out_dir, cache_dir / layout.KEPT_OUT, symlinks=True)
-    (cache_dir / layout.STATUSES).write_text(json.dumps(run.statuses), encoding="utf-8")
 
 
 def summary(cases):
