@@ -1,4 +1,4 @@
-"""A report dict (golden/schemas/report.schema.json) with a chosen text in every string a case, an
+"""A report (verify/records.py's Report, golden/schemas/report.schema.json) with a chosen text in every string a case, an
 engine or a golden can put there: ids, files, errors, tensor names and messages, golden details,
 check names and details, replay errors, free-run and decode names, engine commands, unused
 goldens. The tensors are compared by verify/compare.py, so their figures are real. Used by the
@@ -7,6 +7,7 @@ sanitising tests (tests/test_text.py) and the report writers' fuzzing (tests/tes
 import numpy as np
 
 from verify.compare import Tensor, compare_tensor
+from verify.records import Report
 
 
 def _tensor(name, message=None):
@@ -56,10 +57,7 @@ def sample_case(text, case_id=None, passed=False):
 def sample_report(text, cases=None):
     """A failing report around sample_case(text), with `text` in the engines and unused goldens."""
     cases = [sample_case(text)] if cases is None else cases
-    return {
-        "passed": False, "suite": "attention", "tolerance": 1e-6,
-        "rule": "|port - reference| <= tol * (1 + |reference|)",
-        "summary": {"passed": sum(c["passed"] for c in cases), "failed": sum(not c["passed"] for c in cases)},
-        "engines": {"reference": f"python -m reference run {text}", "port": text},
-        "cases": cases, "unused_goldens": [text],
-    }
+    return Report(passed=False, suite="attention", tolerance=1e-6, rule="|port - reference| <= tol * (1 + |reference|)",
+                  summary={"passed": sum(c["passed"] for c in cases), "failed": sum(not c["passed"] for c in cases)},
+                  engines={"reference": f"python -m reference run {text}", "port": text},
+                  cases=cases, unused_goldens=[text])

@@ -14,6 +14,7 @@ from hypothesis import example, given, strategies as st
 
 from report_samples import sample_case, sample_report
 from verify import html, junit
+from verify.records import Report
 from verify.report import Style, dumps, render
 from verify.text import clean, is_clean
 
@@ -58,4 +59,4 @@ def test_every_string_reaches_every_writer_escaped(text, other, colour):
     text_json.encode("utf-8")
     doc = json.loads(text_json, parse_constant=lambda token: (_ for _ in ()).throw(ValueError(token)))
     assert doc["cases"][0]["id"] == shown and all(is_clean(e) for e in doc["cases"][0]["errors"])
-    assert render(doc, _Style(colour)) == lines  # `verify show` of the saved report prints what the run printed
+    assert render(Report.from_dict(doc), _Style(colour)) == lines  # `verify show` of the saved report prints what the run printed

@@ -129,13 +129,13 @@ def _run(repo_root, schemas, cases_dir, goldens, reference_argv, port_argv):  # 
 
 
 def _out(report):
-    return next(t for t in report["cases"][0]["tensors"] if t["name"] == "out" and t["role"] == "output")
+    return next(t for t in report.cases[0]["tensors"] if t["name"] == "out" and t["role"] == "output")
 
 
 def test_nan_in_both_engines_fails_and_is_reported_as_such(repo_root, schemas, cases_dir, goldens, fake):  # noqa: F811
     report = _run(repo_root, schemas, cases_dir, goldens, fake("nan", "reference"), fake("nan"))
     out = _out(report)
-    assert not report["passed"] and not out["passed"]
+    assert not report.passed and not out["passed"]
     assert out["nan"] == {"reference": 1, "port": 1}
     assert out["message"].startswith("NaN in both engines")
 
@@ -143,12 +143,12 @@ def test_nan_in_both_engines_fails_and_is_reported_as_such(repo_root, schemas, c
 def test_nan_never_equals_a_number_through_the_runner(repo_root, schemas, cases_dir, goldens, fake):  # noqa: F811
     report = _run(repo_root, schemas, cases_dir, goldens, fake("copy", "reference"), fake("nan"))
     out = _out(report)
-    assert not report["passed"] and not out["passed"] and out["mismatched"] == 1
+    assert not report.passed and not out["passed"] and out["mismatched"] == 1
     assert out["nan"] == {"reference": 0, "port": 1}
 
 
 def test_nan_never_matches_infinity_through_the_runner(repo_root, schemas, cases_dir, goldens, fake):  # noqa: F811
     report = _run(repo_root, schemas, cases_dir, goldens, fake("inf", "reference"), fake("nan"))
     out = _out(report)
-    assert not report["passed"] and not out["passed"] and out["mismatched"] == 1
+    assert not report.passed and not out["passed"] and out["mismatched"] == 1
     assert out["inf"]["reference"] == 1 and out["nan"]["port"] == 1

@@ -16,6 +16,7 @@ from verify import views
 from verify.axes import axis_names, label
 from verify.compare import Tensor
 from verify.documents import parse
+from verify.records import Report
 from verify.report import Style, decode_lines, render
 
 OFF_BY_ONE = ("len > K ? K : len;", "len + 1 > K ? K : len + 1;")  # the mask keeps one key too many (k <= len)
@@ -156,7 +157,8 @@ def test_a_report_renders_without_the_new_sections():
     case = {"id": "x.y", "kind": "forward", "op": "x", "file": "f", "passed": False, "goldens": {},
             "golden_details": {}, "tensors": [tensor], "errors": [], "checks": [], "free_runs": [],
             "replay": []}
-    report = {"cases": [case], "tolerance": 1e-6, "summary": {"passed": 0, "failed": 1}, "suite": "attention"}
+    report = Report(passed=False, suite="attention", tolerance=1e-6, rule="", summary={"passed": 0, "failed": 1},
+                    engines={}, cases=[case])
     lines = render(report, Style(None))
     assert "Greatest absolute difference: 0.5 at index (0, 1) (up to 1e-06 allowed)" in "\n".join(lines)
 
@@ -187,7 +189,7 @@ def test_the_report_schema_allows_a_segments_derived_flag_and_only_a_boolean(sch
     from report_samples import sample_report
     from verify.documents import DocumentError
     from verify.report import jsonable
-    report = jsonable(sample_report("x"))
+    report = jsonable(sample_report("x").to_dict())
     schemas.check("report", report)  # the sample's segment is derived
     del report["cases"][0]["replay"][0]["derived"]
     schemas.check("report", report)  # a report saved without the field

@@ -2,7 +2,7 @@
 (port_ts/browser/engine.ts, docs/browsers.md), each browser's run judged against the same reference
 run by the same verdict (verify/verdict.py), and each case's document compared byte for byte with
 Node's. A browser that is not installed makes its cases "not run": never a pass. What the report
-holds per browser: report["browsers"][name] in golden/schemas/report.schema.json."""
+holds per browser: Report.browsers[name] (verify/records.py, golden/schemas/report.schema.json)."""
 
 from . import engines, suite
 from .errors import InputError
@@ -39,15 +39,15 @@ def run(ctx, selected, reference, names, kernel, node_kept, options, say=None):
 
 def _part(report, kept, node_kept):
     cases, version = {}, None
-    for entry in report["cases"]:
+    for entry in report.cases:
         version = version or (entry.get("engine_info") or {}).get("port", {}).get("browser")
         mine = (kept.get(entry["id"]) or {}).get("port")
         node = (node_kept.get(entry["id"]) or {}).get("port")
         identical = bool(mine and node and mine.bytes is not None and mine.bytes == node.bytes)
         cases[entry["id"]] = {"passed": entry["passed"], "status": entry["status"], "identical_to_node": identical,
                               "failures": entry["failures"][:3], "seconds": (entry.get("seconds") or {}).get("port")}
-    return {"ran": True, "error": None, "version": version, "kernel": kernel_counts(report["cases"]),
-            "passed": report["passed"],
-            "summary": {"passed": report["summary"]["passed"], "failed": report["summary"]["failed"],
+    return {"ran": True, "error": None, "version": version, "kernel": kernel_counts(report.cases),
+            "passed": report.passed,
+            "summary": {"passed": report.summary["passed"], "failed": report.summary["failed"],
                         "identical_to_node": sum(c["identical_to_node"] for c in cases.values())},
             "cases": cases}

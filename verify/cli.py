@@ -9,13 +9,14 @@ import importlib
 import os
 import signal
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from . import catalogue, engines, files, lifecycle, models, options, reference_cache, suite, verdict
 from .documents import DocumentError, Schemas
 from .errors import EXIT_INPUT, EXIT_MISMATCH, EXIT_PASS, InputError
 from .progress import Progress
-from .report import Style, cache_lines, case_lines, closing_lines, dumps
+from .report import Style, cache_opening, case_lines, closing_lines, dumps
 from .text import clean
 from .timings import Timings
 
@@ -195,12 +196,12 @@ def write_outputs(args, report, timings, json_paths=()):
     timings so far (a saved report being shown again keeps its own)."""
     for target in json_paths:
         with timings.section("report: json"):
-            _write(target, dumps(dict(report, timings=timings.to_dict())), "JSON report")
+            _write(target, dumps(replace(report, timings=timings.to_dict())), "JSON report")
     for path, renderer, what in ((args.html, "html", "HTML report"), (args.junit, "junit", "JUnit XML")):
         if path:  # the renderer is imported only when its file is asked for
             dumps_as = importlib.import_module(f".{renderer}", __package__).dumps
             with timings.section(f"report: {renderer}"):
-                _write(path, dumps_as(dict(report, timings=report.get("timings") or timings.to_dict())), what)
+                _write(path, dumps_as(replace(report, timings=report.timings or timings.to_dict())), what)
 
 
 def cmd_verify(args, out):
@@ -229,7 +230,7 @@ def cmd_verify(args, out):
         progress.print_lines(case_lines(entry, style, args.tol))
 
     def on_cache(outcome, ran):  # before the cases: which of the reference's answers are not fresh
-        progress.print_lines(cache_lines({"reference_cache": outcome, "ran": ran}, opening=True))
+        progress.print_lines(cache_opening(outcome, ran))
 
     with lifecycle.temp_dir("verify-browsers-") as work:
         node_kept = {}
@@ -246,18 +247,18 @@ def cmd_verify(args, out):
             from . import browsers
             with timings.section("engines: browsers"):
                 kept_reference = engines.cached(engine_list[0], Path(work) / "reference")
-                report["browsers"] = browsers.run(project.context(args.timeout), selected, kept_reference,
-                                                  args.browser, args.port_kernel, node_kept, run_options,
-                                                  say=lambda text: print(text, file=out, flush=True))
-            report["passed"] = report["passed"] and all(b["passed"] for b in report["browsers"].values())
+                report.browsers = browsers.run(project.context(args.timeout), selected, kept_reference,
+                                               args.browser, args.port_kernel, node_kept, run_options,
+                                               say=lambda text: print(text, file=out, flush=True))
+            report.passed = report.passed and all(b["passed"] for b in report.browsers.values())
     write_outputs(args, report, timings, json_paths)
-    report["timings"] = timings.to_dict()
+    report.timings = timings.to_dict()
     written = [project.display(p) for p in json_paths + [p for p in (args.html, args.junit) if p]]
     with timings.section("report: terminal"):
         lines = closing_lines(report, style, timings=args.timings, written=written)
     for line in lines:
         print(line, file=out)
-    return EXIT_PASS if report["passed"] else EXIT_MISMATCH
+    return EXIT_PASS if report.passed else EXIT_MISMATCH
 
 
 def _parse(argv):

@@ -10,7 +10,7 @@ from functools import partial
 
 from .axes import is_matrix_of_weights, label
 from .compare import DEFAULT_TOL
-from .report import PLAIN, cache_lines, explanation, jsonable, loose_cases, num, reference_origin
+from .report import PLAIN, cache_lines, explanation, jsonable, loose_cases, num
 
 OPEN_ALL_UP_TO = 12  # cases; larger reports fold the passing ones
 _num = partial(num, fmt=".3g")
@@ -295,22 +295,22 @@ def _browsers(parts):
 
 
 def dumps(report):
-    report = jsonable(report)  # no control character from an engine, a case or a golden
-    cases = sorted(report["cases"], key=lambda c: c["passed"])  # failing first, catalogue order kept
+    report = report.cleaned(jsonable)  # no control character from an engine, a case or a golden
+    cases = sorted(report.cases, key=lambda c: c["passed"])  # failing first, catalogue order kept
     small = len(cases) <= OPEN_ALL_UP_TO
     slices = []
-    body = [_case(c, report["tolerance"], small or not c["passed"], slices) for c in cases]
-    s = report["summary"]
-    verdict = "PASS" if report["passed"] else "FAIL"
+    body = [_case(c, report.tolerance, small or not c["passed"], slices) for c in cases]
+    s = report.summary
+    verdict = "PASS" if report.passed else "FAIL"
     nav = "".join(f'<li><a href="#case-{_e(c["id"])}" class="{"pass" if c["passed"] else "fail"}">{_e(c["id"])}</a></li>'
                   for c in cases)
-    unused = "".join(f"<li>{_e(p)}</li>" for p in report.get("unused_goldens") or [])
-    engines = "".join(f"<tr><th>{_e(n)}</th><td><code>{_e(c)}</code></td></tr>" for n, c in report["engines"].items())
+    unused = "".join(f"<li>{_e(p)}</li>" for p in report.unused_goldens or [])
+    engines = "".join(f"<tr><th>{_e(n)}</th><td><code>{_e(c)}</code></td></tr>" for n, c in report.engines.items())
     data = json.dumps({"slices": slices}, allow_nan=False, separators=(",", ":")).replace("</", "<\\/")
-    browsers = _browsers(report.get("browsers") or {})
+    browsers = _browsers(report.browsers or {})
     cached = "".join(f'<p class="legend" id="reference-cache">{_e(line)}</p>'
-                     for line in (cache_lines(report) if report.get("reference_cache") else []))
-    origin = reference_origin(report)  # beside the verdict: whether a deploy gate's "fresh" holds
+                     for line in (cache_lines(report) if report.reference_cache else []))
+    origin = report.reference_origin()  # beside the verdict: whether a deploy gate's "fresh" holds
     fresh = (f' <span id="reference" data-fresh="{str(origin["fresh"]).lower()}" class="{"pass" if origin["fresh"] else "fail"}">'
              + (f"reference computed fresh for every case ({origin['cases']})" if origin["fresh"] else
                 f"reference taken from the reference cache for {origin['from_cache']} of {origin['cases']} case(s), "
@@ -318,16 +318,16 @@ def dumps(report):
     loose = "".join(f'<li><code>{_e(c["id"])}</code>: {_e(what)}</li>' for c, what in loose_cases(report))
     loose = f'<h2 class="fail" id="looser-tolerances">Looser tolerances</h2><ul>{loose}</ul>' if loose else ""
     looser_tol = (f' <span class="fail" id="looser-tol">(--tol, looser than the default {DEFAULT_TOL:g})</span>'
-                  if report["tolerance"] > DEFAULT_TOL else "")
+                  if report.tolerance > DEFAULT_TOL else "")
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<title>verify {_e(report['suite'])}: {s['passed']} passed, {s['failed']} failed</title>
+<title>verify {_e(report.suite)}: {s['passed']} passed, {s['failed']} failed</title>
 <style>{CSS}</style></head>
 <body>
-<h1>verify {_e(report['suite'])}</h1>
+<h1>verify {_e(report.suite)}</h1>
 <div class="verdict {verdict.lower()}" id="verdict">{verdict}: {s['passed']} passed, {s['failed']} failed</div>{fresh}
-<p>Rule: <code>{_e(report['rule'])}</code> with tol = {report['tolerance']:g}{looser_tol}. Heatmaps show reference, port and
+<p>Rule: <code>{_e(report.rule)}</code> with tol = {report.tolerance:g}{looser_tol}. Heatmaps show reference, port and
 |port − reference| of each output matrix (attention weights first; colours per slice; values to 4 significant digits,
 the difference computed from the exact doubles; NaN magenta). Hover a cell for its index and values.</p>
 <table class="engines">{engines}</table>

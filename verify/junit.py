@@ -5,7 +5,7 @@ failing case carrying the terminal explanation; unused goldens are one more fail
 import xml.etree.ElementTree as ET
 
 from .compare import DEFAULT_TOL
-from .report import PLAIN, explanation, first_failure, own_tolerance, reference_origin
+from .report import PLAIN, explanation, first_failure, own_tolerance
 from .text import clean_data
 
 
@@ -25,24 +25,23 @@ def _failure(parent, message, lines, kind="mismatch"):
 
 
 def dumps(report):
-    report = clean_data(report)  # no control character from an engine, a case or a golden: the XML always parses
-    suite, cases, tol = report["suite"], report["cases"], report["tolerance"]
-    unused = report.get("unused_goldens") or []
-    in_browsers = [c for part in (report.get("browsers") or {}).values() for c in part["cases"].values()]
+    report = report.cleaned(clean_data)  # no control character from an engine, a case or a golden: the XML always parses
+    suite, cases, tol = report.suite, report.cases, report.tolerance
+    unused = report.unused_goldens or []
+    in_browsers = [c for part in (report.browsers or {}).values() for c in part["cases"].values()]
     failures = str(sum(not c["passed"] for c in cases + in_browsers) + (1 if unused else 0))
     # The suite's time is the run's wall time: the engines run in parallel, so the sum of the cases'
     # engine seconds overstates it (a report without timings falls back to that sum).
-    total_time = f'{(report.get("timings") or {}).get("total") or sum(_seconds(c) for c in cases):.3f}'
+    total_time = f'{(report.timings or {}).get("total") or sum(_seconds(c) for c in cases):.3f}'
     tests = str(len(cases) + (1 if unused else 0) + len(in_browsers))
     counts = dict(tests=tests, failures=failures, errors="0")
     root = ET.Element("testsuites", name=f"verify {suite}", **counts, time=total_time)
     node = ET.SubElement(root, "testsuite", name=f"verify.{suite}", **counts, skipped="0", time=total_time)
-    props = [("tolerance", repr(tol)), ("rule", report["rule"]),
-             ("bitwise", str(bool(report.get("bitwise"))).lower())]
-    props += [(f"engine.{name}", command) for name, command in report["engines"].items()]
+    props = [("tolerance", repr(tol)), ("rule", report.rule), ("bitwise", str(bool(report.bitwise)).lower())]
+    props += [(f"engine.{name}", command) for name, command in report.engines.items()]
     if tol > DEFAULT_TOL:
         props.append(("tolerance.looser_than_default", f"--tol {tol:g}, looser than the default {DEFAULT_TOL:g}"))
-    origin, cached = reference_origin(report), report.get("reference_cache") or {}  # a deploy gate reads these
+    origin, cached = report.reference_origin(), report.reference_cache or {}  # a deploy gate reads these
     props += [("reference.fresh", str(origin["fresh"]).lower()),
               ("reference.cases_from_cache", str(origin["from_cache"]))]
     if cached.get("from_cache"):  # these cases' reference side was not run afresh
@@ -56,7 +55,7 @@ def dumps(report):
             _properties(tc, own)
         if not case["passed"]:
             _failure(tc, first_failure(case), explanation(case, PLAIN, tol))
-    for name, part in (report.get("browsers") or {}).items():  # --browser: each browser's verdict per case
+    for name, part in (report.browsers or {}).items():  # --browser: each browser's verdict per case
         for case_id, c in part["cases"].items():
             tc = ET.SubElement(node, "testcase", classname=f"{suite}.browser.{name}", name=case_id,
                                time=f"{c['seconds'] or 0:.3f}")

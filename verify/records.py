@@ -12,10 +12,12 @@ CaseEntry is a case's entry as the judge builds it; to_dict() is the one place t
 report's form (a dict with the keys in the report's order), which verify/views.py enriches and
 verify/verdict.py decides (decide reads only the dict form, so a saved report is decided alike).
 A tensor's comparison is verify/compare.py's TensorResult, a golden's status verify/goldens.py's
-GoldenCheck; their to_dict() give their report forms."""
+GoldenCheck; their to_dict() give their report forms. Report is the whole report
+(golden/schemas/report.schema.json) that the renderers read; its cases are entries in their report
+form."""
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 
 # The status words a report holds (docs/runner.md), of a tensor, a case, a check: verify/verdict.py
@@ -113,3 +115,52 @@ class CaseEntry:
             "seconds": self.seconds,
             **({"engine_info": self.engine_info} if self.engine_info is not None else {}),
         }
+
+
+@dataclass(kw_only=True)
+class Report:
+    """The report of a run (verify/suite.py), or a saved one read back (from_dict, `verify show`).
+    cases: the entries in their report form, decided; reference_cache: what the reference cache did
+    (verify/reference_cache.py); browsers: --browser's verdict per browser (verify/browsers.py);
+    timings: verify/timings.py's sections. The optional ones are None when absent."""
+
+    passed: bool
+    suite: str
+    tolerance: float
+    bitwise: bool = False
+    rule: str
+    summary: dict
+    engines: dict
+    cases: list
+    unused_goldens: list = field(default_factory=list)
+    reference_cache: dict = None
+    browsers: dict = None
+    timings: dict = None
+
+    def reference_origin(self):
+        """The report's `reference` field, so a deploy gate can require fresh: whether the reference
+        was computed fresh for every case that ran or taken from the reference cache for some."""
+        ran = [c["id"] for c in self.cases if c.get("status") != NOT_RUN]
+        ids = set(ran)
+        hits = sum(i in ids for i in (self.reference_cache or {}).get("from_cache", []))
+        return {"fresh": hits == 0, "from_cache": hits, "cases": len(ran)}
+
+    def to_dict(self):
+        """The JSON report's form: the keys in the report's order, the optional ones only when
+        present, and last the `reference` that follows from the cases and the reference cache."""
+        optional = {"reference_cache": self.reference_cache, "browsers": self.browsers, "timings": self.timings}
+        return {"passed": self.passed, "suite": self.suite, "tolerance": self.tolerance, "bitwise": self.bitwise,
+                "rule": self.rule, "summary": self.summary, "engines": self.engines, "cases": self.cases,
+                "unused_goldens": self.unused_goldens, **{k: v for k, v in optional.items() if v is not None},
+                "reference": self.reference_origin()}
+
+    @classmethod
+    def from_dict(cls, doc):
+        """A saved report (a dict the report schema accepts). `reference` is derived, never read back;
+        `document_memo`, which older reports hold, is read by nothing."""
+        return cls(**{f.name: doc[f.name] for f in fields(cls) if f.name in doc})
+
+    def cleaned(self, clean):
+        """A copy with clean applied to every field (verify/text.py's clean_data, or
+        verify/report.py's jsonable), so no renderer writes a control character from the data."""
+        return Report(**{f.name: clean(getattr(self, f.name)) for f in fields(self)})

@@ -63,7 +63,7 @@ def run(args, out):
     finally:
         progress.clear()
     problems, disagree, fresh_files = [], [], {}
-    for entry in report["cases"]:
+    for entry in report.cases:
         if entry["status"] == verdict.NOT_RUN:
             print(clean(f"skipped {entry['id']}: {entry['errors'][0]}"), file=out)  # its goldens are kept
             continue

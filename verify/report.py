@@ -1,11 +1,12 @@
 """Rendering a report: the terminal text (shaped like torch.testing.assert_close's messages) and the
-JSON file. The renderer reads the same dict the JSON holds, so `verify show` can re-render a saved
-report."""
+JSON file, both from a Report (verify/records.py), which `verify show` reads back from a saved
+JSON report to render it again."""
 
 import json
 import math
 import os
 from collections import Counter
+from dataclasses import replace
 from functools import partialmethod
 
 from . import advice, ops
@@ -97,16 +98,7 @@ def own_tolerance(case, tol=None):
 
 def loose_cases(report):
     """[(case, what its own tolerance says)] of the cases judged at a tolerance of their own looser than the default."""
-    return [(c, what) for c in report["cases"] if (what := own_tolerance(c, report["tolerance"]))]
-
-
-def reference_origin(report):
-    """The report's `reference` field, so a deploy gate can require fresh: whether the reference was
-    computed fresh for every case that ran or taken from report["reference_cache"] for some."""
-    ran = [c["id"] for c in report.get("cases", []) if c.get("status") != "not run"]
-    ids = set(ran)
-    hits = sum(i in ids for i in (report.get("reference_cache") or {}).get("from_cache", []))
-    return {"fresh": hits == 0, "from_cache": hits, "cases": len(ran)}
+    return [(c, what) for c in report.cases if (what := own_tolerance(c, report.tolerance))]
 
 
 def tensor_block(t, tol):
@@ -343,10 +335,10 @@ def closing_lines(report, style, timings=False, written=()):
     ops' declared uses), where to start, a short summary (one line per failing case), unused goldens,
     timings, the rule, bit identity, and last `N passed, M failed`."""
     # engine text, ids, paths: no control character reaches the terminal
-    report = clean_data(dict(report, cases=[_terminal_view(c) for c in report["cases"]]))
-    lines, tol, suite = [], report["tolerance"], report.get("suite", "attention")
+    report = replace(report, cases=[_terminal_view(c) for c in report.cases]).cleaned(clean_data)
+    lines, tol, suite = [], report.tolerance, report.suite
     decl = ops.declarations(suite)
-    failing = advice.leaf_to_root([c for c in report["cases"] if not c["passed"]], decl)
+    failing = advice.leaf_to_root([c for c in report.cases if not c["passed"]], decl)
     if failing:
         lines.append(style.bad(f"=== {len(failing)} failing case(s), primitives first ==="))
         for case in failing:
@@ -363,17 +355,17 @@ def closing_lines(report, style, timings=False, written=()):
         for case in failing:
             lines.append(f"{style.bad('NOT RUN' if case.get('status') == 'not run' else 'FAILED')} {case['kind']:<8} "
                          f"{case['id']:<44} {_short(case)}")
-    drifting = [c for c in report["cases"] if c["passed"] and (advice.situation(c) or ("",))[0] == advice.DRIFT]
+    drifting = [c for c in report.cases if c["passed"] and (advice.situation(c) or ("",))[0] == advice.DRIFT]
     if drifting:
         lines.append(f"note: {len(drifting)} passing case(s) have goldens that differ from their fresh outputs within the "
                      f"tolerance (or a free run that parted): nothing to do; `verify regen {suite}` "
                      "makes them byte-identical")
-    for path in report.get("unused_goldens", []):
+    for path in report.unused_goldens:
         lines.append(f"{style.bad('unused golden')} {path}: no case has this id; "
                      f"run `verify regen {suite}` to remove it")
     lines += kernel_lines(report) + browser_lines(report, style) + cache_lines(report)
     if timings:
-        lines += timing_lines(report.get("timings"))
+        lines += timing_lines(report.timings)
     if written:
         lines.append("reports: " + ", ".join(str(w) for w in written))
     for case, what in loose_cases(report):
@@ -381,15 +373,15 @@ def closing_lines(report, style, timings=False, written=()):
     looser = f" (--tol, looser than the default {DEFAULT_TOL:g})" if tol > DEFAULT_TOL else ""
     lines.append(style.dim(f"tolerance: |port - reference| <= {tol:g} * (1 + |reference|) per element{looser}"
                            + (" (a case may declare its own); --bitwise: anything short of bit identity fails"
-                              if report.get("bitwise") else " (a case may declare its own)")))
-    s = report["summary"]
+                              if report.bitwise else " (a case may declare its own)")))
+    s = report.summary
     if "bit_identical" in s:
         ran = s["bit_identical"] + s["within_tolerance"]
         lines.append(f"bit identity: {s['bit_identical']} of {ran} passing case(s) bit-identical to the reference, "
                      f"{s['within_tolerance']} within the tolerance" + (f"; {s['not_run']} not run" if s["not_run"] else ""))
-    if report.get("browsers"):  # a case passes when it passes in Node and in every browser
+    if report.browsers:  # a case passes when it passes in Node and in every browser
         failing = len(failing_ids(report))
-        lines.append(f"{len(report['cases']) - failing} passed, {failing} failed")
+        lines.append(f"{len(report.cases) - failing} passed, {failing} failed")
     else:
         lines.append(f"{s['passed']} passed, {s['failed']} failed")
     return lines
@@ -397,34 +389,44 @@ def closing_lines(report, style, timings=False, written=()):
 
 def failing_ids(report):
     """The cases that fail in Node or in any browser."""
-    ids = {c["id"] for c in report["cases"] if not c["passed"]}
-    for part in (report.get("browsers") or {}).values():
+    ids = {c["id"] for c in report.cases if not c["passed"]}
+    for part in (report.browsers or {}).values():
         ids |= {i for i, c in part["cases"].items() if not c["passed"]}
     return ids
 
 
-def cache_lines(report, opening=False):
-    """What the reference cache did (verify/reference_cache.py), so a run answered from it is never
-    taken for a fresh run of the reference. opening: the line printed before the cases."""
-    rc = report.get("reference_cache")
+def _where(rc):
+    return f"key {str(rc.get('key'))[:16]}, {rc.get('directory')}"
+
+
+def _from_cache(rc, hits, ran):
+    return (f"reference: {hits} of {ran} case(s) from cache ({_where(rc)}), not run afresh; the port ran every case "
+            "afresh; `--fresh` runs the reference too")
+
+
+def cache_opening(rc, ran):
+    """The line printed before the cases when the reference cache (its outcome rc) answers some of
+    the `ran` cases to run, so a run answered from it is never taken for a fresh run of the reference."""
+    hits = len(rc.get("from_cache", [])) if rc else 0
+    return [_from_cache(rc, hits, ran)] if hits else []
+
+
+def cache_lines(report):
+    """What the reference cache did (verify/reference_cache.py), after the cases."""
+    rc = report.reference_cache
     if not rc:
-        return [] if opening else ["reference: run afresh on every case (the reference cache was not used)"]
+        return ["reference: run afresh on every case (the reference cache was not used)"]
     hits = len(rc.get("from_cache", []))
-    ran = report.get("ran") if opening else sum(1 for c in report.get("cases", []) if c.get("status") != "not run")
-    where = f"key {str(rc.get('key'))[:16]}, {rc.get('directory')}"
     if hits:
-        lines = [f"reference: {hits} of {ran} case(s) from cache ({where}), not run afresh; the port ran every case "
-                 "afresh; `--fresh` runs the reference too"]
+        lines = [_from_cache(rc, hits, sum(1 for c in report.cases if c.get("status") != "not run"))]
     elif rc.get("not_used"):
         lines = ["reference: run afresh on every case (the reference cache was not used: see the note below)"]
     else:
-        lines = [f"reference: run afresh on every case (nothing in the cache for it: {where})"]
-    if opening:
-        return lines if hits else []
-    failing = [c["id"] for c in report.get("cases", []) if not c.get("passed") and c["id"] in rc.get("from_cache", [])]
+        lines = [f"reference: run afresh on every case (nothing in the cache for it: {_where(rc)})"]
+    failing = [c["id"] for c in report.cases if not c.get("passed") and c["id"] in rc.get("from_cache", [])]
     if failing:
         lines.append(f"reference cache: {len(failing)} failing case(s) had the reference from the cache; "
-                     f"`verify {report.get('suite', 'attention')} --fresh --case {failing[0]}` rules the cache out")
+                     f"`verify {report.suite} --fresh --case {failing[0]}` rules the cache out")
     if rc.get("stored"):
         lines.append(f"reference cache: kept {len(rc['stored'])} case(s) for the next run")
     return lines + [f"note: {n}" for n in rc.get("notes", [])]
@@ -446,14 +448,14 @@ def kernel_counts(cases):
 
 def kernel_lines(report):
     """Which product kernel the port ran, so a silent fallback shows."""
-    total = kernel_counts(report["cases"])
+    total = kernel_counts(report.cases)
     return [f"port: {_kernels(total)}"] if any(total.values()) else []
 
 
 def browser_lines(report, style):
     """--browser: per browser its verdict, its byte identity to Node, its kernels, its failing cases."""
     lines = []
-    for name, part in (report.get("browsers") or {}).items():
+    for name, part in (report.browsers or {}).items():
         if not part["ran"]:
             lines.append(f"{style.bad('NOT RUN')} browser {name}: {part['error']}")
             continue
@@ -475,8 +477,8 @@ def render(report, style, timings=False):
     """The terminal text of a report, as a list of lines: every case in catalogue order, then the
     closing section; the last line is `N passed, M failed`."""
     lines = []
-    for case in report["cases"]:
-        lines += case_lines(case, style, report["tolerance"])
+    for case in report.cases:
+        lines += case_lines(case, style, report.tolerance)
     return lines + closing_lines(report, style, timings)
 
 
@@ -503,7 +505,7 @@ def dumps(report):
     """The JSON report: top-level keys one per line, each case on one compact line (the heatmaps and
     curves make an indented file several times larger), non-finite numbers as strings, every
     string cleaned (verify/text.py)."""
-    doc = jsonable(dict(report, reference=reference_origin(report)))  # derived, never taken from the input
+    doc = jsonable(report.to_dict())
     compact = dict(separators=(",", ":"), allow_nan=False)
     lines = []
     for key, value in doc.items():

@@ -1,8 +1,8 @@
 """One verification run (`run`), top to bottom: 1. the catalogue's selected cases, less those that
 cannot run here ("not run"); 2. the engine runs, scheduled as processes (verify/schedule.py);
 3. each case judged once as both engines report it (verify/judge.py); 4. every entry decided
-(verify/verdict.py), in catalogue order; 5. the report dict (golden/schemas/report.schema.json),
-which the renderers draw. `verify attention`, `regen`, `faults` and the browsers all run this."""
+(verify/verdict.py), in catalogue order; 5. the report (verify/records.py's Report), which the
+renderers draw. `verify attention`, `regen`, `faults` and the browsers all run this."""
 
 import json
 import shutil
@@ -14,6 +14,7 @@ from . import assets, goldens, layout, lifecycle, schedule, verdict
 from .errors import InputError
 from .judge import Judge
 from .plain import plain
+from .records import Report
 from .timings import Timings
 
 
@@ -46,7 +47,7 @@ class RunOptions:
 
 
 def run(ctx, selected, all_ids, engines, options):
-    """The report dict of the selected cases. all_ids: every case of the catalogue (a golden of none
+    """The Report of the selected cases. all_ids: every case of the catalogue (a golden of none
     of them is unused). An engine's own error (exit 2) is raised before an input error."""
     timings, on_case = options.timings, options.on_case or (lambda entry: None)
     timings.jobs = options.jobs
@@ -165,15 +166,8 @@ def _report(ctx, cases, engines, options, all_ids):
         names = sorted({d.get("engine") or role for c in cases for role, d in c["golden_details"].items()})
         unused = [ctx.display(p) for p in goldens.unused(ctx.golden_dir, names, all_ids)]
     cache = options.reference_cache
-    return {
-        "passed": all(c["passed"] for c in cases) and not unused,
-        "suite": ctx.suite,
-        "tolerance": options.policy.tol,
-        "bitwise": options.policy.bitwise,
-        "rule": "|port - reference| <= tol * (1 + |reference|)",
-        "summary": summary(cases),
-        "engines": {e.name: e.command for e in engines},
-        "cases": cases,
-        "unused_goldens": unused,
-        **({"reference_cache": cache.outcome.to_dict()} if cache is not None else {}),
-    }
+    return Report(passed=all(c["passed"] for c in cases) and not unused, suite=ctx.suite,
+                  tolerance=options.policy.tol, bitwise=options.policy.bitwise,
+                  rule="|port - reference| <= tol * (1 + |reference|)", summary=summary(cases),
+                  engines={e.name: e.command for e in engines}, cases=cases, unused_goldens=unused,
+                  reference_cache=None if cache is None else cache.outcome.to_dict())

@@ -214,8 +214,8 @@ class Baselines:
             cached[name] = engines_mod.cached(self.real[name], cache)
         report = suite.run(self.ctx, selected, {c.id for c in self.every}, [cached["reference"], cached["port"]],
                            suite.RunOptions(self.policy, jobs=1, reader=self.reader))
-        passing = {c["id"] for c in report["cases"] if c["passed"]}
-        failing = [c["id"] for c in report["cases"] if not c["passed"]]
+        passing = {c["id"] for c in report.cases if c["passed"]}
+        failing = [c["id"] for c in report.cases if not c["passed"]]
         self.seconds += time.monotonic() - started
         print(f"baseline {stage}: {len(passing)} of {len(selected)} cases pass on the unmodified tree "
               f"({time.monotonic() - started:.1f} s)", file=self.out, flush=True)
@@ -245,7 +245,7 @@ def run_fault(fault, root, baselines, all_ids, stages, timeout):
             except InputError as exc:
                 outcome.engine_error = str(exc)
                 break
-            outcome.caught += [(c["id"], how(c, baselines.policy)) for c in report["cases"]
+            outcome.caught += [(c["id"], how(c, baselines.policy)) for c in report.cases
                                if not c["passed"] and c["id"] in passing]
             if outcome.caught and not baselines.all_stages:
                 break

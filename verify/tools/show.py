@@ -3,12 +3,14 @@ verdict decided again from the evidence it holds."""
 
 import argparse
 import json
+from dataclasses import replace
 from pathlib import Path
 
 from .. import catalogue, cli, options, suite, verdict
 from ..documents import DocumentError, read
 from ..errors import EXIT_MISMATCH, EXIT_PASS, InputError
-from ..report import Style, reference_origin, render
+from ..records import Report
+from ..report import Style, render
 from ..timings import Timings
 
 
@@ -32,16 +34,17 @@ def run(args, out):
     cli.check_outputs(args, reserved=[("the report being shown", args.report, ("--html", "--junit"))])
     schemas = cli.load_schemas(cli.repo_root())
     try:
-        report = read(args.report)
-        schemas.check("report", report)
+        saved_doc = read(args.report)
+        schemas.check("report", saved_doc)
     except DocumentError as exc:
         raise InputError(f"{args.report} is not a report written by `verify`: {exc}") from None
-    if not report["cases"]:
+    report = Report.from_dict(saved_doc)
+    if not report.cases:
         raise InputError(f"{args.report} holds no case: every run of `verify` reports at least one, so this report was "
                          "emptied or not written by `verify`, and it shows nothing that passed; run the verification again")
-    saved = verdict.Policy(report["tolerance"], bool(report.get("bitwise", False)))
-    policy = verdict.Policy(report["tolerance"], saved.bitwise or args.bitwise)
-    cases = report["cases"]
+    saved = verdict.Policy(report.tolerance, report.bitwise)
+    policy = verdict.Policy(report.tolerance, saved.bitwise or args.bitwise)
+    cases = report.cases
     if args.case:
         cases = [c for c in cases if any(catalogue.matches(c["id"], p) for p in args.case)]
         if not cases:
@@ -60,16 +63,15 @@ def run(args, out):
                      failures=["stored as failed in the report, though its evidence passes: a stored failure is never "
                                "shown as a pass"])
     whole = not args.case
-    unused = report.get("unused_goldens", []) if whole else []
-    shown = dict(report, cases=cases, unused_goldens=unused, bitwise=policy.bitwise, summary=suite.summary(cases))
-    if report.get("browsers"):
-        shown["browsers"] = verdict.decide_browsers(report["browsers"], [c["id"] for c in cases], policy, whole)
-    passed = (all(c["passed"] for c in cases) and not unused
-              and all(b["passed"] for b in (shown.get("browsers") or {}).values()))
-    stored = report["passed"] if whole else True  # the whole report's stored verdict covers every case
-    shown["passed"] = passed and stored
-    stored_reference = report.get("reference")
-    if stored_reference is not None and stored_reference != reference_origin(shown if whole else report):
+    unused = report.unused_goldens if whole else []
+    shown = replace(report, cases=cases, unused_goldens=unused, bitwise=policy.bitwise, summary=suite.summary(cases))
+    if report.browsers:
+        shown.browsers = verdict.decide_browsers(report.browsers, [c["id"] for c in cases], policy, whole)
+    passed = all(c["passed"] for c in cases) and not unused and all(b["passed"] for b in (shown.browsers or {}).values())
+    stored = report.passed if whole else True  # the whole report's stored verdict covers every case
+    shown.passed = passed and stored
+    stored_reference = saved_doc.get("reference")
+    if stored_reference is not None and stored_reference != (shown if whole else report).reference_origin():
         notes.append(f"note: the report's `reference` field {json.dumps(stored_reference)} does not follow from its "
                      "reference_cache; shown as reference_cache gives (the report was edited)")
     lines = notes + render(shown, Style(out), timings=args.timings)
@@ -79,4 +81,4 @@ def run(args, out):
     for line in lines:
         print(line, file=out)
     cli.write_outputs(args, shown, Timings())
-    return EXIT_PASS if shown["passed"] else EXIT_MISMATCH
+    return EXIT_PASS if shown.passed else EXIT_MISMATCH
