@@ -207,3 +207,34 @@ def test_after_a_hostile_port_nothing_of_the_run_is_left(start, cases_dir, golde
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
     assert time.monotonic() - started < 30
     assert_nothing_left(run.pid, run.tmp)
+
+
+def test_a_signal_to_verify_faults_stops_it_before_the_next_fault(start, repo_root, tmp_path):
+    """SIGTERM while `verify faults` runs one fault of many: the runner exits at once (143), the
+    faults not yet started never start, and nothing of it is left (before, the pool ran every
+    remaining fault to its end, with SIGTERM ignored)."""
+    harmless = {"engine": "port", "within": "layerNormForward", "find": "H[o + k] = c; // xc for now",
+                "replace": "H[o + k] = c; // x - mean for now", "description": "a comment", "area": "forward"}
+    catalogue = tmp_path / "faults.json"
+    catalogue.write_text(json.dumps({"faults": [dict(harmless, id=f"comment{i}") for i in range(200)]}))
+    cases = tmp_path / "cases"
+    cases.mkdir()
+    doc = json.loads((repo_root / "cases" / "attention" / "forward_layers.json").read_text())
+    (cases / "forward_layers.json").write_text(json.dumps(dict(doc, cases=doc["cases"][:4])))
+    run = start("faults", "attention", "--catalogue", catalogue, "--cases-dir", cases, "--jobs", "1")
+
+    def a_fault_runs():
+        for pid in started_by(run.pid):
+            try:
+                if b"verify-fault-" in open(f"/proc/{pid}/cmdline", "rb").read():
+                    return True
+            except OSError:
+                pass
+        return False
+    assert wait_until(a_fault_runs, timeout=120), run.finish()
+    os.kill(run.pid, signal.SIGTERM)
+    code, out, err = run.finish(timeout=30)
+    assert code == 128 + signal.SIGTERM, (code, out, err)
+    assert "verify: interrupted (SIGTERM)" in err and "Traceback" not in err, err
+    assert out.count("MISSED") < 200, out
+    assert_nothing_left(run.pid, run.tmp)

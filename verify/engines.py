@@ -299,11 +299,11 @@ def run(engine, case_specs, out_dir, timeout, extra=None, on_status=None, kind=N
             hint = "check --port-cmd" if engine.name == "port" else "check the Python environment"
             raise InputError(f"cannot start the {engine.name} engine ({clean(engine.command)}): "
                              f"{exc.strerror or exc}; {hint}") from None
-        lifecycle.register(proc)
         reader = StatusReader(engine.name, (spec["id"] for spec in case_specs), on_status)
         errors = _StderrTail()
         clean_exit = False
         try:
+            lifecycle.register(proc)  # raises Terminated when a signal is stopping the runner
             _exchange(proc, request, reader, errors, started + timeout, engine, timeout)
             clean_exit = True
         finally:

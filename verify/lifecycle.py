@@ -39,6 +39,7 @@ _runs = iter(range(1, 1 << 62))
 _adopting = None  # while guard() made this process a subreaper: {"before": bool, "mine": {pid: start ticks}}
 _depth = 0  # nested guard()s
 _atexit = False  # whether cleanup() is registered with atexit
+_stopping = None  # the signal number stopping the runner, from its handler until guard() ends
 _engines_running = 0  # engine runs between started() and ended()
 
 
@@ -141,11 +142,16 @@ def _kill(pid, group=False):
 
 
 def register(proc):
-    """An engine process started in its own session (its pid is its process group)."""
+    """An engine process started in its own session (its pid is its process group). Once a signal
+    is stopping the runner, a process a worker thread starts is killed at once and the thread
+    stopped too (Terminated), so no new work outlives the signal."""
     with _lock:
         _groups[proc.pid] = proc
         if _adopting is not None:
             _adopting["mine"][proc.pid] = start_ticks(proc.pid)
+    if _stopping is not None:
+        kill_group(proc.pid)
+        raise Terminated(_stopping)
 
 
 def unregister(proc):
@@ -342,6 +348,8 @@ def cleanup():
 
 
 def _on_signal(signum, frame):
+    global _stopping
+    _stopping = signum  # before kill_all: an engine started after it is stopped by register()
     for name in ("SIGTERM", "SIGHUP", "SIGINT"):
         if hasattr(signal, name):
             signal.signal(getattr(signal, name), signal.SIG_IGN)  # the clean-up is not interrupted again
@@ -373,7 +381,7 @@ def guard():
     """One command of the runner: the signal handlers for its duration (the previous ones back
     afterwards), what dead runs left removed first, and everything it started (or adopted) stopped
     and its temporary directories removed on the way out, however it goes."""
-    global _depth, _atexit
+    global _depth, _atexit, _stopping
     previous = {}
     if threading.current_thread() is threading.main_thread():
         previous[signal.SIGINT] = signal.getsignal(signal.SIGINT)  # _on_signal ignores it during the clean-up
@@ -396,5 +404,6 @@ def guard():
             _depth -= 1
             if _depth == 0:
                 _adopt_end()
+                _stopping = None
         for sig, handler in previous.items():
             signal.signal(sig, handler if handler is not None else signal.SIG_DFL)

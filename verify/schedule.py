@@ -215,6 +215,8 @@ class Scheduler:
                 self.processes.append(process)
             try:
                 run = self._run(*task)
+            except lifecycle.Terminated:
+                return  # a signal stops the runner: its main thread is cleaning up
             except InputError as exc:
                 with self._lock:
                     process.ended = time.monotonic()

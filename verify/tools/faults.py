@@ -309,7 +309,8 @@ def run(args, out):
         baselines.all_stages = args.all_stages
         baselines.get("fast")  # refuse early when the unmodified tree does not run
         all_ids = {c.id for c in every}
-        with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        pool = ThreadPoolExecutor(max_workers=args.jobs)
+        try:
             futures = [pool.submit(run_fault, f, project.root, baselines, all_ids, stages, args.timeout)
                        for f in faults]
             outcomes = []
@@ -317,6 +318,8 @@ def run(args, out):
                 outcome = future.result()
                 outcomes.append(outcome)
                 print(line(outcome), file=out, flush=True)
+        finally:  # on a signal or an error, the faults not yet started never start
+            pool.shutdown(cancel_futures=True)
     caught = sum(o.is_caught for o in outcomes)
     wall = time.monotonic() - started
     for o in outcomes:
