@@ -70,6 +70,16 @@ class Run:
                 found["port"] = pid
         return found
 
+    def runs(self, marker):
+        """Whether a process this run started (and still alive) has `marker` in its command line."""
+        for pid in started_by(self.pid):
+            try:
+                if marker in open(f"/proc/{pid}/cmdline", "rb").read():
+                    return True
+            except OSError:
+                pass
+        return False
+
     def finish(self, timeout=60):
         out, err = self.proc.communicate(timeout=timeout)
         return self.proc.returncode, out, err
@@ -147,13 +157,7 @@ def test_the_next_run_never_touches_a_live_runs_directory(start, cases_dir, gold
     live = start("attention", "--cases-dir", cases_dir, "--golden-dir", goldens, "--port-cmd",
                  f"{sys.executable} {port} 60", "--timeout", "120")
     def reference_running():
-        for pid in started_by(live.pid):
-            try:
-                if b"reference\0run" in open(f"/proc/{pid}/cmdline", "rb").read():
-                    return True
-            except OSError:
-                pass
-        return False
+        return live.runs(b"reference\0run")
 
     # the reference's own TMPDIR goes when it is done; then the run keeps its directories while the port sleeps
     assert wait_until(lambda: dirs_of(live.pid, live.tmp) and not reference_running(), timeout=60), live.finish()
@@ -222,16 +226,7 @@ def test_a_signal_to_verify_faults_stops_it_before_the_next_fault(start, repo_ro
     doc = json.loads((repo_root / "cases" / "attention" / "forward_layers.json").read_text())
     (cases / "forward_layers.json").write_text(json.dumps(dict(doc, cases=doc["cases"][:4])))
     run = start("faults", "attention", "--catalogue", catalogue, "--cases-dir", cases, "--jobs", "1")
-
-    def a_fault_runs():
-        for pid in started_by(run.pid):
-            try:
-                if b"verify-fault-" in open(f"/proc/{pid}/cmdline", "rb").read():
-                    return True
-            except OSError:
-                pass
-        return False
-    assert wait_until(a_fault_runs, timeout=120), run.finish()
+    assert wait_until(lambda: run.runs(b"verify-fault-"), timeout=120), run.finish()
     os.kill(run.pid, signal.SIGTERM)
     code, out, err = run.finish(timeout=30)
     assert code == 128 + signal.SIGTERM, (code, out, err)
