@@ -10,7 +10,6 @@ import stat
 from pathlib import Path
 
 import numpy as np
-import orjson
 
 from .compare import Tensor
 from .files import file_kind
@@ -25,48 +24,6 @@ def _no_bare_constant(token):
 
 
 MAX_BYTES = 64 << 20  # a document larger than this is refused unread (the largest today, a report, is ~1 MB)
-
-# The fast path (off with VERIFY_PLAIN=1): orjson, about three times faster than json, taken only
-# where its result is json's to the bit. Everything else goes to json, which gives its result or
-# its error: what orjson refuses (bare NaN, numbers beyond float64, lone surrogates); a float of
-# magnitude 2**63 or more (orjson reads an integer beyond 64 bits as one); nesting deeper than
-# FAST_DEPTH (json's recursion limit would hit later walks); and a key named twice, which orjson
-# keeps silently: outside strings a colon only ever separates a key from its value, so the text's
-# colons less those inside its strings must equal the parsed keys (a \u escape may spell a colon,
-# so a text with one goes to json). tests/test_parse.py checks the agreement.
-FAST_DEPTH = 64  # the engines' documents nest 5 deep; json refuses about 1000
-_BIG = 2.0 ** 63
-
-
-def _fast(data):
-    """orjson's reading of `data` (bytes or str) when it is json's to the bit, else None (json
-    reads a text that is `null` as None too)."""
-    if plain() or (b"\\u" if isinstance(data, bytes) else "\\u") in data:
-        return None
-    try:
-        value = orjson.loads(data)
-    except orjson.JSONDecodeError:
-        return None
-    keys = colons = 0
-    stack = [([value], 0)]
-    while stack:  # each list and object in one pass in C: the set of its items' types
-        node, depth = stack.pop()
-        if depth > FAST_DEPTH:
-            return None
-        if type(node) is dict:
-            keys += len(node)
-            colons += "".join(node).count(":")
-            node = node.values()
-        types = set(map(type, node))
-        if float in types:
-            floats = node if types == {float} else [v for v in node if type(v) is float]
-            if not (-_BIG < min(floats) and max(floats) < _BIG):
-                return None
-        if str in types:
-            colons += "".join(v for v in node if type(v) is str).count(":")
-        if dict in types or list in types:
-            stack += [(v, depth + 1) for v in node if type(v) in (dict, list)]
-    return value if data.count(b":" if isinstance(data, bytes) else ":") - colons == keys else None
 
 
 def _unique_keys(pairs):
@@ -83,12 +40,6 @@ def _unique_keys(pairs):
 def parse(text):
     """JSON text to Python values; bare NaN / Infinity (which Python's json accepts) are refused,
     and so are a key named twice in one object and nesting too deep for the parser."""
-    value = _fast(text)
-    return value if value is not None else _parse_stdlib(text)
-
-
-def _parse_stdlib(text):
-    """parse() by Python's json alone: the reference behaviour, and every error message."""
     if text.startswith("\ufeff"):
         raise DocumentError("not valid JSON: it starts with a byte order mark (U+FEFF), which JSON does not allow "
                             "(RFC 8259); save it as UTF-8 without one")
@@ -143,16 +94,13 @@ def read(path, limit=MAX_BYTES):
 def parse_bytes(data):
     """As read(), for a file's bytes already in memory (UTF-8); line ends are translated as read()'s
     text mode does, so an error names the same line and column."""
-    value = _fast(data)
-    if value is not None:
-        return value
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise DocumentError(f"cannot read it ({exc})") from None
     if "\r" in text:
         text = text.replace("\r\n", "\n").replace("\r", "\n")
-    return _parse_stdlib(text)
+    return parse(text)
 
 
 class Schemas:

@@ -2,7 +2,6 @@
 report apart from timings (tests/test_plain.py). An accelerator stays only while it saves at least
 0.2 s or 5 % of a cached `verify attention` (docs/journal/2026-12-04-accelerators.md). They are:
 
-- documents.parse / parse_bytes: orjson, where its reading is json's to the bit;
 - documents.Schemas.check("golden", ...): a quick check before the full validator;
 - ops.declarations: the suite's declarations read once per process;
 - compare.compare_tensor: two tensors of the same finite bits get their figures without arithmetic;
