@@ -216,3 +216,39 @@ def test_every_fault_of_the_catalogue_is_caught(repo_root):
     missed = [(f["id"], witnesses[f["id"]]) for f in report["faults"]
               if f["id"] in witnesses and witnesses[f["id"]] not in {c["id"] for c in f["cases"]}]
     assert not missed, f"faults not caught by their witness case: {missed}"
+
+
+def _relaid(text):
+    """The same tokens in another layout: spaces around '=', after ',' and inside brackets."""
+    for old, new in ((" = ", "  =  "), (", ", " ,  "), ("(", "( "), (")", " )")):
+        text = text.replace(old, new)
+    return text
+
+
+def test_a_reformatted_tree_keeps_every_fault(repo_root, tmp_path):
+    """Reformatting (here: the layout of every line of both engines changed) moves no fault: each
+    still finds its one place, and applying it puts its replacement there."""
+    tree = tmp_path / "tree"
+    for part in ("reference", "port_ts/src", "port_ts/package.json"):
+        source, target = repo_root / part, tree / part
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if source.is_dir():
+            shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy2(source, target)
+    for path in [*tree.rglob("*.py"), *tree.rglob("*.ts")]:
+        path.write_text(_relaid(path.read_text()))
+    catalogue = repo_root / "faults" / "attention.json"
+    faults = load(catalogue, tree, str)
+    assert len(faults) == len(load(catalogue, repo_root, str))
+    for fault in faults:
+        assert fault.find not in (tree / fault.file).read_text() or _relaid(fault.find) == fault.find
+        edited = apply(fault, tree, tmp_path / "applied" / fault.id)
+        assert fault.replace in edited.read_text(), fault.id
+
+
+def test_a_find_matches_across_line_breaks_and_only_whole_tokens_apart():
+    text = "def f(x):\n    return scale * (\n        x\n        + 1)\n"
+    assert [m.group() for m in anchors.matches("scale * (x + 1)", text)] == ["scale * (\n        x\n        + 1)"]
+    assert anchors.matches("returnscale", text) == []  # two words stay two words
+    assert anchors.matches("scale*(x+2)", text) == []

@@ -10,8 +10,8 @@ not count: a top-level declaration runs to the next line that starts at column 0
 bracket, an inner one to the next line at its own depth and indentation (or its outer's end).
 
 locate(root, tree, name, find) -> Span of the one declaration of `name` in the tree (a directory
-of the root, e.g. "port_ts/src") whose text holds `find` exactly once, or AnchorError saying
-what to update. A name declared in several modules (EPS: layer norm's and Adam's) is told apart
+of the root, e.g. "port_ts/src") whose text holds `find` exactly once, whatever the whitespace
+between its tokens (matches()), or AnchorError saying what to update. A name declared in several modules (EPS: layer norm's and Adam's) is told apart
 by the text.
 """
 
@@ -243,8 +243,27 @@ def sources(root, tree):
                   if p.suffix in SUFFIXES and "__pycache__" not in p.parts and "node_modules" not in p.parts)
 
 
+def find_pattern(find):
+    """`find` as a pattern that any layout of its tokens matches: whitespace and line breaks may
+    come and go between tokens (one at least between two words), so a reformatting keeps a fault."""
+    tokens = re.findall(r"\w+|\S", find)
+    if not tokens:
+        raise AnchorError("its 'find' text is empty; give the expression the fault changes")
+    pattern = re.escape(tokens[0])
+    for before, token in zip(tokens, tokens[1:]):
+        words = re.match(r"\w", before[-1]) and re.match(r"\w", token[0])
+        pattern += (r"\s+" if words else r"\s*") + re.escape(token)
+    return re.compile(pattern)
+
+
+def matches(find, text, start=0, end=None):
+    """Where `find` occurs in text[start:end], whatever the whitespace between its tokens."""
+    return list(find_pattern(find).finditer(text, start, len(text) if end is None else end))
+
+
 def locate(root, tree, name, find):
-    """The Span of the one declaration of `name` under root/tree that holds `find` exactly once."""
+    """The Span of the one declaration of `name` under root/tree that holds `find` exactly once
+    (whatever the whitespace between its tokens)."""
     if not re.fullmatch(r"[A-Za-z_$][\w$]*(\.[A-Za-z_$][\w$]*)?", name or ""):
         raise AnchorError(f"'within' must name a declaration, as fn, CONSTANT or Class.method, got {name!r}")
     hits, declared = [], []
@@ -256,7 +275,7 @@ def locate(root, tree, name, find):
             raise AnchorError(f"cannot read {rel} to find {name} ({exc})") from None
         for start, end in spans:
             declared.append(rel)
-            count = text.count(find, start, end)
+            count = len(matches(find, text, start, end))
             if count:
                 hits.append((rel, start, end, count))
     if not declared:

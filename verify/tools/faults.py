@@ -130,8 +130,8 @@ def apply(fault, root, into):
     span = anchors.locate(into, TREES[fault.engine][0], fault.within, fault.find)
     path = Path(into) / span.file
     text = path.read_text(encoding="utf-8")
-    inside = text[span.start:span.end].replace(fault.find, fault.replace, 1)
-    path.write_text(text[:span.start] + inside + text[span.end:], encoding="utf-8")
+    [found] = anchors.matches(fault.find, text, span.start, span.end)
+    path.write_text(text[:found.start()] + fault.replace + text[found.end():], encoding="utf-8")
     return path
 
 
