@@ -1,7 +1,8 @@
 """The reference engine's command line; the runner speaks to it as to the port (docs/protocol.md).
 
   python -m reference run            request on stdin, one golden file per case, status lines out
-                                     (a training case also writes out_dir/<id>.states/step_<t>.json,
+                                     (a case the request's "inputs_from" names computes from that
+                                     document's inputs; a training case also writes out_dir/<id>.states/step_<t>.json,
                                      and the request's "replay" field out_dir/<id>.replay/step_<t1>.json
                                      and, for its "evaluate" steps, out_dir/<id>.replay/evaluate_<t>.json;
                                      a pretrained case reads the request's "assets" {model: directory}
@@ -40,6 +41,24 @@ def _read_state(from_dir, t, what):
     if opt[0] != t:
         raise CaseError(f"{what}: {source} holds the state of step {opt[0]}, not {t}")
     return state_doc
+
+
+def _handed(inputs, ident):
+    """The inputs the request hands to case `ident` (docs/protocol.md, "Handed inputs"): the
+    `inputs` of the document at the path it names; None when it names none."""
+    if ident not in inputs:
+        return None
+    path = inputs[ident]
+    try:
+        if not isinstance(path, str):
+            raise ValueError(f"not a path: {json.dumps(path)}")
+        with open(path, encoding="utf-8") as fh:
+            doc = json.load(fh)
+        if not isinstance(doc, dict) or "inputs" not in doc:
+            raise ValueError(f"{path} has no 'inputs'")
+    except (OSError, ValueError) as exc:
+        raise CaseError(f"cannot read the inputs handed to {ident!r}: {exc}") from None
+    return doc["inputs"]
 
 
 def _steps(value):
@@ -124,6 +143,9 @@ def _run(stream_in, stream_out):
         assets = request.get("assets", {})
         if not isinstance(assets, dict):
             raise TypeError("'assets' must be an object {model name: directory}")
+        handed = request.get("inputs_from", {}) if kind == "cases" else {}
+        if not isinstance(handed, dict):
+            raise TypeError("'inputs_from' must be an object {id: the path of a document with the case's inputs}")
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         print(f"reference: the request on stdin must be JSON with 'out_dir' and 'cases' (or, of kind encode, "
               f"'inputs'): {exc}", file=sys.stderr)
@@ -138,7 +160,7 @@ def _run(stream_in, stream_out):
                 doc = requests.document(kind, case, assets)
                 golden.write(os.path.join(out_dir, f"{requests.item_id(case)}.json"), doc)
             elif entry is None or entry.get("free_run", True):
-                doc, states = run_case_with_states(case, assets)
+                doc, states = run_case_with_states(case, assets, _handed(handed, case.get("id")))
                 if case.get("kind") == "pretrained":  # docs/pretrained.md: the golden keeps a view
                     doc, full = split_documents(doc)
                     golden.write(os.path.join(out_dir, f"{case['id']}.full.json"), full)

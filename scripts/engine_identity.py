@@ -10,8 +10,9 @@ node-js, node-wasm (cli.ts with --kernel), chromium, firefox, webkit (port_ts/br
 and chromium-js etc. (a browser with --kernel js); NAME=COMMAND names any other command.
 
 Two requests per engine, as `verify attention` sends them: every selected case (the pretrained
-ones with the model's directory when it is installed), then the training cases' replay, every
-segment from the reference's states (the reference runs once, first, for those states). For
+ones with the model's directory when it is installed; each forward case handed the reference's
+document, docs/protocol.md), then the training cases' replay, every segment from the reference's
+states (the reference runs once, first, on the forward and training cases, for those). For
 each engine: its wall time (both processes, start to exit), the reversal run's seconds per step
 (its status line's seconds over its steps), and, against the baseline, how many cases wrote
 byte-identical files (every file of the case: the golden, the full pretrained document, each
@@ -123,20 +124,24 @@ def compare(base_dir, other_dir, case_ids):
     return result
 
 
-def _reference_states(training, work, timeout):
-    """The reference's run of the training cases, for their states (None when there are none)."""
-    if not training:
+def _reference(needed, work, timeout):
+    """The reference's run of the forward and training cases, for the inputs it hands and its
+    states (None when there are none)."""
+    if not needed:
         return None
     t0 = time.monotonic()
-    engines.run(engines.reference_engine(ROOT), [c.spec for c in training], work / "reference", timeout)
-    print(f"reference: the training cases' states in {time.monotonic() - t0:.1f} s")
+    engines.run(engines.reference_engine(ROOT), [c.spec for c in needed], work / "reference", timeout)
+    print(f"reference: the forward cases' inputs and the training cases' states in {time.monotonic() - t0:.1f} s")
     return work / "reference"
 
 
 def _run_engine(argv_, cases, training, states, out, timeout, extra):
-    """One engine's two requests: every case, then (once the reference's states are there) the
-    training cases' replay. (run, wall seconds of both, the cases whose replay was not ok)."""
+    """One engine's two requests: every case (the forward ones handed the reference's documents),
+    then the training cases' replay. (run, wall seconds of both, the cases whose replay was not ok)."""
     port = engines.Engine("port", argv_, ROOT)
+    forward = [c.id for c in cases if c.kind == "forward"]
+    if forward:
+        extra = dict(extra, inputs_from={cid: str(states.result() / f"{cid}.json") for cid in forward})
     run = engines.run(port, [c.spec for c in cases], out / "main", timeout, extra)
     wall, bad_replays = run.wall, []
     replayed = [c for c in training if request_entry(c)["segments"]]
@@ -186,7 +191,8 @@ def main(argv=None):
         account = {"engines": {}, "cases": [c.id for c in cases]}
         try:
             with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-                states = pool.submit(_reference_states, training, work, args.timeout)  # first: replays wait for it
+                needed = [c for c in cases if c.kind in ("forward", "training")]
+                states = pool.submit(_reference, needed, work, args.timeout)  # first: the engines wait for it
                 jobs = [pool.submit(_run_engine, argv_, cases, training, states, work / name, args.timeout, extra)
                         for name, argv_ in named]
                 done = [job.result() for job in jobs]

@@ -476,14 +476,18 @@ kind(L, "inspect-layer-range", "inspect --layer 99", 2, "--layer must be in [0, 
 
 
 # --- the engines' config rule -----------------------------------------------------------------
-# data: config changes to masked_softmax.x; both real engines refuse the case (exit 1), each
-# with exactly this message.
+# data: config changes to ENGINE_CASE, an op both engines draw (a masked softmax's config is read
+# by the reference alone, which hands the port its inputs); both real engines refuse the case
+# (exit 1), each with exactly this message.
 
+ENGINE_CASE = {"id": "dot_product_attention.x", "kind": "forward", "op": "dot_product_attention", "seed": 1,
+               "config": {"lead": [2], "Q": 3, "K": 4, "D": 2, "V": 2}}
 F = "engine config"
 kind(F, "std-nan-string", '`"std": "NaN"`', 1, "config 'std' must be a finite number, got \"NaN\"", {"std": "NaN"})
 kind(F, "std-true", '`"std": true`', 1, "config 'std' must be a finite number, got true", {"std": True})
 kind(F, "std-null", '`"std": null`', 1, "config 'std' must be a finite number, got null", {"std": None})
-kind(F, "mean-string", '`"mean": "0"`', 1, "config 'mean' must be a finite number, got \"0\"", {"mean": "0"})
+kind(F, "dropout-string", '`"dropout_p": "0"`', 1, "config 'dropout_p' must be a finite number, got \"0\"",
+     {"dropout_p": "0"})
 
 
 # --- conditions -------------------------------------------------------------------------------

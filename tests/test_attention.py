@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from reference.nn.additive_attention import additive_attention_forward
-from reference.cases.cases_attention import BUILDERS
+from reference.cases.cases import BUILDERS
 from reference.nn.dot_product_attention import dot_product_attention_forward
 from reference.nn.masked_softmax import masked_softmax_forward
 from reference.nn.multi_head_attention import merge_heads, multi_head_attention_forward, split_heads

@@ -4,6 +4,7 @@ port_ts/test/core/caseConfig.test.ts; both read port_ts/test/small-configs.json)
 either engine, though Python's bool is an int."""
 
 import json
+import math
 import re
 from pathlib import Path
 
@@ -56,6 +57,26 @@ def test_the_helpers_say_what_was_expected_and_found():
     assert positive_number({"lr": 1}, "lr") == 1.0 and isinstance(positive_number({"lr": 1}, "lr"), float)
     with pytest.raises(CaseError, match=r"^config 'lr' must be a positive number, got -0\.5$"):
         positive_number({"lr": -0.5}, "lr")
+
+
+def test_a_drawn_shape_says_what_is_allowed():
+    with pytest.raises(CaseError, match=r"config 'shape' must be \[B, Q, K\] or \[B, H, Q, K\], got \[2, 3\]"):
+        run_case({"id": "t", "kind": "forward", "op": "masked_softmax", "seed": 1, "config": {"shape": [2, 3]}})
+
+
+def test_handed_inputs_are_read_back_exactly_or_refused():
+    """A case handed inputs (docs/protocol.md) computes from them; a malformed one is a CaseError."""
+    case = {"id": "t", "kind": "forward", "op": "layer_norm", "seed": 1, "config": {}}
+    x = {"dtype": "float64", "shape": [1, 2], "data": [1, "NaN"]}
+    ones, zeros = {"dtype": "float64", "shape": [2], "data": [1, 1]}, {"dtype": "float64", "shape": [2], "data": [0, 0]}
+    doc = run_case(case, handed={"x": x, "gamma": ones, "beta": zeros})
+    assert doc["inputs"]["x"]["data"][0] == 1.0 and math.isnan(doc["inputs"]["x"]["data"][1]) and sorted(doc["outputs"]) == ["mean", "out", "rstd"]
+    with pytest.raises(CaseError, match=r"^the handed inputs lack \[gamma, beta\]; they hold \[x\]$"):
+        run_case(case, handed={"x": x})
+    for broken, says in (({**x, "data": [1]}, "without a shape and as many items"), ({**x, "dtype": "float32"}, "dtype"),
+                         ({**x, "data": [1, "nan"]}, "neither a number nor")):
+        with pytest.raises(CaseError, match=says):
+            run_case(case, handed={"x": broken, "gamma": ones, "beta": zeros})
 
 
 @pytest.mark.parametrize("bad", SHARED["bad_numbers"], ids=lambda b: f"{b['op']}.{next(iter(b['set']))}")

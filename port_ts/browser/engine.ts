@@ -23,7 +23,7 @@ const USAGE = `usage: engine.ts --browser ${BROWSERS.join("|")} run [--kernel ${
 
 interface Request {
   out_dir: string; cases: { id: string; kind?: string }[]; replay?: Record<string, unknown>;
-  assets?: Record<string, unknown>; kernel?: unknown;
+  assets?: Record<string, unknown>; inputs_from?: Record<string, unknown>; kernel?: unknown;
 }
 
 /** The request from stdin, checked as cli.ts checks it (the same messages). */
@@ -37,6 +37,9 @@ function readRequest(flagKernel: string | undefined): { request: Request; kernel
     }
     if (request.assets !== undefined && (typeof request.assets !== "object" || request.assets === null || Array.isArray(request.assets))) {
       throw new Error("'assets' must be an object {model name: directory}");
+    }
+    if (request.inputs_from !== undefined && (typeof request.inputs_from !== "object" || request.inputs_from === null || Array.isArray(request.inputs_from))) {
+      throw new Error("'inputs_from' must be an object {id: the path of a document with the case's inputs}");
     }
     if (!request.cases.every((c) => typeof c === "object" && c !== null && typeof c.id === "string")) {
       throw new Error("every case needs a string 'id'");
@@ -82,7 +85,8 @@ async function run(name: BrowserName, flagKernel: string | undefined): Promise<n
   mkdirSync(request.out_dir, { recursive: true });
   if (request.cases.length === 0) return 0;
 
-  // What the page fetches: the cases, the kernel, each replay's and each asset's directory by name.
+  // What the page fetches: the cases, the kernel, each replay's and each asset's directory by name
+  // (and, below, the inputs handed to the cases).
   const dirs: Record<string, string> = {};
   const replay: Record<string, unknown> = {};
   Object.entries(request.replay ?? {}).forEach(([id, entry], i) => {
@@ -95,6 +99,19 @@ async function run(name: BrowserName, flagKernel: string | undefined): Promise<n
     if (typeof dir === "string") { dirs[`asset${i}`] = dir; assets[model] = `asset${i}/`; }
   });
   const ids = new Set(request.cases.map((c) => c.id));
+  // The handed inputs go in the page's request: each named document's `inputs`, or why it could not be read.
+  const inputs: Record<string, { inputs?: unknown; error?: string }> = {};
+  for (const [id, path] of Object.entries(request.inputs_from ?? {})) {
+    if (!ids.has(id)) continue;
+    try {
+      if (typeof path !== "string") throw new Error(`not a path: ${JSON.stringify(path)}`);
+      const doc = JSON.parse(readFileSync(path, "utf8")) as { inputs?: unknown };
+      if (doc?.inputs === undefined) throw new Error(`${path} has no 'inputs'`);
+      inputs[id] = { inputs: doc.inputs };
+    } catch (err) {
+      inputs[id] = { error: (err as Error).message };
+    }
+  }
   let browser: OpenBrowser | undefined;
   let finish: (outcome: { fatal?: string; request?: boolean }) => void = () => undefined;
   const finished = new Promise<{ fatal?: string; request?: boolean }>((res) => { finish = res; });
@@ -103,7 +120,7 @@ async function run(name: BrowserName, flagKernel: string | undefined): Promise<n
   const served = await serve({
     dirs,
     onCodeError: (message) => finish({ fatal: `the page cannot load the port: ${message}` }),
-    json: { request: { cases: request.cases, kernel, replay, assets } },
+    json: { request: { cases: request.cases, kernel, replay, assets, inputs } },
     posts: {
       started: () => { started = true; return { status: 204 }; },
       out: (body, relative) => {

@@ -2,7 +2,8 @@
 // to it as to the reference (docs/protocol.md):
 //   node port_ts/src/cli.ts run [--kernel auto|js|wasm]
 //                                          request on stdin, one golden file per case, status lines out
-//                                          (a training case also writes out_dir/<id>.states/step_<t>.json,
+//                                          (a case the request's "inputs_from" names computes from that
+//                                          document's inputs; a training case also writes out_dir/<id>.states/step_<t>.json,
 //                                          and the request's "replay" field out_dir/<id>.replay/step_<t1>.json
 //                                          and, for its "evaluate" steps, out_dir/<id>.replay/evaluate_<t>.json;
 //                                          a pretrained case reads the request's "assets" {model: directory}
@@ -68,6 +69,21 @@ function replay(spec: CaseSpec, entry: ReplayEntry, outDir: string): [number, nu
   return [segments.length, evaluate.length];
 }
 
+/** The inputs the request hands to case `id` (docs/protocol.md, "Handed inputs"): the `inputs` of
+ *  the document at the path it names; undefined when it names none. */
+function handed(inputs: Record<string, unknown>, id: string): unknown {
+  if (!Object.hasOwn(inputs, id)) return undefined;
+  const path = inputs[id];
+  try {
+    if (typeof path !== "string") throw new Error(`not a path: ${JSON.stringify(path)}`);
+    const doc = JSON.parse(readFileSync(path, "utf8")) as { inputs?: unknown };
+    if (doc?.inputs === undefined) throw new Error(`${path} has no 'inputs'`);
+    return doc.inputs;
+  } catch (err) {
+    throw new CaseError(`cannot read the inputs handed to '${id}': ${(err as Error).message}`);
+  }
+}
+
 /** The request's assets {model name: directory} as the core takes them: bytes of a file, read on demand. */
 function modelFiles(dirs: Record<string, unknown>): Assets {
   const assets: Assets = {};
@@ -130,7 +146,7 @@ function run(args: string[]): number {
     process.stderr.write(`usage: cli.ts run [--kernel ${KERNELS.join("|")}]: ${(err as Error).message}\n`);
     return 2;
   }
-  let request: { out_dir: string; kind?: string; cases: CaseSpec[]; replay?: Record<string, ReplayEntry>; assets?: Record<string, unknown>; kernel?: unknown };
+  let request: { out_dir: string; kind?: string; cases: CaseSpec[]; replay?: Record<string, ReplayEntry>; assets?: Record<string, unknown>; inputs_from?: Record<string, unknown>; kernel?: unknown };
   let kind: string;
   try {
     request = JSON.parse(readFileSync(0, "utf8"));
@@ -143,6 +159,9 @@ function run(args: string[]): number {
     }
     if (request.assets !== undefined && (typeof request.assets !== "object" || request.assets === null || Array.isArray(request.assets))) {
       throw new Error("'assets' must be an object {model name: directory}");
+    }
+    if (kind === "cases" && request.inputs_from !== undefined && (typeof request.inputs_from !== "object" || request.inputs_from === null || Array.isArray(request.inputs_from))) {
+      throw new Error("'inputs_from' must be an object {id: the path of a document with the case's inputs}");
     }
   } catch (err) {
     process.stderr.write(`port: the request on stdin must be JSON with 'out_dir' and 'cases' (or, of kind encode, 'inputs'): ${(err as Error).message}\n`);
@@ -169,7 +188,7 @@ function run(args: string[]): number {
         const doc = document(kind, spec as unknown as { [key: string]: Json }, assets);
         write(`${itemId(spec)}.json`, dumps(doc) + "\n");
       } else if (entry === undefined || entry.free_run !== false) {
-        const { doc, states } = runCaseWithStates(spec, assets);
+        const { doc, states } = runCaseWithStates(spec, assets, handed(request.inputs_from ?? {}, spec.id));
         writeCase(spec, doc, states, write);
       }
       if (entry !== undefined && kind === "cases") [status.replayed, status.evaluated] = replay(spec, entry, request.out_dir);

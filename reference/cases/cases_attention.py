@@ -1,8 +1,9 @@
-"""Forward cases of the attention primitives: inputs from the case's seed, then the outputs
-(twin: casesAttention.ts). Each builder draws in the order written in its comment and returns
-(inputs, outputs) as dicts of named arrays. Parameters are drawn as PyTorch's default Linear
-init, U(-1/sqrt(fan_in), 1/sqrt(fan_in)), after the inputs. The dropout keep mask, when
-dropout_p > 0, is the last draw, made inside the forward."""
+"""Forward cases of the attention primitives (twin: casesAttention.ts). Masked softmax and RoPE
+have a draw function (DRAWS, the order of draws in its comment) and a compute function (COMPUTE)
+(cases.py). The attention ops draw in every engine (BUILDERS, returning (inputs, outputs)),
+because a case with dropout_p > 0 draws its keep mask last, inside the forward, from the same
+stream. Parameters are drawn as PyTorch's default Linear init, U(-1/sqrt(fan_in),
+1/sqrt(fan_in)), after the inputs."""
 
 import math
 
@@ -31,16 +32,19 @@ def _linear_weight(rng, out_dim, in_dim):
     return rng.uniform((out_dim, in_dim), -bound, bound)
 
 
-def masked_softmax_case(config, rng):
+def masked_softmax_inputs(config, rng):
     # config: shape [B, Q, K] or [B, H, Q, K]; mean, std of the scores; valid_lens null | (B,) | (B, Q)
     # draws: x ~ N(mean, std^2) of shape
     shape = cc.shape(config, "shape")
     if len(shape) not in (3, 4):
         raise cc.CaseError(f"config 'shape' must be [B, Q, K] or [B, H, Q, K], got {list(shape)}")
     x = rng.normal(shape, cc.get(config, "mean", 0.0), cc.get(config, "std", 1.0))
-    lens = _valid_lens(config)
-    out, _ = masked_softmax_forward(x, lens)
-    return _with_lens({"x": x}, lens), {"out": out}
+    return _with_lens({"x": x}, _valid_lens(config))
+
+
+def masked_softmax(inputs, config):
+    (x,) = cc.need(inputs, "x")
+    return {"out": masked_softmax_forward(x, inputs.get("valid_lens"))[0]}
 
 
 def dot_product_attention_case(config, rng):
@@ -125,17 +129,22 @@ def _with_positions(inputs, **positions):
     return inputs
 
 
-def rope_case(config, rng):
+def rope_inputs(config, rng):
     # config: lead (e.g. [B] or [B, H]), T, d (even), std (default 1); positions null | (T,)
     # draws: x ~ N(0, std^2) (lead, T, d)
     lead, T, d = cc.shape(config, "lead"), cc.positive_int(config, "T"), _even(config, "d")
     positions = _positions(config, "positions", T)
     x = rng.normal(lead + (T, d), 0.0, cc.get(config, "std", 1.0))
-    out, cache = rope_forward(x, positions)
-    return _with_positions({"x": x}, positions=positions), {"out": out, "cos": cache["cos"], "sin": cache["sin"]}
+    return _with_positions({"x": x}, positions=positions)
 
 
-def rope_attention_case(config, rng):
+def rope(inputs, config):
+    (x,) = cc.need(inputs, "x")
+    out, cache = rope_forward(x, inputs.get("positions"))
+    return {"out": out, "cos": cache["cos"], "sin": cache["sin"]}
+
+
+def rope_attention_inputs(config, rng):
     # config: lead (e.g. [B] or [B, H]), Q, K, D (even), V, std (default 1); valid_lens null | (B,) | (B, Q);
     #   q_positions null | (Q,), k_positions null | (K,)
     # draws: q ~ N(0, std^2) (lead, Q, D); k (lead, K, D); v (lead, K, V)
@@ -146,16 +155,20 @@ def rope_attention_case(config, rng):
     q, k, v = rng.normal(lead + (Q, D), 0.0, std), rng.normal(lead + (K, D), 0.0, std), rng.normal(lead + (K, V), 0.0, std)
     lens = _valid_lens(config)
     q_pos, k_pos = _positions(config, "q_positions", Q), _positions(config, "k_positions", K)
-    out, cache = rope_attention_forward(q, k, v, lens, q_pos, k_pos)
-    inputs = _with_positions(_with_lens({"q": q, "k": k, "v": v}, lens), q_positions=q_pos, k_positions=k_pos)
-    return inputs, {"out": out, "weights": cache["weights"]}
+    return _with_positions(_with_lens({"q": q, "k": k, "v": v}, lens), q_positions=q_pos, k_positions=k_pos)
 
 
+def rope_attention(inputs, config):
+    q, k, v = cc.need(inputs, "q", "k", "v")
+    out, cache = rope_attention_forward(q, k, v, inputs.get("valid_lens"), inputs.get("q_positions"),
+                                        inputs.get("k_positions"))
+    return {"out": out, "weights": cache["weights"]}
+
+
+DRAWS = {"masked_softmax": masked_softmax_inputs, "rope": rope_inputs, "rope_attention": rope_attention_inputs}
+COMPUTE = {"masked_softmax": masked_softmax, "rope": rope, "rope_attention": rope_attention}
 BUILDERS = {
-    "masked_softmax": masked_softmax_case,
     "dot_product_attention": dot_product_attention_case,
     "additive_attention": additive_attention_case,
     "multi_head_attention": multi_head_attention_case,
-    "rope": rope_case,
-    "rope_attention": rope_attention_case,
 }

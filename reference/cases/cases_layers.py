@@ -1,6 +1,7 @@
-"""Forward cases of the building-block layers (twin: casesLayers.ts). Each builder draws in the
-order written in its comment, identical in both engines, and returns (inputs, outputs) as dicts
-of named arrays. Parameters come from init.py, so the cases also exercise the initialiser.
+"""Forward cases of the building-block layers (twin: casesLayers.ts). Each op has a draw function
+(DRAWS: config, generator -> named inputs, in the order its comment gives; the runner hands what
+it draws to the other engines) and a compute function (COMPUTE: named inputs, config -> named
+outputs). Dropout's keep mask is what its cases verify, so its builder draws in both engines.
 """
 
 import numpy as np
@@ -15,18 +16,21 @@ from ..nn.layer_norm import EPS, layer_norm_forward
 from ..nn.linear import linear_forward
 
 
-def linear_case(config, rng):
+def linear_inputs(config, rng):
     # config: x_shape [..., I], out O, bias (default true)
     # draws: x ~ N(0, 1) (x_shape); W ~ U(+-1/sqrt(I)) (O, I); b likewise (O,) when bias
     x_shape = cc.shape(config, "x_shape")
     x = rng.normal(x_shape, 0.0, 1.0)
     W, b = linear_params(rng, cc.positive_int(config, "out"), x_shape[-1], cc.get(config, "bias", True))
-    out, _ = linear_forward(x, W, b)
-    inputs = {"x": x, "W": W} if b is None else {"x": x, "W": W, "b": b}
-    return inputs, {"out": out}
+    return {"x": x, "W": W} if b is None else {"x": x, "W": W, "b": b}
 
 
-def embedding_case(config, rng):
+def linear(inputs, config):
+    x, W = cc.need(inputs, "x", "W")
+    return {"out": linear_forward(x, W, inputs.get("b"))[0]}
+
+
+def embedding_inputs(config, rng):
     # config: V, d; tokens (explicit ids) or tokens_shape
     # draws: E ~ N(0, 1) (V, d); then, without explicit tokens, ids ~ integers[0, V) (tokens_shape)
     V, d = cc.positive_int(config, "V"), cc.positive_int(config, "d")
@@ -35,11 +39,15 @@ def embedding_case(config, rng):
         tokens = cc.int_array(config["tokens"], "tokens")
     else:
         tokens = rng.integers(cc.shape(config, "tokens_shape"), 0, V)
-    out, _ = embedding_forward(tokens, E)
-    return {"tokens": tokens, "E": E}, {"out": out}
+    return {"tokens": tokens, "E": E}
 
 
-def layer_norm_case(config, rng):
+def embedding(inputs, config):
+    tokens, E = cc.need(inputs, "tokens", "E")
+    return {"out": embedding_forward(tokens, E)[0]}
+
+
+def layer_norm_inputs(config, rng):
     # config: shape [..., d]; offset, spread (x ~ N(offset, spread^2), defaults 0, 1);
     # affine "random" | "default"; constant_rows: flat row indices set to their first value; eps
     # draws: x (shape); then, when affine is "random", gamma ~ U(0.5, 1.5) (d,), beta ~ N(0, 1) (d,)
@@ -54,11 +62,16 @@ def layer_norm_case(config, rng):
         beta = rng.normal((d,), 0.0, 1.0)
     else:
         gamma, beta = np.ones(d), np.zeros(d)
+    return {"x": x, "gamma": gamma, "beta": beta}
+
+
+def layer_norm(inputs, config):
+    x, gamma, beta = cc.need(inputs, "x", "gamma", "beta")
     out, cache = layer_norm_forward(x, gamma, beta, cc.get(config, "eps", EPS))
-    return {"x": x, "gamma": gamma, "beta": beta}, {"out": out, "mean": cache["mean"], "rstd": cache["rstd"]}
+    return {"out": out, "mean": cache["mean"], "rstd": cache["rstd"]}
 
 
-def ffn_case(config, rng):
+def ffn_inputs(config, rng):
     # config: x_shape [..., d], F
     # draws: x ~ N(0, 1); W1, b1 = linear_params(F, d); W2, b2 = linear_params(d, F)
     x_shape = cc.shape(config, "x_shape")
@@ -66,12 +79,16 @@ def ffn_case(config, rng):
     x = rng.normal(x_shape, 0.0, 1.0)
     W1, b1 = linear_params(rng, F, d)
     W2, b2 = linear_params(rng, d, F)
-    params = {"W1": W1, "b1": b1, "W2": W2, "b2": b2}
-    out, cache = ffn_forward(x, params)
-    return {"x": x, **params}, {"out": out, "h": cache["h"]}
+    return {"x": x, "W1": W1, "b1": b1, "W2": W2, "b2": b2}
 
 
-def gelu_case(config, rng):
+def ffn(inputs, config):
+    x, W1, b1, W2, b2 = cc.need(inputs, "x", "W1", "b1", "W2", "b2")
+    out, cache = ffn_forward(x, {"W1": W1, "b1": b1, "W2": W2, "b2": b2})
+    return {"out": out, "h": cache["h"]}
+
+
+def gelu_inputs(config, rng):
     # config: grid [lo, hi, n] (x_i = lo + i * ((hi - lo) / (n - 1)), no draws)
     #         or shape + std (x ~ N(0, std^2), drawn)
     if "grid" in config:
@@ -79,8 +96,12 @@ def gelu_case(config, rng):
         x = lo + np.arange(n) * ((hi - lo) / (n - 1))
     else:
         x = rng.normal(cc.shape(config, "shape"), 0.0, cc.get(config, "std", 1.0))
-    out, _ = gelu_forward(x)
-    return {"x": x}, {"out": out, "erf": erf(x)}
+    return {"x": x}
+
+
+def gelu(inputs, config):
+    (x,) = cc.need(inputs, "x")
+    return {"out": gelu_forward(x)[0], "erf": erf(x)}
 
 
 def dropout_case(config, rng):
@@ -92,11 +113,12 @@ def dropout_case(config, rng):
     return {"x": x}, outputs
 
 
-BUILDERS = {
-    "linear": linear_case,
-    "embedding": embedding_case,
-    "layer_norm": layer_norm_case,
-    "ffn": ffn_case,
-    "gelu": gelu_case,
-    "dropout": dropout_case,
+DRAWS = {
+    "linear": linear_inputs,
+    "embedding": embedding_inputs,
+    "layer_norm": layer_norm_inputs,
+    "ffn": ffn_inputs,
+    "gelu": gelu_inputs,
 }
+COMPUTE = {"linear": linear, "embedding": embedding, "layer_norm": layer_norm, "ffn": ffn, "gelu": gelu}
+BUILDERS = {"dropout": dropout_case}

@@ -101,3 +101,42 @@ def float_array(value, name):
         return np.asarray(value, dtype=np.float64)
     except (TypeError, ValueError):
         raise CaseError(f"config {name!r} must be a (nested) list of numbers, got {value!r}") from None
+
+
+def need(inputs, *names):
+    """The named tensors of a case's inputs, in order; a name they lack is a CaseError."""
+    missing = [n for n in names if n not in inputs]
+    if missing:
+        raise CaseError(f"the handed inputs lack [{', '.join(missing)}]; they hold [{', '.join(sorted(inputs))}]")
+    return tuple(inputs[n] for n in names)
+
+
+_FLOAT_WORDS = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+
+
+def handed_inputs(value, ident):
+    """The tensors a request hands to case `ident` (docs/protocol.md, "Handed inputs"): the `inputs`
+    object of a golden document, name -> {dtype, shape, data}, read back exactly as golden.py wrote it."""
+    def fail(what):
+        raise CaseError(f"the inputs handed to {ident!r} {what}")
+
+    if not isinstance(value, dict):
+        fail(f"must be an object of tensors, got {shown(value)}")
+    named = {}
+    for name, t in value.items():
+        shape, data = (t.get("shape"), t.get("data")) if isinstance(t, dict) else (None, None)
+        if not (isinstance(shape, list) and all(type(n) is int and n >= 0 for n in shape)
+                and isinstance(data, list) and len(data) == math.prod(shape)):
+            fail(f"hold {name!r} without a shape and as many items as its shape says")
+        if t.get("dtype") == "int64":
+            if not all(type(v) is int for v in data):
+                fail(f"hold {name!r}, int64, with an item that is not an integer")
+            named[name] = np.array(data, dtype=np.int64).reshape(shape)
+        elif t.get("dtype") == "float64":
+            if not all(type(v) in (int, float) or v in _FLOAT_WORDS for v in data):
+                fail(f"hold {name!r}, float64, with an item that is neither a number nor NaN, Infinity, -Infinity")
+            named[name] = np.array([_FLOAT_WORDS.get(v, v) if isinstance(v, str) else v for v in data],
+                                   dtype=np.float64).reshape(shape)
+        else:
+            fail(f"hold {name!r} of dtype {shown(t.get('dtype'))}; the dtypes are float64 and int64")
+    return named

@@ -131,8 +131,25 @@ def apply(fault, root, into):
     path = Path(into) / span.file
     text = path.read_text(encoding="utf-8")
     [found] = anchors.matches(fault.find, text, span.start, span.end)
-    path.write_text(text[:found.start()] + fault.replace + text[found.end():], encoding="utf-8")
+    start, end, replace = widened(text, found.start(), found.end(), fault.find, fault.replace)
+    path.write_text(text[:start] + replace + text[end:], encoding="utf-8")
     return path
+
+
+def widened(text, start, end, find, replace):
+    """The match covers tokens only. The whitespace `find` has before its first token and after its
+    last is taken in too where the text has exactly that (so a verbatim find is a literal edit,
+    indentation included); where it does not (a reformatted file), it is dropped from `replace`."""
+    lead, trail = find[:len(find) - len(find.lstrip())], find[len(find.rstrip()):]
+    if text[:start].endswith(lead):
+        start -= len(lead)
+    elif replace.startswith(lead):
+        replace = replace[len(lead):]
+    if text[end:].startswith(trail):
+        end += len(trail)
+    elif replace.endswith(trail):
+        replace = replace[:len(replace) - len(trail)]
+    return start, end, replace
 
 
 def faulty_engine(fault, copy_root, root):

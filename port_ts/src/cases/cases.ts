@@ -1,5 +1,8 @@
-// Run one case of the catalogue: draw its inputs from its seed, compute, and return the golden
-// document (twin: cases.py). The builders live in one module per family.
+// Run one case of the catalogue and return the golden document (twin: cases.py): from the inputs
+// the request hands it (docs/protocol.md, "Handed inputs"), through the op's compute function
+// (COMPUTE: named inputs and config -> named outputs); or, for an op whose draws are what its
+// cases verify (parameter init, dropout masks, data sets, training), through its builder, which
+// draws from the case's seed. Both live in one module per family.
 //
 // A builder returns { inputs, outputs }; a training builder (casesTraining.ts) also returns
 // digests and states (Map t -> state document), which the command line writes to
@@ -7,11 +10,11 @@
 // (casesPretrained.ts) also takes the request's assets, each a ModelFiles (file name -> bytes).
 
 import { Generator } from "../core/rng.ts";
-import { CaseError, checkNumbers, type Config, errorFields } from "../core/caseConfig.ts";
+import { CaseError, checkNumbers, type Config, errorFields, handedInputs } from "../core/caseConfig.ts";
 import { caseDocument, dumps, type Json } from "../core/golden.ts";
 import { productEngine } from "../core/ops.ts";
-import { type Builder, BUILDERS as attention } from "./casesAttention.ts";
-import { BUILDERS as layers } from "./casesLayers.ts";
+import { type Builder, type Compute, BUILDERS as attention, COMPUTE as attentionCompute } from "./casesAttention.ts";
+import { BUILDERS as layers, COMPUTE as layersCompute } from "./casesLayers.ts";
 import { BUILDERS as models } from "./casesModels.ts";
 import { BUILDERS as lesson } from "./casesLesson.ts";
 import { BUILDERS as gradcheck } from "./casesGradcheck.ts";
@@ -22,6 +25,7 @@ import { BUILDERS as lm } from "./casesLm.ts";
 import { BUILDERS as tiled } from "./casesTiled.ts";
 import type { StateDocument } from "../runs/train.ts";
 
+export const COMPUTE: Record<string, Compute> = { ...attentionCompute, ...layersCompute };
 export const BUILDERS: Record<string, Builder> = { ...attention, ...layers, ...models, ...lesson, ...gradcheck, ...training, ...pretrained, ...faults, ...lm, ...tiled };
 
 export interface CaseSpec {
@@ -33,20 +37,29 @@ export interface CaseSpec {
 }
 
 /** The golden document of one case. */
-export function runCase(spec: CaseSpec, assets?: Assets): { [key: string]: Json } {
-  return runCaseWithStates(spec, assets).doc;
+export function runCase(spec: CaseSpec, assets?: Assets, handed?: unknown): { [key: string]: Json } {
+  return runCaseWithStates(spec, assets, handed).doc;
 }
 
-/** The golden document and the states (Map t -> state document; empty unless the case trains). */
-export function runCaseWithStates(spec: CaseSpec, assets?: Assets): { doc: { [key: string]: Json }; states: Map<number, StateDocument> } {
+/** The golden document and the states (Map t -> state document; empty unless the case trains).
+ *  handed: the `inputs` object of the document the request names for this case, if it names one. */
+export function runCaseWithStates(spec: CaseSpec, assets?: Assets, handed?: unknown): { doc: { [key: string]: Json }; states: Map<number, StateDocument> } {
+  const compute = Object.hasOwn(COMPUTE, spec.op) ? COMPUTE[spec.op] : undefined;
   const builder = Object.hasOwn(BUILDERS, spec.op) ? BUILDERS[spec.op] : undefined;
-  if (builder === undefined) {
-    throw new CaseError(`unknown op '${spec.op}'; this engine knows [${Object.keys(BUILDERS).sort().join(", ")}]`);
+  if (compute === undefined && builder === undefined) {
+    throw new CaseError(`unknown op '${spec.op}'; this engine knows [${[...Object.keys(COMPUTE), ...Object.keys(BUILDERS)].sort().join(", ")}]`);
+  }
+  checkNumbers(spec.config ?? {});
+  if (compute !== undefined && (handed !== undefined || builder === undefined)) {
+    if (handed === undefined) {
+      throw new CaseError(`case '${spec.id}' of op '${spec.op}' needs its inputs handed in the request ('inputs': {id: the path of a document with them}, docs/protocol.md)`);
+    }
+    const inputs = handedInputs(handed, spec.id);
+    return { doc: caseDocument(spec as unknown as Json, inputs, compute(inputs, spec.config ?? {})), states: new Map() };
   }
   const rng = new Generator(spec.seed);
-  checkNumbers(spec.config ?? {});
   const result = (Object.hasOwn(pretrained, spec.op) ? pretrained[spec.op](spec.config ?? {}, rng, assets ?? {})
-    : builder(spec.config ?? {}, rng)) as Partial<TrainingResult> & ReturnType<Builder>;
+    : builder!(spec.config ?? {}, rng)) as Partial<TrainingResult> & ReturnType<Builder>;
   const doc = caseDocument(spec as unknown as Json, result.inputs, result.outputs, result.digests);
   const states = new Map<number, StateDocument>();
   for (const [t, state] of result.states ?? []) states.set(t, { ...state, case: spec as unknown as Json });

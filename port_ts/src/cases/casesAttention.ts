@@ -1,13 +1,13 @@
-// Forward cases of the attention primitives: inputs from the case's seed, then the outputs
-// (twin: cases_attention.py). Each builder draws in the order written in its comment.
-// Parameters are drawn as PyTorch's default Linear init, U(-1/sqrt(fan_in), 1/sqrt(fan_in)),
-// after the inputs. The dropout keep mask, when dropout_p > 0, is the last draw, made inside
-// the forward.
+// Forward cases of the attention primitives (twin: cases_attention.py). Masked softmax and RoPE
+// compute from the inputs the request hands them (COMPUTE). The attention ops draw their own
+// (BUILDERS), in the order written in each comment, because a case with dropout_p > 0 draws its
+// keep mask last, inside the forward, from the same stream. Parameters are drawn as PyTorch's
+// default Linear init, U(-1/sqrt(fan_in), 1/sqrt(fan_in)), after the inputs.
 
 import type { Generator } from "../core/rng.ts";
 import type { IntTensor, Tensor } from "../core/ops.ts";
 import type { Named } from "../core/golden.ts";
-import { type Config, CaseError, get, shape, intArray, floatArray, positiveInt } from "../core/caseConfig.ts";
+import { type Config, CaseError, get, shape, intArray, floatArray, positiveInt, need, optional } from "../core/caseConfig.ts";
 import { maskedSoftmaxForward } from "../nn/maskedSoftmax.ts";
 import { dotProductAttentionForward } from "../nn/dotProductAttention.ts";
 import { additiveAttentionForward } from "../nn/additiveAttention.ts";
@@ -15,6 +15,8 @@ import { multiHeadAttentionForward } from "../nn/multiHeadAttention.ts";
 import { ropeAttentionForward, ropeForward } from "../nn/rope.ts";
 
 export type Builder = (config: Config, rng: Generator) => { inputs: Named; outputs: Named };
+/** An op's outputs from the inputs handed to its case and the case's config. */
+export type Compute = (inputs: Named, config: Config) => Named;
 
 export function validLens(config: Config): IntTensor | null {
   const value = get<unknown>(config, "valid_lens", null);
@@ -32,15 +34,9 @@ function linearWeight(rng: Generator, outDim: number, inDim: number): Tensor {
   return rng.uniform([outDim, inDim], -bound, bound);
 }
 
-function maskedSoftmaxCase(config: Config, rng: Generator) {
-  // config: shape [B, Q, K] or [B, H, Q, K]; mean, std of the scores; valid_lens null | (B,) | (B, Q)
-  // draws: x ~ N(mean, std^2) of shape
-  const s = shape(config, "shape");
-  if (s.length !== 3 && s.length !== 4) throw new CaseError(`config 'shape' must be [B, Q, K] or [B, H, Q, K], got ${JSON.stringify(s)}`);
-  const x = rng.normal(s, get(config, "mean", 0), get(config, "std", 1));
-  const lens = validLens(config);
-  const { out } = maskedSoftmaxForward(x, lens);
-  return { inputs: withLens({ x }, lens), outputs: { out } };
+function maskedSoftmax(inputs: Named): Named {
+  const { x } = need(inputs, "x");
+  return { out: maskedSoftmaxForward(x, optional(inputs, "valid_lens")).out };
 }
 
 function dotProductAttentionCase(config: Config, rng: Generator) {
@@ -124,42 +120,26 @@ export function even(config: Config, key: string): number {
   return n;
 }
 
-function withPositions(inputs: Named, given: Record<string, IntTensor | null>): Named {
-  for (const [name, p] of Object.entries(given)) if (p !== null) inputs[name] = p;
-  return inputs;
+function rope(inputs: Named): Named {
+  const { x } = need(inputs, "x");
+  const { out, cache } = ropeForward(x, optional(inputs, "positions"));
+  return { out, cos: cache.cos, sin: cache.sin };
 }
 
-function ropeCase(config: Config, rng: Generator) {
-  // config: lead (e.g. [B] or [B, H]), T, d (even), std (default 1); positions null | (T,)
-  // draws: x ~ N(0, std^2) (lead, T, d)
-  const lead = shape(config, "lead"), T = positiveInt(config, "T"), d = even(config, "d");
-  const pos = positions(config, "positions", T);
-  const x = rng.normal([...lead, T, d], 0, get(config, "std", 1));
-  const { out, cache } = ropeForward(x, pos);
-  return { inputs: withPositions({ x }, { positions: pos }), outputs: { out, cos: cache.cos, sin: cache.sin } };
+function ropeAttention(inputs: Named): Named {
+  const { q, k, v } = need(inputs, "q", "k", "v");
+  const { out, cache } = ropeAttentionForward(q, k, v, optional(inputs, "valid_lens"), optional(inputs, "q_positions"), optional(inputs, "k_positions"));
+  return { out, weights: cache.weights };
 }
 
-function ropeAttentionCase(config: Config, rng: Generator) {
-  // config: lead (e.g. [B] or [B, H]), Q, K, D (even), V, std (default 1); valid_lens null | (B,) | (B, Q);
-  //   q_positions null | (Q,), k_positions null | (K,)
-  // draws: q ~ N(0, std^2) (lead, Q, D); k (lead, K, D); v (lead, K, V)
-  const lead = shape(config, "lead");
-  const [Q, K, V] = ["Q", "K", "V"].map((n) => positiveInt(config, n));
-  const D = even(config, "D");
-  const std = get(config, "std", 1);
-  const q = rng.normal([...lead, Q, D], 0, std), k = rng.normal([...lead, K, D], 0, std), v = rng.normal([...lead, K, V], 0, std);
-  const lens = validLens(config);
-  const qPos = positions(config, "q_positions", Q), kPos = positions(config, "k_positions", K);
-  const { out, cache } = ropeAttentionForward(q, k, v, lens, qPos, kPos);
-  const inputs = withPositions(withLens({ q, k, v }, lens), { q_positions: qPos, k_positions: kPos });
-  return { inputs, outputs: { out, weights: cache.weights } };
-}
+export const COMPUTE: Record<string, Compute> = {
+  masked_softmax: maskedSoftmax,
+  rope,
+  rope_attention: ropeAttention,
+};
 
 export const BUILDERS: Record<string, Builder> = {
-  masked_softmax: maskedSoftmaxCase,
   dot_product_attention: dotProductAttentionCase,
   additive_attention: additiveAttentionCase,
   multi_head_attention: multiHeadAttentionCase,
-  rope: ropeCase,
-  rope_attention: ropeAttentionCase,
 };

@@ -118,3 +118,44 @@ export function floatArray(value: unknown, name: string): Tensor {
   const { shape, values } = flatten(value, name);
   return { shape, data: Float64Array.from(values) };
 }
+
+/** The handed inputs, once every name is checked to be there (a CaseError names what is missing). */
+export function need(inputs: Record<string, Tensor | IntTensor>, ...names: string[]): Record<string, Tensor> {
+  const missing = names.filter((n) => !Object.hasOwn(inputs, n));
+  if (missing.length > 0) throw new CaseError(`the handed inputs lack [${missing.join(", ")}]; they hold [${Object.keys(inputs).sort().join(", ")}]`);
+  return inputs as Record<string, Tensor>;
+}
+
+/** inputs[name], or null when the case has none (valid lengths, positions, a bias). */
+export function optional<T extends Tensor | IntTensor = IntTensor>(inputs: Record<string, Tensor | IntTensor>, name: string): T | null {
+  return Object.hasOwn(inputs, name) ? inputs[name] as T : null;
+}
+
+const FLOAT_WORDS: Record<string, number> = { NaN: NaN, Infinity: Infinity, "-Infinity": -Infinity };
+
+/** The tensors a request hands to a case (docs/protocol.md, "Handed inputs"): the `inputs` object
+ *  of a golden document, name -> {dtype, shape, data}, read back exactly as golden.ts wrote it
+ *  (int64 as integers, float64 as numbers or "NaN", "Infinity", "-Infinity"). */
+export function handedInputs(value: unknown, id: string): Record<string, Tensor | IntTensor> {
+  const fail = (what: string): never => { throw new CaseError(`the inputs handed to '${id}' ${what}`); };
+  if (typeof value !== "object" || value === null || Array.isArray(value)) fail(`must be an object of tensors, got ${shown(value)}`);
+  const named: Record<string, Tensor | IntTensor> = {};
+  for (const [name, t] of Object.entries(value as Record<string, { dtype?: unknown; shape?: unknown; data?: unknown }>)) {
+    const shape = t?.shape, data = t?.data;
+    if (!Array.isArray(shape) || !shape.every((n) => Number.isInteger(n) && n >= 0) || !Array.isArray(data)
+      || data.length !== shape.reduce((a: number, n: number) => a * n, 1)) {
+      fail(`hold '${name}' without a shape and as many items as its shape says`);
+    }
+    const items = data as unknown[];
+    if (t.dtype === "int64") {
+      if (!items.every((v) => Number.isInteger(v) && Math.abs(v as number) < 2 ** 31)) fail(`hold '${name}', int64, with an item that is not a 32-bit integer`);
+      named[name] = { shape: [...(shape as number[])], data: Int32Array.from(items as number[]) };
+    } else if (t.dtype === "float64") {
+      const read = (v: unknown) => (typeof v === "number" ? v : typeof v === "string" && Object.hasOwn(FLOAT_WORDS, v) ? FLOAT_WORDS[v] : fail(`hold '${name}', float64, with the item ${shown(v)}`));
+      named[name] = { shape: [...(shape as number[])], data: Float64Array.from(items, read) };
+    } else {
+      fail(`hold '${name}' of dtype ${shown(t?.dtype)}; the dtypes are float64 and int64`);
+    }
+  }
+  return named;
+}
