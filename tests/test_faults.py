@@ -4,13 +4,14 @@ faults), every fault is caught (a fault with a witness by that case, also end to
 `verify attention --port-cmd`), a harmless edit is reported missed, a broken catalogue is exit 2."""
 
 import json
+import re
 import shutil
 from pathlib import Path
 
 import pytest
 
 from verify.tools import anchors
-from verify.tools.faults import AREAS, TREES, Fault, apply, load
+from verify.tools.faults import AREAS, TREES, Fault, apply, load, widened
 from helpers import assert_one_line_error, run_verify
 
 
@@ -249,9 +250,41 @@ def test_a_reformatted_tree_keeps_every_fault(repo_root, tmp_path):
 
 def test_a_find_matches_across_line_breaks_and_only_whole_tokens_apart():
     text = "def f(x):\n    return scale * (\n        x\n        + 1)\n"
-    assert [m.group() for m in anchors.matches("scale * (x + 1)", text)] == ["scale * (\n        x\n        + 1)"]
-    assert anchors.matches("returnscale", text) == []  # two words stay two words
-    assert anchors.matches("scale*(x+2)", text) == []
+    found = anchors.occurrences("scale * (x + 1)", text, path="f.py")
+    assert [text[f.start:f.end] for f in found] == ["scale * (\n        x\n        + 1)"]
+    assert anchors.occurrences("returnscale", text, path="f.py") == []  # two words stay two words
+    assert anchors.occurrences("scale*(x+2)", text, path="f.py") == []
+
+
+def test_a_renamed_local_keeps_every_fault_that_names_it(repo_root, tmp_path):
+    """Each fault whose find names a local of its declaration (a parameter or variable) still
+    finds its one place after that local is renamed throughout the declaration, one at a time as
+    a refactoring does, and its replacement is written with the new name; a name the declaration
+    does not bind (a module's function) is never taken for a renamed local."""
+    exercised = []
+    for fault in load(repo_root / "faults" / "attention.json", repo_root, str):
+        span = anchors.locate(repo_root, TREES[fault.engine][0], fault.within, fault.find)
+        text = (repo_root / span.file).read_text(encoding="utf-8")
+        declaration = text[span.start:span.end]
+        for local in sorted(set(re.findall(r"[A-Za-z_]\w*", fault.find)) & anchors.bound_names(span.file, declaration)):
+            names = {local: f"{local}_renamed"}
+            moved = anchors.renamed(declaration, names)
+            [found] = anchors.occurrences(fault.find, moved, path=span.file)
+            assert found.renamed == names, (fault.id, found.renamed)
+            start, end, replace = widened(moved, found.start, found.end, fault.find, anchors.renamed(fault.replace, names))
+            assert anchors.renamed(fault.replace, names).strip() in moved[:start] + replace + moved[end:], (fault.id, local)
+            exercised.append((fault, span, names))
+    assert len(exercised) >= 50, len(exercised)
+    fault, span, names = exercised[0]  # and once through the files, as `verify faults` applies it
+    tree = tmp_path / "tree"
+    for part in TREES[fault.engine]:
+        (shutil.copytree if (repo_root / part).is_dir() else shutil.copy2)(repo_root / part, tree / part)
+    text = (repo_root / span.file).read_text(encoding="utf-8")
+    (tree / span.file).write_text(text[:span.start] + anchors.renamed(text[span.start:span.end], names) + text[span.end:])
+    edited = apply(fault, tree, tmp_path / "applied").read_text(encoding="utf-8")
+    assert anchors.renamed(fault.replace, names).strip() in edited
+    module = "def f(x):\n    return helper(x) + 1\n"
+    assert anchors.occurrences("other(x) + 1", module, path="m.py") == []  # helper is no local of f
 
 
 def test_every_fault_applied_to_the_tree_as_it_is_is_the_literal_edit(repo_root, tmp_path):

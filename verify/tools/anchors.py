@@ -11,13 +11,15 @@ bracket, an inner one to the next line at its own depth and indentation (or its 
 
 locate(root, tree, name, find) -> Span of the one declaration of `name` in the tree (a directory
 of the root, e.g. "port_ts/src") whose text holds `find` exactly once, whatever the whitespace
-between its tokens (matches()), or AnchorError saying what to update. A name declared in several modules (EPS: layer norm's and Adam's) is told apart
+between its tokens and the names of its renamed locals (occurrences()), or AnchorError saying
+what to update. A name declared in several modules (EPS: layer norm's and Adam's) is told apart
 by the text.
 """
 
 import ast
 import functools
 import re
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -243,22 +245,89 @@ def sources(root, tree):
                   if p.suffix in SUFFIXES and "__pycache__" not in p.parts and "node_modules" not in p.parts)
 
 
-def find_pattern(find):
-    """`find` as a pattern that any layout of its tokens matches: whitespace and line breaks may
-    come and go between tokens (one at least between two words), so a reformatting keeps a fault."""
+def _tokens(find):
     tokens = re.findall(r"\w+|\S", find)
     if not tokens:
         raise AnchorError("its 'find' text is empty; give the expression the fault changes")
-    pattern = re.escape(tokens[0])
-    for before, token in zip(tokens, tokens[1:]):
-        words = re.match(r"\w", before[-1]) and re.match(r"\w", token[0])
-        pattern += (r"\s+" if words else r"\s*") + re.escape(token)
-    return re.compile(pattern)
+    return tokens
 
 
-def matches(find, text, start=0, end=None):
-    """Where `find` occurs in text[start:end], whatever the whitespace between its tokens."""
-    return list(find_pattern(find).finditer(text, start, len(text) if end is None else end))
+def find_pattern(find, renamable=()):
+    """`find` as a pattern that any layout of its tokens matches: whitespace and line breaks may
+    come and go between tokens (one at least between two words), so a reformatting keeps a fault.
+    Each name of `renamable` matches any one name (group v0, v1, ... in their order), the same
+    name at each of its occurrences."""
+    tokens, groups = _tokens(find), {}
+    pattern = r"(?<!\w)" if re.match(r"\w", tokens[0]) else ""
+    for n, token in enumerate(tokens):
+        if n:
+            words = re.match(r"\w", tokens[n - 1][-1]) and re.match(r"\w", token[0])
+            pattern += r"\s+" if words else r"\s*"
+        if token in renamable and token in groups:
+            pattern += f"(?P=v{groups[token]})"
+        elif token in renamable:
+            groups[token] = len(groups)
+            pattern += f"(?P<v{groups[token]}>[A-Za-z_]\\w*)"
+        else:
+            pattern += re.escape(token)
+    return re.compile(pattern + (r"(?!\w)" if re.match(r"\w", tokens[-1]) else ""))
+
+
+@dataclass(frozen=True)
+class Found:
+    start: int
+    end: int
+    renamed: dict  # a name of `find` -> the name the text uses in its place (a renamed local)
+
+
+_TS_KEYWORDS = {"const", "let", "var", "for", "if", "while", "return", "new", "typeof", "of", "in", "function",
+                "await", "async", "true", "false", "null", "undefined", "this", "readonly"}
+
+
+def bound_names(path, declaration):
+    """The names a declaration binds: its parameters and local variables (Python by ast; a
+    TypeScript declaration by what follows const, let, var and what a parameter list holds)."""
+    if str(path).endswith(".py"):
+        try:
+            tree = ast.parse(textwrap.dedent(declaration))
+        except SyntaxError:
+            return set()
+        return ({n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+                | {a.arg for a in ast.walk(tree) if isinstance(a, ast.arg)})
+    names = set(re.findall(r"\b(?:const|let|var)\s+([A-Za-z_$][\w$]*)", declaration))
+    lists = re.findall(r"\b(?:const|let|var)\s*[{\[]([^}\]]*)[}\]]", declaration)
+    lists += re.findall(r"\(([^()]*)\)\s*(?::[^=;{]+)?(?:=>|\{)", declaration)
+    for items in lists:
+        names |= {m for m in re.findall(r"(?:^|,)\s*(?:\.\.\.)?([A-Za-z_$][\w$]*)", items)}
+    return names - _TS_KEYWORDS
+
+
+def occurrences(find, text, start=0, end=None, path=""):
+    """Where `find` occurs in text[start:end] (a declaration of the file at `path`): whatever the
+    whitespace between its tokens; and, when it does not occur as written, with the names it
+    uses that the declaration no longer has (renamed locals) matched, each one to one name the
+    declaration binds, two never to the same one."""
+    end = len(text) if end is None else end
+    found = [Found(m.start(), m.end(), {}) for m in find_pattern(find).finditer(text, start, end)]
+    if found:
+        return found
+    present = set(re.findall(r"\w+", text[start:end]))
+    gone = [t for t in dict.fromkeys(_tokens(find)) if re.fullmatch(r"[A-Za-z_]\w*", t) and t not in present]
+    if not gone or len(gone) == len(set(_tokens(find))):
+        return []  # nothing renamed, or nothing left to anchor the names to
+    bound, kept = bound_names(path, text[start:end]), set(_tokens(find)) - set(gone)
+    for m in find_pattern(find, gone).finditer(text, start, end):
+        renamed = {name: m.group(f"v{n}") for n, name in enumerate(gone)}
+        if len(set(renamed.values())) == len(renamed) and set(renamed.values()) <= bound - kept:
+            found.append(Found(m.start(), m.end(), renamed))
+    return found
+
+
+def renamed(text, names):
+    """text with each whole name of `names` (a Found's renamed) replaced by the name it maps to."""
+    if not names:
+        return text
+    return re.sub(r"(?<!\w)(" + "|".join(map(re.escape, names)) + r")(?!\w)", lambda m: names[m.group()], text)
 
 
 def locate(root, tree, name, find):
@@ -275,7 +344,7 @@ def locate(root, tree, name, find):
             raise AnchorError(f"cannot read {rel} to find {name} ({exc})") from None
         for start, end in spans:
             declared.append(rel)
-            count = len(matches(find, text, start, end))
+            count = len(occurrences(find, text, start, end, rel))
             if count:
                 hits.append((rel, start, end, count))
     if not declared:

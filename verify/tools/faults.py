@@ -130,8 +130,8 @@ def apply(fault, root, into):
     span = anchors.locate(into, TREES[fault.engine][0], fault.within, fault.find)
     path = Path(into) / span.file
     text = path.read_text(encoding="utf-8")
-    [found] = anchors.matches(fault.find, text, span.start, span.end)
-    start, end, replace = widened(text, found.start(), found.end(), fault.find, fault.replace)
+    [found] = anchors.occurrences(fault.find, text, span.start, span.end, span.file)
+    start, end, replace = widened(text, found.start, found.end, fault.find, anchors.renamed(fault.replace, found.renamed))
     path.write_text(text[:start] + replace + text[end:], encoding="utf-8")
     return path
 
