@@ -30,7 +30,7 @@ for _family in FAMILIES:
 def _drawn(op):
     def build(config, rng):
         inputs = DRAWS[op](config, rng)
-        return inputs, COMPUTE[op](inputs, config)
+        return inputs, COMPUTE[op](inputs, config, rng)  # rng: the forward's dropout masks, if any
     return build
 
 
@@ -50,7 +50,7 @@ def run_case_with_states(case, assets=None, handed=None):
     if builder is None:
         raise cc.CaseError(f"unknown op {op!r}; this engine knows {sorted(BUILDERS)}")
     cc.check_numbers(case.get("config", {}))
-    if handed is not None and op in COMPUTE:
+    if handed is not None and op in COMPUTE and not cc.draws_masks(case.get("config", {})):
         inputs = cc.handed_inputs(handed, case.get("id"))
         return case_document(case, inputs, COMPUTE[op](inputs, case.get("config", {}))), {}
     extra = (assets or {},) if op in cases_pretrained.BUILDERS else ()

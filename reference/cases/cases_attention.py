@@ -1,8 +1,7 @@
-"""Forward cases of the attention primitives (twin: casesAttention.ts). Masked softmax and RoPE
-have a draw function (DRAWS, the order of draws in its comment) and a compute function (COMPUTE)
-(cases.py). The attention ops draw in every engine (BUILDERS, returning (inputs, outputs)),
-because a case with dropout_p > 0 draws its keep mask last, inside the forward, from the same
-stream. Parameters are drawn as PyTorch's default Linear init, U(-1/sqrt(fan_in),
+"""Forward cases of the attention primitives (twin: casesAttention.ts): each op has a draw function
+(DRAWS, the order of draws in its comment) and a compute function (COMPUTE) (cases.py). A case with
+dropout_p > 0 draws its keep mask last, inside the forward, from the same stream, so every engine
+draws its inputs. Parameters are drawn as PyTorch's default Linear init, U(-1/sqrt(fan_in),
 1/sqrt(fan_in)), after the inputs."""
 
 import math
@@ -42,15 +41,16 @@ def masked_softmax_inputs(config, rng):
     return _with_lens({"x": x}, _valid_lens(config))
 
 
-def masked_softmax(inputs, config):
+def masked_softmax(inputs, config, rng=None):
     (x,) = cc.need(inputs, "x")
     return {"out": masked_softmax_forward(x, inputs.get("valid_lens"))[0]}
 
 
-def dot_product_attention_case(config, rng):
+def dot_product_attention_inputs(config, rng):
     # config: either literal q, k, v (nested lists, no draws), or lead (e.g. [B] or [B, H]),
     #   Q, K, D, V and std (default 1); valid_lens null | (B,) | (B, Q); dropout_p (default 0)
-    # draws: q ~ N(0, std^2) (lead, Q, D); k (lead, K, D); v (lead, K, V); then the keep mask
+    # draws: q ~ N(0, std^2) (lead, Q, D); k (lead, K, D); v (lead, K, V); then, in the forward,
+    #   the keep mask
     if "q" in config:
         q, k, v = (cc.float_array(cc.get(config, n), n) for n in ("q", "k", "v"))
     else:
@@ -60,15 +60,20 @@ def dot_product_attention_case(config, rng):
         q = rng.normal(lead + (Q, D), 0.0, std)
         k = rng.normal(lead + (K, D), 0.0, std)
         v = rng.normal(lead + (K, V), 0.0, std)
-    lens = _valid_lens(config)
-    out, cache = dot_product_attention_forward(q, k, v, lens, cc.get(config, "dropout_p", 0.0), rng)
-    return _with_lens({"q": q, "k": k, "v": v}, lens), {"out": out, "weights": cache["weights"]}
+    return _with_lens({"q": q, "k": k, "v": v}, _valid_lens(config))
 
 
-def additive_attention_case(config, rng):
+def dot_product_attention(inputs, config, rng=None):
+    q, k, v = cc.need(inputs, "q", "k", "v")
+    out, cache = dot_product_attention_forward(q, k, v, inputs.get("valid_lens"), cc.get(config, "dropout_p", 0.0), rng)
+    return {"out": out, "weights": cache["weights"]}
+
+
+def additive_attention_inputs(config, rng):
     # config: B, Q, K, Dq, Dk, H, V; std of the inputs (default 1); valid_lens; dropout_p
     # draws: q ~ N(0, std^2) (B, Q, Dq); k (B, K, Dk); v (B, K, V);
-    #   W_q U(+-1/sqrt(Dq)) (H, Dq); W_k U(+-1/sqrt(Dk)) (H, Dk); w_v U(+-1/sqrt(H)) (1, H); keep mask
+    #   W_q U(+-1/sqrt(Dq)) (H, Dq); W_k U(+-1/sqrt(Dk)) (H, Dk); w_v U(+-1/sqrt(H)) (1, H);
+    #   then, in the forward, the keep mask
     B, Q, K, Dq, Dk, H, V = (cc.positive_int(config, n) for n in ("B", "Q", "K", "Dq", "Dk", "H", "V"))
     std = cc.get(config, "std", 1.0)
     q = rng.normal((B, Q, Dq), 0.0, std)
@@ -76,34 +81,39 @@ def additive_attention_case(config, rng):
     v = rng.normal((B, K, V), 0.0, std)
     params = {"W_q": _linear_weight(rng, H, Dq), "W_k": _linear_weight(rng, H, Dk),
               "w_v": _linear_weight(rng, 1, H)}
-    lens = _valid_lens(config)
-    out, cache = additive_attention_forward(q, k, v, params, lens, cc.get(config, "dropout_p", 0.0), rng)
-    inputs = _with_lens({"q": q, "k": k, "v": v, **params}, lens)
-    return inputs, {"out": out, "weights": cache["weights"]}
+    return _with_lens({"q": q, "k": k, "v": v, **params}, _valid_lens(config))
 
 
-def multi_head_attention_case(config, rng):
+def additive_attention(inputs, config, rng=None):
+    q, k, v, W_q, W_k, w_v = cc.need(inputs, "q", "k", "v", "W_q", "W_k", "w_v")
+    out, cache = additive_attention_forward(q, k, v, {"W_q": W_q, "W_k": W_k, "w_v": w_v}, inputs.get("valid_lens"),
+                                            cc.get(config, "dropout_p", 0.0), rng)
+    return {"out": out, "weights": cache["weights"]}
+
+
+def multi_head_attention_inputs(config, rng):
     # config: B, Tq, d, heads, dq_in; self (default true: x_kv = x_q); when not self: Tk, dkv_in;
     #   valid_lens null | (B,) | (B, Tq); dropout_p (default 0)
     # draws: x_q ~ N(0, 1) (B, Tq, dq_in); x_kv (B, Tk, dkv_in) unless self;
     #   W_q U(+-1/sqrt(dq_in)) (d, dq_in); W_k, W_v U(+-1/sqrt(dkv_in)) (d, dkv_in);
-    #   W_o U(+-1/sqrt(d)) (d, d); then the keep mask of the weights (B, H, Tq, Tk)
-    B, Tq, d, heads, dq_in = (cc.positive_int(config, n) for n in ("B", "Tq", "d", "heads", "dq_in"))
-    self_attention = cc.get(config, "self", True)
-    x_q = rng.normal((B, Tq, dq_in))
-    if self_attention:
-        x_kv, dkv_in = x_q, dq_in
-    else:
+    #   W_o U(+-1/sqrt(d)) (d, d); then, in the forward, the keep mask of the weights (B, H, Tq, Tk)
+    B, Tq, d, dq_in = (cc.positive_int(config, n) for n in ("B", "Tq", "d", "dq_in"))
+    inputs = {"x_q": rng.normal((B, Tq, dq_in))}
+    dkv_in = dq_in
+    if not cc.get(config, "self", True):
         Tk, dkv_in = cc.positive_int(config, "Tk"), cc.positive_int(config, "dkv_in")
-        x_kv = rng.normal((B, Tk, dkv_in))
-    params = {"W_q": _linear_weight(rng, d, dq_in), "W_k": _linear_weight(rng, d, dkv_in),
-              "W_v": _linear_weight(rng, d, dkv_in), "W_o": _linear_weight(rng, d, d)}
-    lens = _valid_lens(config)
-    out, cache = multi_head_attention_forward(x_q, x_kv, params, heads, lens,
-                                              cc.get(config, "dropout_p", 0.0), rng)
-    inputs = {"x_q": x_q} if self_attention else {"x_q": x_q, "x_kv": x_kv}
-    inputs = _with_lens({**inputs, **params}, lens)
-    return inputs, {"out": out, "weights": cache["weights"]}
+        inputs["x_kv"] = rng.normal((B, Tk, dkv_in))
+    inputs.update({"W_q": _linear_weight(rng, d, dq_in), "W_k": _linear_weight(rng, d, dkv_in),
+                   "W_v": _linear_weight(rng, d, dkv_in), "W_o": _linear_weight(rng, d, d)})
+    return _with_lens(inputs, _valid_lens(config))
+
+
+def multi_head_attention(inputs, config, rng=None):
+    x_q, W_q, W_k, W_v, W_o = cc.need(inputs, "x_q", "W_q", "W_k", "W_v", "W_o")
+    params = {"W_q": W_q, "W_k": W_k, "W_v": W_v, "W_o": W_o}
+    out, cache = multi_head_attention_forward(x_q, inputs.get("x_kv", x_q), params, cc.positive_int(config, "heads"),
+                                              inputs.get("valid_lens"), cc.get(config, "dropout_p", 0.0), rng)
+    return {"out": out, "weights": cache["weights"]}
 
 
 def _positions(config, key, T):
@@ -138,7 +148,7 @@ def rope_inputs(config, rng):
     return _with_positions({"x": x}, positions=positions)
 
 
-def rope(inputs, config):
+def rope(inputs, config, rng=None):
     (x,) = cc.need(inputs, "x")
     out, cache = rope_forward(x, inputs.get("positions"))
     return {"out": out, "cos": cache["cos"], "sin": cache["sin"]}
@@ -158,17 +168,17 @@ def rope_attention_inputs(config, rng):
     return _with_positions(_with_lens({"q": q, "k": k, "v": v}, lens), q_positions=q_pos, k_positions=k_pos)
 
 
-def rope_attention(inputs, config):
+def rope_attention(inputs, config, rng=None):
     q, k, v = cc.need(inputs, "q", "k", "v")
     out, cache = rope_attention_forward(q, k, v, inputs.get("valid_lens"), inputs.get("q_positions"),
                                         inputs.get("k_positions"))
     return {"out": out, "weights": cache["weights"]}
 
 
-DRAWS = {"masked_softmax": masked_softmax_inputs, "rope": rope_inputs, "rope_attention": rope_attention_inputs}
-COMPUTE = {"masked_softmax": masked_softmax, "rope": rope, "rope_attention": rope_attention}
-BUILDERS = {
-    "dot_product_attention": dot_product_attention_case,
-    "additive_attention": additive_attention_case,
-    "multi_head_attention": multi_head_attention_case,
-}
+DRAWS = {"masked_softmax": masked_softmax_inputs, "dot_product_attention": dot_product_attention_inputs,
+         "additive_attention": additive_attention_inputs, "multi_head_attention": multi_head_attention_inputs,
+         "rope": rope_inputs, "rope_attention": rope_attention_inputs}
+COMPUTE = {"masked_softmax": masked_softmax, "dot_product_attention": dot_product_attention,
+           "additive_attention": additive_attention, "multi_head_attention": multi_head_attention,
+           "rope": rope, "rope_attention": rope_attention}
+BUILDERS = {}

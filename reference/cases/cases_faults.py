@@ -107,21 +107,24 @@ def erf_bits_case(config, rng):
     return {"x": x}, outputs, digests, {}
 
 
-def cross_entropy_case(config, rng):
+def cross_entropy_inputs(config, rng):
     # config: B, T, V, scale, valid_lens (B,) (weights: sequence_weights)
     # draws: logits ~ N(0, scale^2) (B, T, V); targets uniform in [0, V) (B, T)
     B, T, V = cc.get(config, "B"), cc.get(config, "T"), cc.get(config, "V")
     logits = rng.normal((B, T, V), 0.0, cc.get(config, "scale"))
     targets = rng.integers((B, T), 0, V)
-    lens = cc.int_array(cc.get(config, "valid_lens"), "valid_lens")
-    loss, cache = cross_entropy_forward(logits, targets, sequence_weights(lens, T))
-    dlogits = cross_entropy_backward(cache)
-    return ({"logits": logits, "targets": _ids(targets), "valid_lens": lens},
-            {"loss": np.array(loss), "dlogits": dlogits})
+    return {"logits": logits, "targets": _ids(targets), "valid_lens": cc.int_array(cc.get(config, "valid_lens"), "valid_lens")}
 
 
+def cross_entropy(inputs, config, rng=None):
+    logits, targets, lens = cc.need(inputs, "logits", "targets", "valid_lens")
+    loss, cache = cross_entropy_forward(logits, targets, sequence_weights(lens, logits.shape[1]))
+    return {"loss": np.array(loss), "dlogits": cross_entropy_backward(cache)}
+
+
+DRAWS = {"cross_entropy": cross_entropy_inputs}
+COMPUTE = {"cross_entropy": cross_entropy}
 BUILDERS = {
-    "cross_entropy": cross_entropy_case,
     "digits_data": digits_data_case,
     "greedy_decode": greedy_decode_case,
     "optim_steps": optim_steps_case,

@@ -25,7 +25,7 @@ def linear_inputs(config, rng):
     return {"x": x, "W": W} if b is None else {"x": x, "W": W, "b": b}
 
 
-def linear(inputs, config):
+def linear(inputs, config, rng=None):
     x, W = cc.need(inputs, "x", "W")
     return {"out": linear_forward(x, W, inputs.get("b"))[0]}
 
@@ -42,7 +42,7 @@ def embedding_inputs(config, rng):
     return {"tokens": tokens, "E": E}
 
 
-def embedding(inputs, config):
+def embedding(inputs, config, rng=None):
     tokens, E = cc.need(inputs, "tokens", "E")
     return {"out": embedding_forward(tokens, E)[0]}
 
@@ -65,7 +65,7 @@ def layer_norm_inputs(config, rng):
     return {"x": x, "gamma": gamma, "beta": beta}
 
 
-def layer_norm(inputs, config):
+def layer_norm(inputs, config, rng=None):
     x, gamma, beta = cc.need(inputs, "x", "gamma", "beta")
     out, cache = layer_norm_forward(x, gamma, beta, cc.get(config, "eps", EPS))
     return {"out": out, "mean": cache["mean"], "rstd": cache["rstd"]}
@@ -82,7 +82,7 @@ def ffn_inputs(config, rng):
     return {"x": x, "W1": W1, "b1": b1, "W2": W2, "b2": b2}
 
 
-def ffn(inputs, config):
+def ffn(inputs, config, rng=None):
     x, W1, b1, W2, b2 = cc.need(inputs, "x", "W1", "b1", "W2", "b2")
     out, cache = ffn_forward(x, {"W1": W1, "b1": b1, "W2": W2, "b2": b2})
     return {"out": out, "h": cache["h"]}
@@ -99,7 +99,7 @@ def gelu_inputs(config, rng):
     return {"x": x}
 
 
-def gelu(inputs, config):
+def gelu(inputs, config, rng=None):
     (x,) = cc.need(inputs, "x")
     return {"out": gelu_forward(x)[0], "erf": erf(x)}
 

@@ -1,6 +1,6 @@
 """Forward cases of the lesson's computations: positions, kernel regression, score scaling
 (twin: casesLesson.ts). Each builder draws in the order written and returns (inputs, outputs)
-as dicts of named arrays.
+as dicts of named arrays; positional encoding has a draw and a compute function (cases.py).
 
 Draw order per op:
   sinusoidal_table, position_similarity   no draws
@@ -32,14 +32,15 @@ def sinusoidal_table_case(config, rng):
     return {"rows": rows}, {"P_rows": P[rows]}
 
 
-def positional_encoding_case(config, rng):
+def positional_encoding_inputs(config, rng):
     # config: shape [B, T, d]; dropout_p (default 0)
-    shape = cc.shape(config, "shape", 3)
-    p = cc.get(config, "dropout_p", 0.0)
-    x = rng.normal(shape)  # (B, T, d)
-    out, cache = positional_encoding_forward(x, p, rng)
-    outputs = {"out": out} if cache["mask"] is None else {"out": out, "mask": cache["mask"]}
-    return {"x": x}, outputs
+    return {"x": rng.normal(cc.shape(config, "shape", 3))}  # (B, T, d)
+
+
+def positional_encoding(inputs, config, rng=None):
+    (x,) = cc.need(inputs, "x")
+    out, cache = positional_encoding_forward(x, cc.get(config, "dropout_p", 0.0), rng)
+    return {"out": out} if cache["mask"] is None else {"out": out, "mask": cache["mask"]}
 
 
 def position_similarity_case(config, rng):
@@ -70,9 +71,10 @@ def score_scaling_case(config, rng):
     return inputs, outputs
 
 
+DRAWS = {"positional_encoding": positional_encoding_inputs}
+COMPUTE = {"positional_encoding": positional_encoding}
 BUILDERS = {
     "sinusoidal_table": sinusoidal_table_case,
-    "positional_encoding": positional_encoding_case,
     "position_similarity": position_similarity_case,
     "nadaraya_watson": nadaraya_watson_case,
     "score_scaling": score_scaling_case,

@@ -2,7 +2,9 @@
 the block, the model and KV-cache generation; gradient checks of the block and the model
 (twin: casesLm.ts; docs/lesson_block.md, docs/decoder_lm.md, docs/kv_cache.md).
 
-Every builder draws the parameters first (the init function: PyTorch's defaults), then moves
+The forward ops have a draw function (DRAWS) and a compute function (COMPUTE) (cases.py); the
+gradient checks draw in both engines (BUILDERS). Every draw first draws the parameters (the
+init function: PyTorch's defaults), then moves
 what init leaves at a constant away from it, for each parameter name in order: a layer norm's
 gamma becomes 1 + 0.1 z, its beta 0.1 z, an attention bias (b_in, b_o) 0.1 z, z ~ N(0, 1) of
 the tensor's shape (so a port that dropped a bias or a norm's affine cannot pass by init's 1 and
@@ -37,58 +39,84 @@ def _model(config):
     return {n: cc.positive_int(config, n) for n in ("vocab", "max_len", "d", "heads", "ffn_hidden", "blocks")}
 
 
-def lesson_attention_case(config, rng):
+def _params(inputs, *data):
+    """The handed inputs but the data: the model's parameters, by name."""
+    return {name: t for name, t in inputs.items() if name not in data}
+
+
+def _keep(config, T):
+    return causal_keep(T) if cc.get(config, "causal", False) else None
+
+
+def lesson_attention_inputs(config, rng):
     # config: B, T, d, heads, causal (default false)
     # draws: init_lesson_attention_params (W_in, W_o); b_in, b_o jittered; x ~ N(0, 1) (B, T, d)
-    B, T, d, heads = (cc.positive_int(config, n) for n in ("B", "T", "d", "heads"))
+    B, T, d = (cc.positive_int(config, n) for n in ("B", "T", "d"))
     params = _jitter(rng, init_lesson_attention_params(rng, d))
-    x = rng.normal((B, T, d))
-    keep = causal_keep(T) if cc.get(config, "causal", False) else None
-    out, cache = lesson_attention_forward(x, params, heads, keep)
-    return {"x": x, **params}, {"out": out, "weights": cache["weights"]}
+    return {"x": rng.normal((B, T, d)), **params}
 
 
-def lesson_block_case(config, rng):
+def lesson_attention(inputs, config, rng=None):
+    (x,) = cc.need(inputs, "x")
+    out, cache = lesson_attention_forward(x, _params(inputs, "x"), cc.positive_int(config, "heads"), _keep(config, x.shape[1]))
+    return {"out": out, "weights": cache["weights"]}
+
+
+def lesson_block_inputs(config, rng):
     # config: B, T, d, heads, ffn_hidden, causal (default false)
     # draws: init_lesson_block_params; norms and biases jittered; x ~ N(0, 1) (B, T, d)
-    B, T, d, heads, F = (cc.positive_int(config, n) for n in ("B", "T", "d", "heads", "ffn_hidden"))
+    B, T, d, F = (cc.positive_int(config, n) for n in ("B", "T", "d", "ffn_hidden"))
     params = _jitter(rng, init_lesson_block_params(rng, d, F))
-    x = rng.normal((B, T, d))
-    keep = causal_keep(T) if cc.get(config, "causal", False) else None
-    out, cache = lesson_block_forward(x, params, heads, keep)
+    return {"x": rng.normal((B, T, d)), **params}
+
+
+def lesson_block(inputs, config, rng=None):
+    (x,) = cc.need(inputs, "x")
+    d, F = cc.positive_int(config, "d"), cc.positive_int(config, "ffn_hidden")
+    out, cache = lesson_block_forward(x, _params(inputs, "x"), cc.positive_int(config, "heads"), _keep(config, x.shape[1]))
     count = np.array(lesson_block_param_count(d, F), dtype=np.int64)
-    return {"x": x, **params}, {"out": out, "weights": cache["weights"], "param_count": count}
+    return {"out": out, "weights": cache["weights"], "param_count": count}
 
 
-def decoder_lm_case(config, rng):
+def decoder_lm_inputs(config, rng):
     # config: the model's (vocab, max_len, d, heads, ffn_hidden, blocks), B, T, pads null | (B,)
     # draws: init_decoder_lm_params; norms and biases jittered; tokens U{0..vocab-1} (B, T)
     model = _model(config)
     B, T = cc.positive_int(config, "B"), cc.positive_int(config, "T")
     params = _jitter(rng, init_decoder_lm_params(rng, model))
-    tokens = rng.integers((B, T), 0, model["vocab"])
+    inputs = {"tokens": rng.integers((B, T), 0, model["vocab"]), **params}
     pads = cc.get(config, "pads", None)
-    pads = None if pads is None else cc.int_array(pads, "pads")
-    logits, cache = decoder_lm_forward(tokens, params, model, pads)
-    inputs = {"tokens": tokens, **params}
     if pads is not None:
-        inputs["pads"] = pads
+        inputs["pads"] = cc.int_array(pads, "pads")
+    return inputs
+
+
+def decoder_lm(inputs, config, rng=None):
+    (tokens,) = cc.need(inputs, "tokens")
+    logits, cache = decoder_lm_forward(tokens, _params(inputs, "tokens", "pads"), _model(config), inputs.get("pads"))
     outputs = {"logits": logits}
     for i, w in enumerate(cache["weights"]):
         outputs[f"blk{i}.weights"] = w
-    return inputs, outputs
+    return outputs
 
 
-def kv_generate_case(config, rng):
+def kv_generate_inputs(config, rng):
     # config: the model's, prompt_lens (N lengths), steps (G), eos
     # draws: init_decoder_lm_params; norms and biases jittered; each prompt's ids U{0..vocab-1}
-    #   (its length), prompt by prompt
+    #   (its length), prompt by prompt; the prompts are handed left-padded with eos, with their pads
     model = _model(config)
-    steps, eos = cc.positive_int(config, "steps"), cc.get(config, "eos")
     lens = [int(n) for n in cc.int_array(cc.get(config, "prompt_lens"), "prompt_lens")]
     params = _jitter(rng, init_decoder_lm_params(rng, model))
     prompts = [[int(t) for t in rng.integers((n,), 0, model["vocab"])] for n in lens]
-    padded, pads = left_pad(prompts, eos)
+    padded, pads = left_pad(prompts, cc.get(config, "eos"))
+    return {"prompts": padded, "pads": pads, **params}
+
+
+def kv_generate(inputs, config, rng=None):
+    padded, pads = cc.need(inputs, "prompts", "pads")
+    model, params = _model(config), _params(inputs, "prompts", "pads")
+    steps, eos = cc.positive_int(config, "steps"), cc.get(config, "eos")
+    prompts = [[int(t) for t in row[pad:]] for row, pad in zip(padded, pads)]
     cached = generate_cached(params, model, padded, pads, steps, eos)
     full = generate_full(params, model, padded, pads, steps, eos)
     alone = [generate_full(params, model, np.array([p]), np.zeros(1, dtype=np.int64), steps, eos) for p in prompts]
@@ -97,7 +125,7 @@ def kv_generate_case(config, rng):
         outputs.update({f"{name}.tokens": gen["tokens"], f"{name}.margin": gen["margins"], f"{name}.logits": gen["logits"]})
     outputs["alone.tokens"] = np.concatenate([a["tokens"] for a in alone])  # (N, G)
     outputs["alone.logits"] = np.concatenate([a["logits"] for a in alone])  # (N, G, V)
-    return {"prompts": padded, "pads": pads, **params}, outputs
+    return outputs
 
 
 def gradcheck_lesson_block_case(config, rng):
@@ -147,11 +175,11 @@ def gradcheck_decoder_lm_case(config, rng):
     return inputs, {"loss": np.array(loss), **run_check(config, rng, params, loss_fn, grads)}
 
 
+DRAWS = {"lesson_attention": lesson_attention_inputs, "lesson_block": lesson_block_inputs,
+         "decoder_lm": decoder_lm_inputs, "kv_generate": kv_generate_inputs}
+COMPUTE = {"lesson_attention": lesson_attention, "lesson_block": lesson_block, "decoder_lm": decoder_lm,
+           "kv_generate": kv_generate}
 BUILDERS = {
-    "lesson_attention": lesson_attention_case,
-    "lesson_block": lesson_block_case,
-    "decoder_lm": decoder_lm_case,
-    "kv_generate": kv_generate_case,
     "gradcheck_lesson_block": gradcheck_lesson_block_case,
     "gradcheck_decoder_lm": gradcheck_decoder_lm_case,
 }

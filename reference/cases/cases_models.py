@@ -1,8 +1,9 @@
 """Forward cases of the models: encoder and decoder blocks, the encoder-decoder, the ViT
-(twin: casesModels.ts). Every builder draws the parameters first, through the model's init
-function (PyTorch's defaults, in the documented parameter order), then the inputs, then whatever
-dropout masks the forward draws (config "dropout" > 0). It returns (inputs, outputs): the inputs
-hold the data and every parameter by name, the outputs the result and the attention weights."""
+(twin: casesModels.ts). Each op has a draw function (DRAWS) and a compute function (COMPUTE)
+(cases.py). A draw function draws the parameters first, through the model's init function
+(PyTorch's defaults, in the documented parameter order), then the data; the forward then draws
+whatever dropout masks it needs (config "dropout" > 0), so such a case draws in every engine. The
+inputs hold the data and every parameter by name, the outputs the result and the attention weights."""
 
 from ..core import case_config as cc
 from ..nn.decoder_block import decoder_block_forward, init_decoder_block_params
@@ -23,32 +24,45 @@ def _with(inputs, name, value):
     return inputs
 
 
-def encoder_block_case(config, rng):
+def _params(inputs, *data):
+    """The handed inputs but the data: the parameters, by name."""
+    return {name: t for name, t in inputs.items() if name not in data}
+
+
+def encoder_block_inputs(config, rng):
     # config: B, T, d, heads, ffn_hidden; valid_lens null | (B,); dropout (default 0)
     # draws: init_encoder_block_params (attn.W_q..W_o, ffn.W1, b1, W2, b2); x ~ N(0, 1) (B, T, d);
-    #   the forward's dropout masks
-    B, T, d, heads, F = (cc.positive_int(config, n) for n in ("B", "T", "d", "heads", "ffn_hidden"))
+    #   then, in the forward, its dropout masks
+    B, T, d, F = (cc.positive_int(config, n) for n in ("B", "T", "d", "ffn_hidden"))
     params = init_encoder_block_params(rng, d, F)
-    x = rng.normal((B, T, d))
-    lens = _lens(config, "valid_lens")
-    out, cache = encoder_block_forward(x, lens, params, heads, cc.get(config, "dropout", 0.0), rng)
-    inputs = _with({"x": x, **params}, "valid_lens", lens)
-    return inputs, {"out": out, "weights": cache["weights"]}
+    return _with({"x": rng.normal((B, T, d)), **params}, "valid_lens", _lens(config, "valid_lens"))
 
 
-def decoder_block_case(config, rng):
+def encoder_block(inputs, config, rng=None):
+    (x,) = cc.need(inputs, "x")
+    out, cache = encoder_block_forward(x, inputs.get("valid_lens"), _params(inputs, "x", "valid_lens"),
+                                       cc.positive_int(config, "heads"), cc.get(config, "dropout", 0.0), rng)
+    return {"out": out, "weights": cache["weights"]}
+
+
+def decoder_block_inputs(config, rng):
     # config: B, T (target steps), S (source steps), d, heads, ffn_hidden; enc_valid_lens null | (B,);
     #   dropout (default 0)
     # draws: init_decoder_block_params (self_attn.*, cross_attn.*, ffn.*); x ~ N(0, 1) (B, T, d);
-    #   enc_out ~ N(0, 1) (B, S, d); the forward's dropout masks
-    B, T, S, d, heads, F = (cc.positive_int(config, n) for n in ("B", "T", "S", "d", "heads", "ffn_hidden"))
+    #   enc_out ~ N(0, 1) (B, S, d); then, in the forward, its dropout masks
+    B, T, S, d, F = (cc.positive_int(config, n) for n in ("B", "T", "S", "d", "ffn_hidden"))
     params = init_decoder_block_params(rng, d, F)
     x = rng.normal((B, T, d))
-    enc_out = rng.normal((B, S, d))
-    lens = _lens(config, "enc_valid_lens")
-    out, cache = decoder_block_forward(x, enc_out, lens, params, heads, cc.get(config, "dropout", 0.0), rng)
-    inputs = _with({"x": x, "enc_out": enc_out, **params}, "enc_valid_lens", lens)
-    return inputs, {"out": out, "self_weights": cache["self_weights"], "cross_weights": cache["cross_weights"]}
+    inputs = {"x": x, "enc_out": rng.normal((B, S, d)), **params}
+    return _with(inputs, "enc_valid_lens", _lens(config, "enc_valid_lens"))
+
+
+def decoder_block(inputs, config, rng=None):
+    x, enc_out = cc.need(inputs, "x", "enc_out")
+    params = _params(inputs, "x", "enc_out", "enc_valid_lens")
+    out, cache = decoder_block_forward(x, enc_out, inputs.get("enc_valid_lens"), params, cc.positive_int(config, "heads"),
+                                       cc.get(config, "dropout", 0.0), rng)
+    return {"out": out, "self_weights": cache["self_weights"], "cross_weights": cache["cross_weights"]}
 
 
 def _transformer_config(config):
@@ -58,60 +72,73 @@ def _transformer_config(config):
     return model
 
 
-def transformer_case(config, rng):
+def transformer_inputs(config, rng):
     # config: the model's (vocab_src, vocab_tgt, d, ffn_hidden, heads, enc_blocks, dec_blocks,
     #   dropout default 0), B, T_src, T_tgt, src_valid_lens null | (B,)
     # draws: init_transformer_params; src ids U{0..vocab_src-1} (B, T_src); tgt_in ids
-    #   U{0..vocab_tgt-1} (B, T_tgt); the forward's dropout masks
+    #   U{0..vocab_tgt-1} (B, T_tgt); then, in the forward, its dropout masks
     model = _transformer_config(config)
     B, S, T = (cc.positive_int(config, n) for n in ("B", "T_src", "T_tgt"))
     params = init_transformer_params(rng, model)
     src = rng.integers((B, S), 0, model["vocab_src"])
-    tgt_in = rng.integers((B, T), 0, model["vocab_tgt"])
-    lens = _lens(config, "src_valid_lens")
-    logits, cache = transformer_forward(src, lens, tgt_in, params, model, rng)
-    inputs = _with({"src": src, "tgt_in": tgt_in, **params}, "src_valid_lens", lens)
+    inputs = {"src": src, "tgt_in": rng.integers((B, T), 0, model["vocab_tgt"]), **params}
+    return _with(inputs, "src_valid_lens", _lens(config, "src_valid_lens"))
+
+
+def transformer(inputs, config, rng=None):
+    src, tgt_in = cc.need(inputs, "src", "tgt_in")
+    params = _params(inputs, "src", "tgt_in", "src_valid_lens")
+    logits, cache = transformer_forward(src, inputs.get("src_valid_lens"), tgt_in, params, _transformer_config(config), rng)
     outputs = {"logits": logits}
     for i, w in enumerate(cache["enc_weights"]):
         outputs[f"enc.blk{i}.weights"] = w
     for j, (ws, wc) in enumerate(zip(cache["dec_self_weights"], cache["dec_cross_weights"])):
         outputs[f"dec.blk{j}.self_weights"] = ws
         outputs[f"dec.blk{j}.cross_weights"] = wc
-    return inputs, outputs
+    return outputs
 
 
-def vit_patch_embedding_case(config, rng):
+def vit_patch_embedding_inputs(config, rng):
     # config: B, image (side), channels, patch, d
     # draws: patch.W, patch.b (patch_embedding_params); images ~ U[0, 1) (B, C, H, H)
     B, H, C, p, d = (cc.positive_int(config, n) for n in ("B", "image", "channels", "patch", "d"))
     W, b = patch_embedding_params(rng, d, C, p)
-    W = W.reshape(d, C, p, p)
-    images = rng.uniform((B, C, H, H))
-    out, _ = patch_embedding_forward(images, W, b)
-    return {"images": images, "patch.W": W, "patch.b": b}, {"out": out}
+    return {"images": rng.uniform((B, C, H, H)), "patch.W": W.reshape(d, C, p, p), "patch.b": b}
 
 
-def vit_case(config, rng):
-    # config: the model's (image, channels, patch, d, heads, mlp_hidden, blocks, classes, dropout
-    #   default 0) and B
-    # draws: init_vit_params; images ~ U[0, 1) (B, C, H, H); the forward's dropout masks
+def vit_patch_embedding(inputs, config, rng=None):
+    images, W, b = cc.need(inputs, "images", "patch.W", "patch.b")
+    return {"out": patch_embedding_forward(images, W, b)[0]}
+
+
+def _vit_config(config):
     model = {n: cc.positive_int(config, n) for n in ("image", "channels", "patch", "d", "heads", "mlp_hidden",
                                            "blocks", "classes")}
     model["dropout"] = cc.get(config, "dropout", 0.0)
+    return model
+
+
+def vit_inputs(config, rng):
+    # config: the model's (image, channels, patch, d, heads, mlp_hidden, blocks, classes, dropout
+    #   default 0) and B
+    # draws: init_vit_params; images ~ U[0, 1) (B, C, H, H); then, in the forward, its dropout masks
+    model = _vit_config(config)
     B = cc.positive_int(config, "B")
     params = init_vit_params(rng, model)
-    images = rng.uniform((B, model["channels"], model["image"], model["image"]))
-    logits, cache = vit_forward(images, params, model, rng)
+    return {"images": rng.uniform((B, model["channels"], model["image"], model["image"])), **params}
+
+
+def vit(inputs, config, rng=None):
+    (images,) = cc.need(inputs, "images")
+    logits, cache = vit_forward(images, _params(inputs, "images"), _vit_config(config), rng)
     outputs = {"logits": logits}
     for i, w in enumerate(cache["weights"]):
         outputs[f"blk{i}.weights"] = w
-    return {"images": images, **params}, outputs
+    return outputs
 
 
-BUILDERS = {
-    "encoder_block": encoder_block_case,
-    "decoder_block": decoder_block_case,
-    "transformer": transformer_case,
-    "vit_patch_embedding": vit_patch_embedding_case,
-    "vit": vit_case,
-}
+DRAWS = {"encoder_block": encoder_block_inputs, "decoder_block": decoder_block_inputs, "transformer": transformer_inputs,
+         "vit_patch_embedding": vit_patch_embedding_inputs, "vit": vit_inputs}
+COMPUTE = {"encoder_block": encoder_block, "decoder_block": decoder_block, "transformer": transformer,
+           "vit_patch_embedding": vit_patch_embedding, "vit": vit}
+BUILDERS = {}

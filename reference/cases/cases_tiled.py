@@ -2,8 +2,9 @@
 tiled and in the plain form of the same maths, forward and backward (twin: casesTiled.ts;
 docs/tiled_attention.md).
 
-Draws, in this order: q ~ N(0, std^2) (B, H, T, D), k ~ N(0, std^2) (B, H, K, D), v ~ N(0, 1)
-(B, H, K, V), dout ~ N(0, 1) (B, H, T, V). Outputs: the tiled form's out, lse, dq, dk, dv, and
+Each op has a draw function (DRAWS) and a compute function (COMPUTE) (cases.py). Draws, in this
+order: q ~ N(0, std^2) (B, H, T, D), k ~ N(0, std^2) (B, H, K, D), v ~ N(0, 1) (B, H, K, V),
+dout ~ N(0, 1) (B, H, T, V). Outputs: the tiled form's out, lse, dq, dk, dv, and
 the plain form's plain.out, plain.dq, plain.dk, plain.dv. The two forms round differently, so
 their pairs are expected within the tolerance of each other, not bit-identical (the catalogue's
 expect.agree); each engine's tiled form is bit-identical to the other engine's.
@@ -25,7 +26,7 @@ def _draw(config, rng, keys):
     k = rng.normal((B, H, keys, D), 0.0, std)
     v = rng.normal((B, H, keys, V))
     dout = rng.normal((B, H, T, V))
-    return q, k, v, dout
+    return {"q": q, "k": k, "v": v, "dout": dout}
 
 
 def _outputs(out, cache, grads, plain_out, plain_grads):
@@ -37,34 +38,39 @@ def _outputs(out, cache, grads, plain_out, plain_grads):
     return outputs
 
 
-def tiled_attention_case(config, rng):
+def tiled_attention_inputs(config, rng):
     # config: B, H, T (queries), K (keys, default T), D, V, tile, causal (default false; needs K = T), std (default 1)
     # draws: the module doc's
-    T = cc.positive_int(config, "T")
-    causal = cc.get(config, "causal", False)
-    q, k, v, dout = _draw(config, rng, cc.positive_int(config, "K", T))
-    tile = cc.positive_int(config, "tile")
-    out, cache = tiled_attention_forward(q, k, v, tile, causal)
+    return _draw(config, rng, cc.positive_int(config, "K", cc.positive_int(config, "T")))
+
+
+def tiled_attention(inputs, config, rng=None):
+    q, k, v, dout = cc.need(inputs, "q", "k", "v", "dout")
+    T, causal = q.shape[2], cc.get(config, "causal", False)
+    out, cache = tiled_attention_forward(q, k, v, cc.positive_int(config, "tile"), causal)
     grads = tiled_attention_backward(dout, cache)
     lens = np.tile(np.arange(1, T + 1, dtype=np.int64), (q.shape[0], 1)) if causal else None  # (B, T): q + 1
     plain_out, plain_cache = dot_product_attention_forward(q, k, v, lens)
     plain_grads = dot_product_attention_backward(dout, plain_cache)
-    return {"q": q, "k": k, "v": v, "dout": dout}, _outputs(out, cache, grads, plain_out, plain_grads)
+    return _outputs(out, cache, grads, plain_out, plain_grads)
 
 
-def sliding_window_attention_case(config, rng):
+def sliding_window_attention_inputs(config, rng):
     # config: B, H, T, D, V, window, tile, std (default 1)
     # draws: the module doc's (keys: T)
-    q, k, v, dout = _draw(config, rng, cc.positive_int(config, "T"))
+    return _draw(config, rng, cc.positive_int(config, "T"))
+
+
+def sliding_window_attention(inputs, config, rng=None):
+    q, k, v, dout = cc.need(inputs, "q", "k", "v", "dout")
     window, tile = cc.positive_int(config, "window"), cc.positive_int(config, "tile")
     out, cache = sliding_window_forward(q, k, v, window, tile)
     grads = sliding_window_backward(dout, cache)
     plain_out, plain_cache = sliding_window_plain_forward(q, k, v, window)
     plain_grads = sliding_window_plain_backward(dout, plain_cache)
-    return {"q": q, "k": k, "v": v, "dout": dout}, _outputs(out, cache, grads, plain_out, plain_grads)
+    return _outputs(out, cache, grads, plain_out, plain_grads)
 
 
-BUILDERS = {
-    "tiled_attention": tiled_attention_case,
-    "sliding_window_attention": sliding_window_attention_case,
-}
+DRAWS = {"tiled_attention": tiled_attention_inputs, "sliding_window_attention": sliding_window_attention_inputs}
+COMPUTE = {"tiled_attention": tiled_attention, "sliding_window_attention": sliding_window_attention}
+BUILDERS = {}

@@ -103,6 +103,15 @@ def float_array(value, name):
         raise CaseError(f"config {name!r} must be a (nested) list of numbers, got {value!r}") from None
 
 
+MASK_KEYS = ("dropout", "dropout_p")  # the config keys of a forward's dropout rate
+
+
+def draws_masks(config):
+    """Whether the case's forward draws dropout masks (a positive rate): they follow its inputs in
+    the generator's stream, so every engine draws that case's inputs itself."""
+    return any(type(config.get(k)) in (int, float) and config[k] > 0 for k in MASK_KEYS)
+
+
 def need(inputs, *names):
     """The named tensors of a case's inputs, in order; a name they lack is a CaseError."""
     missing = [n for n in names if n not in inputs]

@@ -1,8 +1,9 @@
 // Run one case of the catalogue and return the golden document (twin: cases.py): from the inputs
 // the request hands it (docs/protocol.md, "Handed inputs"), through the op's compute function
-// (COMPUTE: named inputs and config -> named outputs); or, for an op whose draws are what its
-// cases verify (parameter init, dropout masks, data sets, training), through its builder, which
-// draws from the case's seed. Both live in one module per family.
+// (COMPUTE: named inputs and config -> named outputs). A case whose forward draws dropout masks
+// draws its inputs here too (DRAWS), since the masks follow them in the stream. An op whose draws
+// are what its cases verify (parameter init, data sets, training) has a builder, which draws
+// from the case's seed and computes. All live in one module per family.
 //
 // A builder returns { inputs, outputs }; a training builder (casesTraining.ts) also returns
 // digests and states (Map t -> state document), which the command line writes to
@@ -10,23 +11,25 @@
 // (casesPretrained.ts) also takes the request's assets, each a ModelFiles (file name -> bytes).
 
 import { Generator } from "../core/rng.ts";
-import { CaseError, checkNumbers, type Config, errorFields, handedInputs } from "../core/caseConfig.ts";
+import { CaseError, checkNumbers, type Config, drawsMasks, errorFields, handedInputs } from "../core/caseConfig.ts";
 import { caseDocument, dumps, type Json } from "../core/golden.ts";
 import { productEngine } from "../core/ops.ts";
-import { type Builder, type Compute, BUILDERS as attention, COMPUTE as attentionCompute } from "./casesAttention.ts";
+import { type Builder, type Compute, type Draw, COMPUTE as attentionCompute, DRAWS as attentionDraws } from "./casesAttention.ts";
 import { BUILDERS as layers, COMPUTE as layersCompute } from "./casesLayers.ts";
-import { BUILDERS as models } from "./casesModels.ts";
-import { BUILDERS as lesson } from "./casesLesson.ts";
+import { COMPUTE as modelsCompute, DRAWS as modelsDraws } from "./casesModels.ts";
+import { BUILDERS as lesson, COMPUTE as lessonCompute, DRAWS as lessonDraws } from "./casesLesson.ts";
 import { BUILDERS as gradcheck } from "./casesGradcheck.ts";
 import { BUILDERS as training, type TrainingResult } from "./casesTraining.ts";
 import { BUILDERS as pretrained, type Assets, splitDocuments } from "./casesPretrained.ts";
-import { BUILDERS as faults } from "./casesFaults.ts";
-import { BUILDERS as lm } from "./casesLm.ts";
-import { BUILDERS as tiled } from "./casesTiled.ts";
+import { BUILDERS as faults, COMPUTE as faultsCompute } from "./casesFaults.ts";
+import { BUILDERS as lm, COMPUTE as lmCompute } from "./casesLm.ts";
+import { COMPUTE as tiled } from "./casesTiled.ts";
 import type { StateDocument } from "../runs/train.ts";
 
-export const COMPUTE: Record<string, Compute> = { ...attentionCompute, ...layersCompute };
-export const BUILDERS: Record<string, Builder> = { ...attention, ...layers, ...models, ...lesson, ...gradcheck, ...training, ...pretrained, ...faults, ...lm, ...tiled };
+export const COMPUTE: Record<string, Compute> = { ...attentionCompute, ...layersCompute, ...modelsCompute, ...lessonCompute, ...faultsCompute, ...lmCompute, ...tiled };
+/** The ops whose cases with dropout draw their inputs here too (their masks follow in the stream). */
+export const DRAWS: Record<string, Draw> = { ...attentionDraws, ...modelsDraws, ...lessonDraws };
+export const BUILDERS: Record<string, Builder> = { ...layers, ...lesson, ...gradcheck, ...training, ...pretrained, ...faults, ...lm };
 
 export interface CaseSpec {
   id: string;
@@ -44,18 +47,22 @@ export function runCase(spec: CaseSpec, assets?: Assets, handed?: unknown): { [k
 /** The golden document and the states (Map t -> state document; empty unless the case trains).
  *  handed: the `inputs` object of the document the request names for this case, if it names one. */
 export function runCaseWithStates(spec: CaseSpec, assets?: Assets, handed?: unknown): { doc: { [key: string]: Json }; states: Map<number, StateDocument> } {
+  const config = spec.config ?? {};
   const compute = Object.hasOwn(COMPUTE, spec.op) ? COMPUTE[spec.op] : undefined;
   const builder = Object.hasOwn(BUILDERS, spec.op) ? BUILDERS[spec.op] : undefined;
   if (compute === undefined && builder === undefined) {
     throw new CaseError(`unknown op '${spec.op}'; this engine knows [${[...Object.keys(COMPUTE), ...Object.keys(BUILDERS)].sort().join(", ")}]`);
   }
-  checkNumbers(spec.config ?? {});
-  if (compute !== undefined && (handed !== undefined || builder === undefined)) {
-    if (handed === undefined) {
-      throw new CaseError(`case '${spec.id}' of op '${spec.op}' needs its inputs handed in the request ('inputs': {id: the path of a document with them}, docs/protocol.md)`);
+  checkNumbers(config);
+  if (compute !== undefined) {
+    const draw = Object.hasOwn(DRAWS, spec.op) ? DRAWS[spec.op] : undefined;
+    const drawn = draw !== undefined && (handed === undefined || drawsMasks(config));
+    if (!drawn && handed === undefined) {
+      throw new CaseError(`case '${spec.id}' of op '${spec.op}' needs its inputs handed in the request ('inputs_from': {id: the path of a document with them}, docs/protocol.md)`);
     }
-    const inputs = handedInputs(handed, spec.id);
-    return { doc: caseDocument(spec as unknown as Json, inputs, compute(inputs, spec.config ?? {})), states: new Map() };
+    const rng = drawn ? new Generator(spec.seed) : null;
+    const inputs = drawn ? draw(config, rng!) : handedInputs(handed, spec.id);
+    return { doc: caseDocument(spec as unknown as Json, inputs, compute(inputs, config, rng)), states: new Map() };
   }
   const rng = new Generator(spec.seed);
   const result = (Object.hasOwn(pretrained, spec.op) ? pretrained[spec.op](spec.config ?? {}, rng, assets ?? {})

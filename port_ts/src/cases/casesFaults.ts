@@ -3,11 +3,11 @@
 // a few steps of clipping and Adam on drawn gradients, the garment images, and the bits of erf
 // and GELU (a 1e-7-accurate erf moves GELU by less than the tolerance; the digests are bit-exact).
 
-import type { Builder } from "./casesAttention.ts";
+import type { Builder, Compute } from "./casesAttention.ts";
 import type { Generator } from "../core/rng.ts";
 import type { Named } from "../core/golden.ts";
-import { type Tensor, zeros } from "../core/ops.ts";
-import { type Config, get, intArray, positiveInt } from "../core/caseConfig.ts";
+import { type IntTensor, type Tensor, zeros } from "../core/ops.ts";
+import { type Config, get, need, positiveInt } from "../core/caseConfig.ts";
 import { greedyDecode } from "../runs/decode.ts";
 import { type DigitArrays, BOS, EOS, batchRows, digitsData, drawDigitSet, encodeInputs } from "../runs/digits.ts";
 import { makeGarments } from "../runs/garments.ts";
@@ -134,23 +134,16 @@ function erfBitsCase(config: Config, _rng: Generator) {
   return { inputs: { x } as Named, outputs: outputs as Named, digests };
 }
 
-// config: B, T, V, scale, valid_lens (B,) (weights: sequenceWeights)
-// draws: logits ~ N(0, scale^2) (B, T, V); targets uniform in [0, V) (B, T)
-function crossEntropyCase(config: Config, rng: Generator) {
-  const B = get<number>(config, "B"), T = get<number>(config, "T"), V = get<number>(config, "V");
-  const logits = rng.normal([B, T, V], 0, get<number>(config, "scale"));
-  const targets = rng.integers([B, T], 0, V);
-  const lens = intArray(get<unknown>(config, "valid_lens"), "valid_lens");
-  const { loss, cache } = crossEntropyForward(logits, targets, sequenceWeights(lens, T));
-  const dlogits = crossEntropyBackward(cache);
-  return {
-    inputs: { logits, targets, valid_lens: lens } as Named,
-    outputs: { loss: { shape: [], data: Float64Array.of(loss) }, dlogits } as Named,
-  };
+// inputs: logits (B, T, V), targets (B, T), valid_lens (B,) (weights: sequenceWeights)
+function crossEntropy(inputs: Named): Named {
+  const { logits, targets, valid_lens: lens } = need(inputs, "logits", "targets", "valid_lens");
+  const { loss, cache } = crossEntropyForward(logits, targets as unknown as IntTensor, sequenceWeights(lens as unknown as IntTensor, logits.shape[1]));
+  return { loss: { shape: [], data: Float64Array.of(loss) }, dlogits: crossEntropyBackward(cache) };
 }
 
+export const COMPUTE: Record<string, Compute> = { cross_entropy: crossEntropy };
+
 export const BUILDERS: Record<string, Builder> = {
-  cross_entropy: crossEntropyCase,
   digits_data: digitsDataCase,
   greedy_decode: greedyDecodeCase,
   optim_steps: optimStepsCase,

@@ -2,25 +2,27 @@
 // the block, the model and KV-cache generation; gradient checks of the block and the model
 // (twin: cases_lm.py; docs/lesson_block.md, docs/decoder_lm.md, docs/kv_cache.md).
 //
-// Every builder draws the parameters first (the init function: PyTorch's defaults), then moves
+// The forward ops compute from the inputs the request hands them (COMPUTE: the reference draws
+// the parameters and the data). The gradient checks draw here too (BUILDERS): they draw the
+// parameters first (the init function: PyTorch's defaults), then move
 // what init leaves at a constant away from it, for each parameter name in order: a layer norm's
 // gamma becomes 1 + 0.1 z, its beta 0.1 z, an attention bias (b_in, b_o) 0.1 z, z ~ N(0, 1) of
 // the tensor's shape; then the data. Gradient checks then make gradcheck's own draws
 // (runs/gradcheck.ts) and write the same outputs as casesGradcheck.ts.
 
-import type { Builder } from "./casesAttention.ts";
+import type { Builder, Compute } from "./casesAttention.ts";
 import type { Named } from "../core/golden.ts";
 import type { IntTensor, Tensor } from "../core/ops.ts";
 import type { Params } from "../core/params.ts";
 import type { Generator } from "../core/rng.ts";
-import { type Config, get, intArray, positiveInt } from "../core/caseConfig.ts";
+import { type Config, get, intArray, need, optional, positiveInt } from "../core/caseConfig.ts";
 import { type DecoderLmConfig, decoderLmForward, decoderLmLoss, decoderLmLossBackward, initDecoderLmParams } from "../models/decoderLm.ts";
-import { causalKeep, initLessonAttentionParams, lessonAttentionForward } from "../nn/lessonAttention.ts";
+import { causalKeep, lessonAttentionForward } from "../nn/lessonAttention.ts";
 import { initLessonBlockParams, lessonBlockBackward, lessonBlockForward, lessonBlockParamCount } from "../nn/lessonBlock.ts";
 import { sequenceWeights } from "../nn/loss.ts";
 import type { LossFn } from "../runs/gradcheck.ts";
 import { reluPattern, runCheck, scalar } from "./casesGradcheck.ts";
-import { type Generated, generateCached, generateFull, leftPad } from "../runs/kvCache.ts";
+import { type Generated, generateCached, generateFull } from "../runs/kvCache.ts";
 
 /** Norms and attention biases away from init, in parameter order (the module doc). */
 function jitter(rng: Generator, params: Params): Params {
@@ -40,44 +42,40 @@ function model(config: Config): DecoderLmConfig {
   return { vocab, max_len: maxLen, d, heads, ffn_hidden: ffnHidden, blocks };
 }
 
-// config: B, T, d, heads, causal (default false)
-// draws: initLessonAttentionParams (W_in, W_o); b_in, b_o jittered; x ~ N(0, 1) (B, T, d)
-function lessonAttentionCase(config: Config, rng: Generator) {
-  const [B, T, d, heads] = ["B", "T", "d", "heads"].map((n) => positiveInt(config, n));
-  const params = jitter(rng, initLessonAttentionParams(rng, d));
-  const x = rng.normal([B, T, d]);
-  const keep = get(config, "causal", false) ? causalKeep(T) : null;
-  const { out, cache } = lessonAttentionForward(x, params, heads, keep);
-  return { inputs: { x, ...params }, outputs: { out, weights: cache.weights } };
+/** The handed inputs but the data: the model's parameters, by name. */
+function paramsOf(inputs: Named, ...data: string[]): Params {
+  return Object.fromEntries(Object.entries(inputs).filter(([name]) => !data.includes(name))) as Params;
 }
 
-// config: B, T, d, heads, ffn_hidden, causal (default false)
-// draws: initLessonBlockParams; norms and biases jittered; x ~ N(0, 1) (B, T, d)
-function lessonBlockCase(config: Config, rng: Generator) {
-  const [B, T, d, heads, F] = ["B", "T", "d", "heads", "ffn_hidden"].map((n) => positiveInt(config, n));
-  const params = jitter(rng, initLessonBlockParams(rng, d, F));
-  const x = rng.normal([B, T, d]);
-  const keep = get(config, "causal", false) ? causalKeep(T) : null;
-  const { out, cache } = lessonBlockForward(x, params, heads, keep);
+function keepOf(config: Config, T: number) {
+  return get(config, "causal", false) ? causalKeep(T) : null;
+}
+
+// config: heads, causal (default false)
+function lessonAttention(inputs: Named, config: Config): Named {
+  const { x } = need(inputs, "x");
+  const { out, cache } = lessonAttentionForward(x, paramsOf(inputs, "x"), positiveInt(config, "heads"), keepOf(config, x.shape[1]));
+  return { out, weights: cache.weights };
+}
+
+// config: d, heads, ffn_hidden, causal (default false)
+function lessonBlock(inputs: Named, config: Config): Named {
+  const { x } = need(inputs, "x");
+  const d = positiveInt(config, "d"), F = positiveInt(config, "ffn_hidden");
+  const { out, cache } = lessonBlockForward(x, paramsOf(inputs, "x"), positiveInt(config, "heads"), keepOf(config, x.shape[1]));
   const count: IntTensor = { shape: [], data: Int32Array.of(lessonBlockParamCount(d, F)) };
-  return { inputs: { x, ...params }, outputs: { out, weights: cache.weights, param_count: count } };
+  return { out, weights: cache.weights, param_count: count };
 }
 
-// config: the model's (vocab, max_len, d, heads, ffn_hidden, blocks), B, T, pads null | (B,)
-// draws: initDecoderLmParams; norms and biases jittered; tokens U{0..vocab-1} (B, T)
-function decoderLmCase(config: Config, rng: Generator) {
-  const m = model(config);
-  const B = positiveInt(config, "B"), T = positiveInt(config, "T");
-  const params = jitter(rng, initDecoderLmParams(rng, m));
-  const tokens = rng.integers([B, T], 0, m.vocab);
-  const padsValue = get<unknown>(config, "pads", null);
-  const pads = padsValue === null ? null : intArray(padsValue, "pads");
-  const { out: logits, cache } = decoderLmForward(tokens, params, m, pads === null ? null : pads.data);
-  const inputs: Named = { tokens, ...params };
-  if (pads !== null) inputs.pads = pads;
+// config: the model's (vocab, max_len, d, heads, ffn_hidden, blocks); inputs tokens (B, T), pads (B,) or none
+function decoderLm(inputs: Named, config: Config): Named {
+  const { tokens } = need(inputs, "tokens");
+  const pads = optional(inputs, "pads");
+  const { out: logits, cache } = decoderLmForward(tokens as unknown as IntTensor, paramsOf(inputs, "tokens", "pads"), model(config),
+    pads === null ? null : pads.data);
   const outputs: Named = { logits };
   cache.weights.forEach((w, i) => { outputs[`blk${i}.weights`] = w; });
-  return { inputs, outputs };
+  return outputs;
 }
 
 function stack(parts: (Tensor | IntTensor)[]): Tensor | IntTensor {
@@ -87,16 +85,15 @@ function stack(parts: (Tensor | IntTensor)[]): Tensor | IntTensor {
   return { shape: [parts.length, ...parts[0].shape.slice(1)], data } as Tensor | IntTensor;
 }
 
-// config: the model's, prompt_lens (N lengths), steps (G), eos
-// draws: initDecoderLmParams; norms and biases jittered; each prompt's ids U{0..vocab-1}
-//   (its length), prompt by prompt
-function kvGenerateCase(config: Config, rng: Generator) {
+// config: the model's, steps (G), eos; inputs the prompts left-padded with eos (N, P), pads (N,)
+function kvGenerate(inputs: Named, config: Config): Named {
   const m = model(config);
   const steps = positiveInt(config, "steps"), eos = get<number>(config, "eos");
-  const lens = [...intArray(get(config, "prompt_lens"), "prompt_lens").data];
-  const params = jitter(rng, initDecoderLmParams(rng, m));
-  const prompts = lens.map((n) => [...rng.integers([n], 0, m.vocab).data]);
-  const { prompts: padded, pads } = leftPad(prompts, eos);
+  const { prompts: given, pads: padsGiven } = need(inputs, "prompts", "pads");
+  const padded = given as unknown as IntTensor, pads = (padsGiven as unknown as IntTensor).data;
+  const params = paramsOf(inputs, "prompts", "pads");
+  const P = padded.shape[1];
+  const prompts = Array.from(pads, (pad, n) => [...padded.data.subarray(n * P + pad, (n + 1) * P)]);
   const cached = generateCached(params, m, padded, pads, steps, eos);
   const full = generateFull(params, m, padded, pads, steps, eos);
   const alone: Generated[] = prompts.map((p) => generateFull(params, m, { shape: [1, p.length], data: Int32Array.from(p) }, new Int32Array(1), steps, eos));
@@ -108,7 +105,7 @@ function kvGenerateCase(config: Config, rng: Generator) {
   }
   outputs["alone.tokens"] = stack(alone.map((a) => a.tokens)); // (N, G)
   outputs["alone.logits"] = stack(alone.map((a) => a.logits)); // (N, G, V)
-  return { inputs: { prompts: padded, pads: { shape: [pads.length], data: pads }, ...params }, outputs };
+  return outputs;
 }
 
 // config: B, T, d, heads, ffn_hidden, causal (default false), gradcheck's
@@ -157,11 +154,14 @@ function gradcheckDecoderLmCase(config: Config, rng: Generator) {
   return { inputs, outputs: { loss: scalar(loss), ...runCheck(config, rng, params, lossFn, grads) } };
 }
 
+export const COMPUTE: Record<string, Compute> = {
+  lesson_attention: lessonAttention,
+  lesson_block: lessonBlock,
+  decoder_lm: decoderLm,
+  kv_generate: kvGenerate,
+};
+
 export const BUILDERS: Record<string, Builder> = {
-  lesson_attention: lessonAttentionCase,
-  lesson_block: lessonBlockCase,
-  decoder_lm: decoderLmCase,
-  kv_generate: kvGenerateCase,
   gradcheck_lesson_block: gradcheckLessonBlockCase,
   gradcheck_decoder_lm: gradcheckDecoderLmCase,
 };

@@ -119,6 +119,14 @@ export function floatArray(value: unknown, name: string): Tensor {
   return { shape, data: Float64Array.from(values) };
 }
 
+const MASK_KEYS = ["dropout", "dropout_p"]; // the config keys of a forward's dropout rate
+
+/** Whether the case's forward draws dropout masks (a positive rate): they follow its inputs in the
+ *  generator's stream, so every engine draws that case's inputs itself. */
+export function drawsMasks(config: Config): boolean {
+  return MASK_KEYS.some((k) => typeof config[k] === "number" && (config[k] as number) > 0);
+}
+
 /** The handed inputs, once every name is checked to be there (a CaseError names what is missing). */
 export function need(inputs: Record<string, Tensor | IntTensor>, ...names: string[]): Record<string, Tensor> {
   const missing = names.filter((n) => !Object.hasOwn(inputs, n));
