@@ -11,8 +11,8 @@ and fails, naming this command, when a committed page differs.
 | command-line.md | the argparse parsers: verify/cli.py's, and each side command's own (cli.side_command) |
 | limits.md | the named constants the runner enforces (verify/), the catalogue schema's bound |
 | hostile-conditions.md | tests/hostile_kinds.py: every hostile input the tests try, its exit and message |
-| faults.md | faults/attention.json, and the op that owns each fault (ops/attention.json) |
-| ops.md | ops/attention.json (axes, cost, tolerances with their reasons) and the catalogue's cases |
+| faults.md | faults/attention.json |
+| ops.md | ops/attention.json (axes, cost, tolerances with their reasons), the faults that target each op (faults/attention.json) and the catalogue's cases |
 """
 
 import argparse
@@ -195,28 +195,20 @@ def _json(path):
     return json.loads((ROOT / path).read_text(encoding="utf-8"))
 
 
-def _owners(ops):
-    owners = {f: "(shared)" for f in ops["shared_faults"]["faults"]}
-    for op, entry in ops["ops"].items():
-        for fault in entry["faults"] if isinstance(entry["faults"], list) else []:
-            owners[fault] = op
-    return owners
-
-
 def faults_page():
-    catalogue, ops = _json(f"faults/{SUITE}.json"), _json(f"ops/{SUITE}.json")
-    owners, faults = _owners(ops), catalogue["faults"]
-    lines = _banner("The fault catalogue", f"`faults/{SUITE}.json` and `ops/{SUITE}.json`")
+    catalogue = _json(f"faults/{SUITE}.json")
+    faults = catalogue["faults"]
+    lines = _banner("The fault catalogue", f"`faults/{SUITE}.json`")
     count = {e: sum(f["engine"] == e for f in faults) for e in ("port", "reference")}
     lines += [_cell(catalogue["description"]), "",
               f"{len(faults)} faults: {count['port']} in the port, {count['reference']} in the reference; "
               f"{sum('witness' in f for f in faults)} with a witness case (which must fail with the fault: "
-              "tests/test_faults.py). `within` is the declaration whose text holds the edit; `op` the op whose "
-              "declaration lists the fault (`(shared)`: the numeric core every op runs on). Running them: "
+              "tests/test_faults.py). `within` is the declaration whose text holds the edit; `op` the op the fault "
+              "targets (`shared`: the numeric core every op runs on). Running them: "
               "`verify faults attention` (docs/faults.md).", "",
               "| fault | engine | area | op | within | what | witness |", "|---|---|---|---|---|---|---|"]
-    for f in sorted(faults, key=lambda f: (f["engine"], owners.get(f["id"], ""), f["id"])):
-        lines.append(f"| `{f['id']}` | {f['engine']} | {f['area']} | {owners.get(f['id'], '')} | `{f['within']}` | "
+    for f in sorted(faults, key=lambda f: (f["engine"], f["op"] != "shared", f["op"], f["id"])):
+        lines.append(f"| `{f['id']}` | {f['engine']} | {f['area']} | {f['op']} | `{f['within']}` | "
                      f"{_cell(f['description'])} | {_code(f.get('witness', ''))} |")
     return "\n".join(lines) + "\n"
 
@@ -255,7 +247,8 @@ def _none_or(value, show):
 
 def ops_page():
     ops, cases = _json(f"ops/{SUITE}.json"), _cases_by_op()
-    lines = _banner("The ops", f"`ops/{SUITE}.json` and `cases/{SUITE}/*.json`")
+    targets = importlib.import_module("verify.ops").faults(SUITE)  # {op: the ids of the faults that target it}
+    lines = _banner("The ops", f"`ops/{SUITE}.json`, `faults/{SUITE}.json` and `cases/{SUITE}/*.json`")
     lines += [f"{len(ops['ops'])} ops, each declared once (adding one: docs/adding-an-op.md). Tolerance rules: "
               "`absolute` |a - e| <= value; `scale` <= value * max |e| over the tensor; `runner` <= value * (1 + |e|); "
               "`relative` <= value * max(|a|, |e|, floor) per element; `unit` <= value * max(1, |e|); `ulp` within "
@@ -263,9 +256,8 @@ def ops_page():
               "| tensors | axes | why |", "|---|---|---|"]
     for rule in ops["rules"]:
         lines.append(f"| {', '.join(f'`{n}`' for n in rule['names'])} | {_axes(rule['axes'])} | {_cell(rule['why'])} |")
-    shared = ops["shared_faults"]
-    lines += ["", f"Faults of the numeric core, owned by no op ({_cell(shared['why'])}): "
-              + ", ".join(f"`{f}`" for f in shared["faults"]) + ".", ""]
+    lines += ["", "Faults of the numeric core every op runs on, which no one op owns (op `shared` in "
+              f"faults/{SUITE}.json): " + ", ".join(f"`{f}`" for f in targets.get("shared", [])) + ".", ""]
     for name, op in ops["ops"].items():
         lines += [f"## `{name}`", "", _cell(op["summary"]), ""]
         if op["uses"]:
@@ -275,7 +267,8 @@ def ops_page():
         cost = op["cost"]
         lines.append(f"- cost (s per case): reference {cost['reference']:g}, port {cost['port']:g} ({_cell(cost['why'])})")
         lines.append("- workloads: " + _none_or(op["workloads"], lambda w: ", ".join(f"`{x}`" for x in w)))
-        lines.append("- faults: " + _none_or(op["faults"], lambda f: ", ".join(f"`{x}`" for x in f)))
+        lines.append("- faults: " + _none_or(op.get("faults"),
+                                             lambda _: ", ".join(f"`{x}`" for x in targets.get(name, []))))
         lines.append("")
         if isinstance(op["tolerances"], dict) and "none" not in op["tolerances"]:
             lines += ["| tolerance | value | rule | why |", "|---|---|---|---|"]

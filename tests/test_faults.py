@@ -30,7 +30,7 @@ def _catalogue(tmp_path, faults):
     return path
 
 
-FAULT = {"id": "x", "engine": "port", "within": "EPS", "find": "export const EPS = 1e-5;",
+FAULT = {"id": "x", "op": "layer_norm", "engine": "port", "within": "EPS", "find": "export const EPS = 1e-5;",
          "replace": "export const EPS = 1e-4;", "description": "d", "area": "forward"}
 
 
@@ -50,6 +50,8 @@ FAULT = {"id": "x", "engine": "port", "within": "EPS", "find": "export const EPS
     ([dict(FAULT, replace=FAULT["find"])], ["the same text"]),
     ([dict(FAULT, engine="reference", within="EPS", find="EPS = 1e-5", witness="layer_norm.d1")], ["only a port fault"]),
     ([dict(FAULT, area="elsewhere")], ["area one of"]),
+    ([dict(FAULT, op="layer_norms")], ["its op 'layer_norms' is not declared in ops/attention.json",
+                                       "set 'op' to the op the fault targets", "'shared'"]),
     ([dict(FAULT, file="port_ts/src/nn/layerNorm.ts")], ["must have exactly the string fields", "not a file"]),
     ([FAULT, FAULT], ["the id is used twice"]),
     ([{"id": "x"}], ["must have exactly the string fields"]),
@@ -119,7 +121,8 @@ def test_the_anchor_is_the_declaration_text_only(tmp_path):
                               '  const s = `${"}"}`; // a brace in a template literal and a string: not the end\n'
                               '  return x * 2 + s.length; /* } */\n}\n\nexport function g(x: number): number {\n'
                               '  return x * 2;\n}\n')
-    fault = Fault(id="y", engine="port", within="g", find="x * 2", replace="x * 3", description="d", area="forward")
+    fault = Fault(id="y", op="shared", engine="port", within="g", find="x * 2", replace="x * 3", description="d",
+                  area="forward")
     edited = apply(fault, tmp_path, tmp_path / "out")
     text = edited.read_text()
     assert "return x * 2 + s.length" in text and text.endswith("  return x * 3;\n}\n"), text

@@ -1,8 +1,9 @@
 """Each op declared once (ops/attention.json, verify/ops.py; adding one: docs/adding-an-op.md): every
 catalogue op has its declaration and every declaration its cases; every declaration holds every
-field (summary, uses, axes, cost, tolerances, workloads, faults), or says why it has none; what an
-op builds on names declared ops, without a cycle; its workloads are the benchmarks' (both
-engines' lists) and its faults the catalogue's, each tied both ways; the scheduler's costs and
+field (summary, uses, axes, cost, tolerances, workloads), or says why it has none; what an op
+builds on names declared ops, without a cycle; its workloads are the benchmarks' (both engines'
+lists), tied both ways; every fault of the catalogue targets a declared op (or "shared"), and every
+op is targeted by one or says why none does (its "faults": {"none": why}); the scheduler's costs and
 the runner's gradcheck bounds are the declared ones; every tensor of every committed golden has
 its axis names."""
 
@@ -14,10 +15,11 @@ import subprocess
 import pytest
 from jsonschema import Draft202012Validator
 
-from verify import expectations, schedule
+from verify import expectations, ops, schedule
 from verify.catalogue import load
 from verify.documents import Schemas
 from verify.ops import FIELDS, GUIDE, Declarations
+from verify.tools.faults import SHARED
 
 
 @pytest.fixture(scope="module")
@@ -39,8 +41,9 @@ def catalogue_ops(repo_root):
 
 
 @pytest.fixture(scope="module")
-def fault_ids(repo_root):
-    return [f["id"] for f in json.loads((repo_root / "faults" / "attention.json").read_text())["faults"]]
+def targets():
+    """{op: the ids of the faults of faults/attention.json that target it}."""
+    return ops.faults()
 
 
 @pytest.fixture(scope="module")
@@ -65,21 +68,18 @@ def missing_fields(doc):
     return [f"{op}: no {', '.join(d.missing(op))}" for op in doc["ops"] if d.missing(op)]
 
 
-def fault_problems(doc, fault_ids):
-    """Each catalogue fault listed by exactly one op or shared_faults, and each listed id a fault."""
-    d = Declarations(doc)
-    owners = {}
-    for op in doc["ops"]:
-        for fid in d.listed(op, "faults"):
-            owners.setdefault(fid, []).append(op)
-    for fid in d.shared_faults:
-        owners.setdefault(fid, []).append("shared_faults")
-    problems = [f"fault {fid!r} is listed by no op (add its id to the faults of the op it targets, or to "
-                f"shared_faults)" for fid in fault_ids if fid not in owners]
-    problems += [f"{', '.join(by)} list(s) fault {fid!r}, which faults/attention.json does not hold"
-                 for fid, by in owners.items() if fid not in fault_ids]
-    problems += [f"fault {fid!r} is listed by {len(by)} places ({', '.join(by)}); one op owns it"
-                 for fid, by in owners.items() if len(by) > 1]
+def fault_problems(doc, targets):
+    """Each fault's op declared (or SHARED); each op targeted by a fault or saying why none is, not both."""
+    problems = [f"faults/attention.json: {', '.join(ids)} target(s) op {op!r}, which is not declared; set 'op' to "
+                f"the declared op each targets, or {SHARED!r}" for op, ids in targets.items()
+                if op != SHARED and op not in doc["ops"]]
+    for op, entry in doc["ops"].items():
+        if op not in targets and "faults" not in entry:
+            problems.append(f"{op}: no fault of faults/attention.json targets it; add one with 'op' {op!r}, or say "
+                            'why none does: "faults": {"none": why}')
+        if op in targets and "faults" in entry:
+            problems.append(f"{op}: says why no fault targets it, but {', '.join(targets[op])} do(es); remove "
+                            'its "faults"')
     return problems
 
 
@@ -118,11 +118,11 @@ def test_every_op_of_the_catalogue_is_declared_and_every_declaration_has_cases(d
 def test_every_op_declares_every_field(doc, declared):
     problems = missing_fields(doc)
     assert not problems, report(problems, f"the fields every op declares ({', '.join(FIELDS)}; "
-                                          '{"none": why} where it has no tolerances, workloads or faults)')
+                                          '{"none": why} where it has no tolerances or workloads)')
 
 
-def test_every_fault_of_the_catalogue_is_owned_by_one_op_and_every_listed_fault_exists(doc, declared, fault_ids):
-    problems = fault_problems(doc, fault_ids)
+def test_every_fault_targets_a_declared_op_and_every_op_is_targeted_or_says_why_not(doc, declared, targets):
+    problems = fault_problems(doc, targets)
     assert not problems, report(problems, "the faults")
 
 
@@ -174,20 +174,19 @@ def test_every_tensor_of_every_golden_has_axis_names(declared, repo_root, engine
 def test_an_op_declared_with_summary_uses_and_axes_only_is_named_with_what_it_lacks(doc):
     broken = copy.deepcopy(doc)
     broken["ops"]["new_op"] = {"summary": "a new op", "uses": [], "axes": {}}
-    assert missing_fields(broken) == ["new_op: no cost, tolerances, workloads, faults"]
+    assert missing_fields(broken) == ["new_op: no cost, tolerances, workloads"]
     message = report(missing_fields(broken), "the fields")
     assert GUIDE in message and "new_op" in message
 
 
-def test_an_unowned_fault_an_unknown_fault_and_a_fault_owned_twice_are_named(doc, fault_ids):
-    broken = copy.deepcopy(doc)
-    taken = broken["ops"]["layer_norm"]["faults"].pop()  # now owned by no op
-    broken["ops"]["gelu"]["faults"].append("port.gelu.no_such_fault")
-    broken["ops"]["ffn"]["faults"] = ["port.layer_norm.unbiased_variance"]  # layer norm's too
-    problems = fault_problems(broken, fault_ids)
-    assert any(repr(taken) in p and "listed by no op" in p for p in problems), problems
-    assert any("'port.gelu.no_such_fault'" in p and "does not hold" in p for p in problems), problems
-    assert any("'port.layer_norm.unbiased_variance'" in p and "2 places" in p for p in problems), problems
+def test_a_fault_of_an_undeclared_op_an_op_without_faults_or_reason_and_a_stale_reason_are_named(doc, targets):
+    broken, moved = copy.deepcopy(doc), dict(targets)
+    moved["no_such_op"] = moved.pop("layer_norm")  # layer norm's faults now aim elsewhere
+    broken["ops"]["gelu"]["faults"] = {"none": "a stale reason"}  # though gelu's faults target it
+    problems = fault_problems(broken, moved)
+    assert any("target(s) op 'no_such_op', which is not declared" in p for p in problems), problems
+    assert any(p.startswith("layer_norm: no fault") and '{"none": why}' in p for p in problems), problems
+    assert any(p.startswith("gelu: says why") and "port.gelu.tanh_approximation" in p for p in problems), problems
     assert len(problems) == 3, problems
 
 

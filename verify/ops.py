@@ -1,8 +1,10 @@
 """Each op declared once: ops/<suite>.json (schema golden/schemas/ops.schema.json; adding an op:
 docs/adding-an-op.md): the axis names of its tensors (verify/axes.py), the ops it builds on (the
 report names the primitive that explains the others first), its cost estimate (verify/schedule.py),
-its tolerances with their reasons, its benchmark workloads and the faults that target it.
-tests/test_ops_declared.py fails when a catalogue op lacks its declaration or any of FIELDS."""
+its tolerances with their reasons and its benchmark workloads. The faults that target an op are
+the fault catalogue's (faults(): each fault of faults/<suite>.json names its op); an op no fault
+targets says why under "faults": {"none": why}. tests/test_ops_declared.py fails when a catalogue
+op lacks its declaration or any of FIELDS."""
 
 import fnmatch
 import functools
@@ -12,7 +14,7 @@ from pathlib import Path
 from .plain import plain
 
 ROOT = Path(__file__).resolve().parent.parent
-FIELDS = ("summary", "uses", "axes", "cost", "tolerances", "workloads", "faults")  # every op declares each
+FIELDS = ("summary", "uses", "axes", "cost", "tolerances", "workloads")  # every op declares each
 GUIDE = "docs/adding-an-op.md"
 
 
@@ -24,7 +26,6 @@ class Declarations:
     def __init__(self, doc):
         self.rules = doc.get("rules", [])
         self.ops = doc.get("ops", {})
-        self.shared_faults = list(doc.get("shared_faults", {}).get("faults", []))
         self._axes = {}  # (op, name, ndim) -> axes(), found once: a run asks for thousands of tensors
 
     def missing(self, op):
@@ -49,7 +50,7 @@ class Declarations:
         return dict(own[name])
 
     def listed(self, op, field):
-        """The op's workloads or faults as a list: empty for {"none": why} or an absent field."""
+        """The op's workloads as a list: empty for {"none": why} or an absent field."""
         value = self.ops.get(op, {}).get(field)
         return list(value) if isinstance(value, list) else []
 
@@ -90,6 +91,15 @@ class Declarations:
             return 0  # a cycle (refused by the tests): stop
         direct = self.ops.get(op, {}).get("uses", [])
         return 0 if not direct else 1 + max(self.depth(u, seen + (op,)) for u in direct)
+
+
+def faults(suite="attention"):
+    """{op: the ids of the faults that target it} from the fault catalogue, faults/<suite>.json
+    (op "shared": the faults of the numeric core every op runs on)."""
+    by_op = {}
+    for fault in json.loads((ROOT / "faults" / f"{suite}.json").read_text(encoding="utf-8"))["faults"]:
+        by_op.setdefault(fault["op"], []).append(fault["id"])
+    return by_op
 
 
 def declarations(suite="attention"):

@@ -1,6 +1,7 @@
 """`verify faults attention`: does the verification catch porting bugs? (docs/faults.md)
 
-The catalogue (faults/<suite>.json) lists faults, each one text edit of one engine's source,
+The catalogue (faults/<suite>.json) lists faults, each one text edit of one engine's source
+aimed at one op of ops/<suite>.json (op; "shared": the numeric core every op runs on),
 anchored to the declaration that holds it (within: a function, Class.method or constant; find,
 exactly once in that declaration's text; replace), wherever in the engine's tree the declaration
 lives (verify/tools/anchors.py), so moving a function to another module keeps its faults. For each fault
@@ -32,7 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import assets, catalogue, cli, layout, lifecycle, options, schedule, suite, verdict
+from .. import assets, catalogue, cli, layout, lifecycle, ops, options, schedule, suite, verdict
 from .. import engines as engines_mod
 from ..documents import DocumentError, read
 from ..errors import EXIT_MISMATCH, EXIT_PASS, InputError
@@ -41,7 +42,8 @@ from . import anchors
 
 AREAS = ("forward", "backward", "optimiser", "generator", "init", "decoding", "data")
 ENGINES = ("port", "reference")
-KEYS = {"id", "engine", "within", "find", "replace", "description", "area"}
+SHARED = "shared"  # the op of a fault in the numeric core every op runs on (the product kernel, the generator)
+KEYS = {"id", "op", "engine", "within", "find", "replace", "description", "area"}
 OPTIONAL = {"witness"}  # a case that must fail with the fault (tests/test_faults.py checks it end to end)
 SLOW_OPS = {"train_reversal"}  # the last stage
 STAGES = (
@@ -56,6 +58,7 @@ TREES = {"port": ("port_ts/src", "port_ts/package.json"), "reference": ("referen
 @dataclass
 class Fault:
     id: str
+    op: str  # the op it targets (ops/<suite>.json), or SHARED
     engine: str
     within: str
     find: str
@@ -80,9 +83,10 @@ class Outcome:
         return bool(self.caught) or self.engine_error is not None
 
 
-def load(path, root, display):
-    """The catalogue's faults, checked: every key present, a known engine and area, and one
-    declaration of `within` in that engine's tree whose text holds `find` exactly once."""
+def load(path, root, display, suite="attention"):
+    """The catalogue's faults, checked: every key present, a declared op (or SHARED), a known
+    engine and area, and one declaration of `within` in that engine's tree whose text holds `find`
+    exactly once."""
     try:
         doc = read(path)  # bounded and without blocking: a pipe or /dev/zero is said at once
     except DocumentError as exc:
@@ -91,7 +95,7 @@ def load(path, root, display):
     entries = doc.get("faults") if isinstance(doc, dict) else None
     if not isinstance(entries, list) or not entries:
         raise InputError(f"the fault catalogue {display(path)} needs a non-empty list 'faults' (docs/faults.md)")
-    faults, seen = [], set()
+    faults, seen, declared = [], set(), ops.declarations(suite).ops
     for n, entry in enumerate(entries):
         where = f"fault {n} of {display(path)}"
         if (not isinstance(entry, dict) or not KEYS <= set(entry) <= KEYS | OPTIONAL
@@ -103,6 +107,10 @@ def load(path, root, display):
         if fault.id in seen:
             raise InputError(f"{where}: the id is used twice")
         seen.add(fault.id)
+        if fault.op != SHARED and fault.op not in declared:
+            raise InputError(f"{where}: its op {fault.op!r} is not declared in ops/{suite}.json; set 'op' to the op "
+                             f"the fault targets, one declared there, or {SHARED!r} for the numeric core every op "
+                             "runs on (docs/faults.md)")
         if fault.engine not in ENGINES or fault.area not in AREAS:
             raise InputError(f"{where}: engine must be one of {ENGINES} and area one of {AREAS}")
         if fault.find == fault.replace:
@@ -312,7 +320,7 @@ def run(args, out):
     project = cli.Project(args, args.suite)
     started = time.monotonic()
     path = args.catalogue or project.root / "faults" / f"{project.suite}.json"
-    faults = load(path, project.root, project.display)
+    faults = load(path, project.root, project.display, project.suite)
     if args.fault:
         faults = [f for f in faults if any(catalogue.matches(f.id, p) for p in args.fault)]
         if not faults:
