@@ -240,7 +240,7 @@ function run(req: Request): { outputs: Record<string, number[]>; times_ms: numbe
   return { outputs, times_ms: times, warmup_calls: warm.length };
 }
 
-if (process.argv[2] === "list") { // the workloads' op names (tests/test_ops_declared.py ties them to ops/attention.json)
+if (process.argv[2] === "list") { // the workloads' names (tests/test_ops_declared.py: bench/workloads.py's, in its order)
   process.stdout.write(`${JSON.stringify({ primitives: Object.keys(PRIMITIVES), cases: Object.keys(CASES) })}\n`);
 } else if (process.argv[2] === "serve") {
   for await (const line of createInterface({ input: process.stdin })) {

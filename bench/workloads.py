@@ -131,6 +131,11 @@ def workloads():
 
 
 WORKLOADS = workloads()
+# {name of PRIMITIVES or CASES: the op of ops/attention.json it times}: a primitive's is its name
+# (Adam's, optim_steps), a case's the catalogue case's op. The one list of an op's workloads
+# (tests/test_ops_declared.py, docs/reference/ops.md).
+OPS = {**{name: name for name in PRIMITIVES}, "adam": "optim_steps",
+       **{name: _case(file, case_id)["op"] for name, file, case_id in CASES}}
 
 
 @dataclass

@@ -12,11 +12,12 @@ and fails, naming this command, when a committed page differs.
 | limits.md | the named constants the runner enforces (verify/), the catalogue schema's bound |
 | hostile-conditions.md | tests/hostile_kinds.py: every hostile input the tests try, its exit and message |
 | faults.md | faults/attention.json |
-| ops.md | ops/attention.json (axes, cost, tolerances with their reasons), the faults that target each op (faults/attention.json) and the catalogue's cases |
+| ops.md | ops/attention.json (axes, cost, tolerances with their reasons), each op's workloads (bench/workloads.py) and faults (faults/attention.json), the catalogue's cases |
 """
 
 import argparse
 import importlib
+import importlib.util
 import json
 import sys
 from pathlib import Path
@@ -241,14 +242,26 @@ def _case_rows(listed):
     return rows
 
 
+def _workloads():
+    """{op: the names of the benchmark workloads that time it}, from bench/workloads.py's OPS."""
+    spec = importlib.util.spec_from_file_location("bench_workloads", ROOT / "bench" / "workloads.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    by_op = {}
+    for name, op in module.OPS.items():
+        by_op.setdefault(op, []).append(name)
+    return by_op
+
+
 def _none_or(value, show):
     return f"none: {_cell(value['none'])}" if isinstance(value, dict) and "none" in value else show(value)
 
 
 def ops_page():
-    ops, cases = _json(f"ops/{SUITE}.json"), _cases_by_op()
+    ops, cases, workloads = _json(f"ops/{SUITE}.json"), _cases_by_op(), _workloads()
     targets = importlib.import_module("verify.ops").faults(SUITE)  # {op: the ids of the faults that target it}
-    lines = _banner("The ops", f"`ops/{SUITE}.json`, `faults/{SUITE}.json` and `cases/{SUITE}/*.json`")
+    lines = _banner("The ops", f"`ops/{SUITE}.json`, `bench/workloads.py`, `faults/{SUITE}.json` and "
+                               f"`cases/{SUITE}/*.json`")
     lines += [f"{len(ops['ops'])} ops, each declared once (adding one: docs/adding-an-op.md). Tolerance rules: "
               "`absolute` |a - e| <= value; `scale` <= value * max |e| over the tensor; `runner` <= value * (1 + |e|); "
               "`relative` <= value * max(|a|, |e|, floor) per element; `unit` <= value * max(1, |e|); `ulp` within "
@@ -266,7 +279,8 @@ def ops_page():
             lines.append("- axes: " + "; ".join(f"`{t}` {_axes(a)}" for t, a in op["axes"].items()))
         cost = op["cost"]
         lines.append(f"- cost (s per case): reference {cost['reference']:g}, port {cost['port']:g} ({_cell(cost['why'])})")
-        lines.append("- workloads: " + _none_or(op["workloads"], lambda w: ", ".join(f"`{x}`" for x in w)))
+        lines.append("- workloads: " + _none_or(op.get("workloads"),
+                                                lambda _: ", ".join(f"`{x}`" for x in workloads.get(name, []))))
         lines.append("- faults: " + _none_or(op.get("faults"),
                                              lambda _: ", ".join(f"`{x}`" for x in targets.get(name, []))))
         lines.append("")

@@ -1,9 +1,10 @@
 """Each op declared once (ops/attention.json, verify/ops.py; adding one: docs/adding-an-op.md): every
 catalogue op has its declaration and every declaration its cases; every declaration holds every
-field (summary, uses, axes, cost, tolerances, workloads), or says why it has none; what an op
-builds on names declared ops, without a cycle; its workloads are the benchmarks' (both engines'
-lists), tied both ways; every fault of the catalogue targets a declared op (or "shared"), and every
-op is targeted by one or says why none does (its "faults": {"none": why}); the scheduler's costs and
+field (summary, uses, axes, cost, tolerances), or says why it has none; what an op builds on names
+declared ops, without a cycle; both engines' benchmarks list the same workloads, each timing a
+declared op, and every op is benchmarked or says why not (its "workloads": {"none": why}); every
+fault of the catalogue targets a declared op (or "shared"), and every op is targeted by one or says
+why none does (its "faults": {"none": why}); the scheduler's costs and
 the runner's gradcheck bounds are the declared ones; every tensor of every committed golden has
 its axis names."""
 
@@ -47,17 +48,12 @@ def targets():
 
 
 @pytest.fixture(scope="module")
-def bench_workloads(repo_root, node):
-    """{engine: the benchmark workloads' op names}: bench/workloads.py's and bench/workloads.mts's."""
+def bench(repo_root):
+    """bench/workloads.py, the benchmarks' one list of workloads (OPS: the op each one times)."""
     spec = importlib.util.spec_from_file_location("bench_workloads", repo_root / "bench" / "workloads.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    done = subprocess.run([str(node), "bench/workloads.mts", "list"], cwd=repo_root, capture_output=True, text=True,
-                          timeout=120)
-    assert done.returncode == 0, done.stderr
-    port = json.loads(done.stdout)
-    return {"bench/workloads.py": list(module.PRIMITIVES) + [op for op, _, _ in module.CASES],
-            "bench/workloads.mts": port["primitives"] + port["cases"]}
+    return module
 
 
 # ---- the checks, on any declarations document (the tests below also feed them broken ones) ----
@@ -83,22 +79,18 @@ def fault_problems(doc, targets):
     return problems
 
 
-def workload_problems(doc, bench):
-    """Each declared workload in both engines' benchmark lists, and each benchmark workload
-    declared by exactly one op."""
-    d = Declarations(doc)
-    owners = {}
-    for op in doc["ops"]:
-        for name in d.listed(op, "workloads"):
-            owners.setdefault(name, []).append(op)
-    problems = []
-    for where, names in bench.items():
-        problems += [f"{', '.join(by)} declare(s) workload {name!r}, which {where} does not have"
-                     for name, by in owners.items() if name not in names]
-        problems += [f"{where}'s workload {name!r} is declared by no op (list it in the workloads of its op)"
-                     for name in names if name not in owners]
-    problems += [f"workload {name!r} is declared by {', '.join(by)}; one op owns it" for name, by in owners.items()
-                 if len(by) > 1]
+def workload_problems(doc, workload_ops):
+    """Each workload's op declared; each op benchmarked or saying why not, not both."""
+    problems = [f"bench/workloads.py: workload {name!r} times op {op!r}, which is not declared; make OPS name the "
+                f"declared op it times" for name, op in workload_ops.items() if op not in doc["ops"]]
+    for op, entry in doc["ops"].items():
+        names = [name for name, of in workload_ops.items() if of == op]
+        if not names and "workloads" not in entry:
+            problems.append(f"{op}: no workload of bench/workloads.py times it; add one, or say why none does: "
+                            '"workloads": {"none": why}')
+        if names and "workloads" in entry:
+            problems.append(f"{op}: says why no workload times it, but {', '.join(names)} do(es); remove its "
+                            '"workloads"')
     return problems
 
 
@@ -118,7 +110,7 @@ def test_every_op_of_the_catalogue_is_declared_and_every_declaration_has_cases(d
 def test_every_op_declares_every_field(doc, declared):
     problems = missing_fields(doc)
     assert not problems, report(problems, f"the fields every op declares ({', '.join(FIELDS)}; "
-                                          '{"none": why} where it has no tolerances or workloads)')
+                                          '{"none": why} where it has no tolerances)')
 
 
 def test_every_fault_targets_a_declared_op_and_every_op_is_targeted_or_says_why_not(doc, declared, targets):
@@ -126,8 +118,18 @@ def test_every_fault_targets_a_declared_op_and_every_op_is_targeted_or_says_why_
     assert not problems, report(problems, "the faults")
 
 
-def test_every_benchmark_workload_is_owned_by_one_op_in_both_engines(doc, declared, bench_workloads):
-    problems = workload_problems(doc, bench_workloads)
+def test_both_engines_benchmark_the_same_workloads(repo_root, node, bench):
+    done = subprocess.run([str(node), "bench/workloads.mts", "list"], cwd=repo_root, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    port = json.loads(done.stdout)
+    python = {"primitives": list(bench.PRIMITIVES), "cases": [name for name, _, _ in bench.CASES]}
+    assert port == python, f"bench/workloads.mts lists {port}, bench/workloads.py {python}: make them the same"
+
+
+def test_every_workload_times_a_declared_op_and_every_op_is_benchmarked_or_says_why_not(doc, declared, bench):
+    assert set(bench.OPS) == set(bench.PRIMITIVES) | {name for name, _, _ in bench.CASES}
+    problems = workload_problems(doc, bench.OPS)
     assert not problems, report(problems, "the workloads")
 
 
@@ -174,7 +176,7 @@ def test_every_tensor_of_every_golden_has_axis_names(declared, repo_root, engine
 def test_an_op_declared_with_summary_uses_and_axes_only_is_named_with_what_it_lacks(doc):
     broken = copy.deepcopy(doc)
     broken["ops"]["new_op"] = {"summary": "a new op", "uses": [], "axes": {}}
-    assert missing_fields(broken) == ["new_op: no cost, tolerances, workloads"]
+    assert missing_fields(broken) == ["new_op: no cost, tolerances"]
     message = report(missing_fields(broken), "the fields")
     assert GUIDE in message and "new_op" in message
 
@@ -190,15 +192,14 @@ def test_a_fault_of_an_undeclared_op_an_op_without_faults_or_reason_and_a_stale_
     assert len(problems) == 3, problems
 
 
-def test_a_workload_missing_from_one_engine_or_owned_by_no_op_is_named(doc, bench_workloads):
-    broken = copy.deepcopy(doc)
-    broken["ops"]["gelu"]["workloads"] = ["gelu", "rope_only_here"]
-    broken["ops"]["ffn"]["workloads"] = {"none": "taken away to show the check"}
-    problems = workload_problems(broken, bench_workloads)
-    for where in bench_workloads:
-        assert any(f"which {where} does not have" in p and "'rope_only_here'" in p for p in problems), problems
-        assert any(f"{where}'s workload 'ffn' is declared by no op" in p for p in problems), problems
-    assert len(problems) == 4, problems
+def test_a_workload_of_an_undeclared_op_an_op_without_workload_or_reason_and_a_stale_reason_are_named(doc, bench):
+    broken, ops_of = copy.deepcopy(doc), dict(bench.OPS, gelu="gelus")  # gelu's workload now times no declared op
+    broken["ops"]["ffn"]["workloads"] = {"none": "a stale reason"}  # though the ffn workload times it
+    problems = workload_problems(broken, ops_of)
+    assert any("workload 'gelu' times op 'gelus', which is not declared" in p for p in problems), problems
+    assert any(p.startswith("gelu: no workload") and '{"none": why}' in p for p in problems), problems
+    assert any(p.startswith("ffn: says why") and "but ffn do(es)" in p for p in problems), problems
+    assert len(problems) == 3, problems
 
 
 def test_a_tolerance_a_test_reads_but_no_op_declares_fails_naming_what_to_declare(node, repo_root):

@@ -1,10 +1,11 @@
 """Each op declared once: ops/<suite>.json (schema golden/schemas/ops.schema.json; adding an op:
 docs/adding-an-op.md): the axis names of its tensors (verify/axes.py), the ops it builds on (the
 report names the primitive that explains the others first), its cost estimate (verify/schedule.py),
-its tolerances with their reasons and its benchmark workloads. The faults that target an op are
-the fault catalogue's (faults(): each fault of faults/<suite>.json names its op); an op no fault
-targets says why under "faults": {"none": why}. tests/test_ops_declared.py fails when a catalogue
-op lacks its declaration or any of FIELDS."""
+its tolerances with their reasons. Its benchmark workloads are bench/workloads.py's (OPS names
+each one's op) and the faults that target it the fault catalogue's (faults(): each fault of
+faults/<suite>.json names its op); an op with none says why under "workloads" or "faults":
+{"none": why}. tests/test_ops_declared.py fails when a catalogue op lacks its declaration or any
+of FIELDS."""
 
 import fnmatch
 import functools
@@ -14,7 +15,7 @@ from pathlib import Path
 from .plain import plain
 
 ROOT = Path(__file__).resolve().parent.parent
-FIELDS = ("summary", "uses", "axes", "cost", "tolerances", "workloads")  # every op declares each
+FIELDS = ("summary", "uses", "axes", "cost", "tolerances")  # every op declares each
 GUIDE = "docs/adding-an-op.md"
 
 
@@ -48,11 +49,6 @@ class Declarations:
             raise Undeclared(f"op {op!r} declares no tolerance {name!r} in ops/attention.json (it declares "
                              f"{have or 'none'}); add it with its rule and its reason ({GUIDE})")
         return dict(own[name])
-
-    def listed(self, op, field):
-        """The op's workloads as a list: empty for {"none": why} or an absent field."""
-        value = self.ops.get(op, {}).get(field)
-        return list(value) if isinstance(value, list) else []
 
     def axes(self, op, name, ndim):
         """The names of the axes of tensor `name` written by `op`, or None when not declared: the op's
