@@ -252,3 +252,15 @@ def test_axis_names_from_the_shared_rules_follow_their_glob_patterns():
     found = d.axes("op", "lab.weights", 2)
     found.append("changed")
     assert d.axes("op", "lab.weights", 2) == ["query", "key"]
+
+
+def test_every_declared_tolerance_is_read_somewhere(repo_root, declared):
+    """A tolerance whose name is quoted nowhere a check could read it (the tests of both engines, the
+    benchmarks, the runner, the catalogue's expectations) bounds nothing: its declaration goes."""
+    import re
+    sources = "".join(p.read_text(encoding="utf-8") for pattern in (
+        "tests/*.py", "bench/*.py", "bench/*.mts", "port_ts/test/**/*.ts", "verify/**/*.py", "cases/attention/*.json")
+        for p in repo_root.glob(pattern))
+    unread = [f"{op}.{name}" for op, entry in declared.ops.items() for name in entry.get("tolerances", {})
+              if name != "none" and not re.search(rf"[\"']{re.escape(name)}[\"']", sources)]
+    assert not unread, f"declared in ops/attention.json but read by no check: {unread}"
