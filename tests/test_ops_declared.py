@@ -181,7 +181,9 @@ def test_an_op_declared_with_summary_uses_and_axes_only_is_named_with_what_it_la
     assert GUIDE in message and "new_op" in message
 
 
-def test_a_fault_of_an_undeclared_op_an_op_without_faults_or_reason_and_a_stale_reason_are_named(doc, targets):
+def test_an_undeclared_target_an_op_without_one_or_a_reason_and_a_stale_reason_are_named(doc, targets, bench):
+    """For faults and workloads alike: the target of one that aims at no declared op, an op that
+    none targets and that says no why, and a reason kept though one now targets the op."""
     broken, moved = copy.deepcopy(doc), dict(targets)
     moved["no_such_op"] = moved.pop("layer_norm")  # layer norm's faults now aim elsewhere
     broken["ops"]["gelu"]["faults"] = {"none": "a stale reason"}  # though gelu's faults target it
@@ -189,17 +191,13 @@ def test_a_fault_of_an_undeclared_op_an_op_without_faults_or_reason_and_a_stale_
     assert any("target(s) op 'no_such_op', which is not declared" in p for p in problems), problems
     assert any(p.startswith("layer_norm: no fault") and '{"none": why}' in p for p in problems), problems
     assert any(p.startswith("gelu: says why") and "port.gelu.tanh_approximation" in p for p in problems), problems
-    assert len(problems) == 3, problems
-
-
-def test_a_workload_of_an_undeclared_op_an_op_without_workload_or_reason_and_a_stale_reason_are_named(doc, bench):
     broken, ops_of = copy.deepcopy(doc), dict(bench.OPS, gelu="gelus")  # gelu's workload now times no declared op
     broken["ops"]["ffn"]["workloads"] = {"none": "a stale reason"}  # though the ffn workload times it
-    problems = workload_problems(broken, ops_of)
+    problems += workload_problems(broken, ops_of)
     assert any("workload 'gelu' times op 'gelus', which is not declared" in p for p in problems), problems
     assert any(p.startswith("gelu: no workload") and '{"none": why}' in p for p in problems), problems
     assert any(p.startswith("ffn: says why") and "but ffn do(es)" in p for p in problems), problems
-    assert len(problems) == 3, problems
+    assert len(problems) == 6, problems
 
 
 def test_a_tolerance_a_test_reads_but_no_op_declares_fails_naming_what_to_declare(node, repo_root):
