@@ -93,7 +93,7 @@ def keep_run(root, argv, specs, cache_dir, extra=None, timeout=900):
 
 
 CLOSING = ("=== ", "where to start: ", "short summary:", "note: ", "unused golden", "timings (", "reports: ", "tolerance: ",
-           "reference: ", "looser tolerance ")
+           "reference: ", "looser tolerance ", "port: ")
 
 
 def split_output(stdout):
