@@ -5,7 +5,8 @@ submitting a training case's replay request once both engines have reported it. 
 starts at once (before the reference's other cases finish; whichever engine reports last, the
 reference cache included), with the segments the caller submitted, at most `jobs` processes run at
 once, the expensive cases start first, every case runs exactly once per engine, --jobs 1 is strictly
-sequential (the replay after every submission), and an engine error stops the other processes at once."""
+sequential (the replay after every submission), an engine error stops the other processes at once,
+and a forward case reaches the port with the reference's document, after the reference."""
 
 import json
 import sys
@@ -26,6 +27,8 @@ FAKE = textwrap.dedent('''
         with open(log, "a") as fh:
             fh.write(json.dumps([label, what, time.monotonic(), [c["id"] for c in request["cases"]]]) + "\\n")
     note("start")
+    if request.get("inputs_from"):
+        note({"inputs_from": request["inputs_from"]})
     if request.get("replay"):
         note({i: e["segments"] for i, e in request["replay"].items()})
     for case in request["cases"]:
@@ -101,6 +104,29 @@ def test_the_replay_starts_before_the_references_last_case_finishes(fake, tmp_pa
     assert replay_start < slow_done - 1.0  # while the reference still works on its slow case
     assert set(replay.statuses) == {"train.a"} and ("replay", "train.a") in seen
     assert seen.index(("replay", "train.a")) < seen.index(("reference", "slow.b"))
+
+
+def test_a_forward_case_reaches_the_port_with_the_references_document_once_the_reference_reported_it(fake, tmp_path):
+    """docs/protocol.md, "Handed inputs": the port's request names the reference's document of each
+    forward case the reference ran ok, and no port process takes a forward case before the
+    reference reported it, however much the port's cost says it should go first."""
+    make, events = fake
+    specs = [spec("f.slow", 1.0), spec("f.fast"), spec("f.refused", not_ok_reference=True), spec("train.a", op="train_a")]
+    costs = {(label, s["id"]): 0.01 for s in specs for label in ("reference", "replay")}
+    costs.update({("port", s["id"]): 10.0 for s in specs})  # the port's cases look like the longest work
+    costs[("reference", "f.slow")] = 5.0
+    sched, runs, _, _ = run(make(), specs, tmp_path, 2, costs=costs)
+    log = events()
+    done = {(label, what[5:]): t for label, what, t, _ in log if isinstance(what, str) and what.startswith("case ")}
+    for case_id in ("f.slow", "f.fast", "f.refused"):
+        assert done[("reference", case_id)] < done[("port", case_id)], case_id
+    handed = {}
+    for label, what, _, _ in log:
+        if label == "port" and isinstance(what, dict) and "inputs_from" in what:
+            handed.update(what["inputs_from"])
+    reference_dir = sched.live["reference"].out_dir
+    assert handed == {i: str(reference_dir / f"{i}.json") for i in ("f.slow", "f.fast")}  # not the refused, not training
+    assert set(runs["port"].statuses) == {s["id"] for s in specs}
 
 
 def test_at_most_jobs_processes_and_every_case_once_per_engine(fake, tmp_path):
