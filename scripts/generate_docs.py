@@ -12,7 +12,7 @@ and fails, naming this command, when a committed page differs.
 | limits.md | the named constants the runner enforces (verify/), the catalogue schema's bound |
 | hostile-conditions.md | tests/hostile_kinds.py: every hostile input the tests try, its exit and message |
 | faults.md | faults/attention.json |
-| ops.md | ops/attention.json (axes, cost, tolerances with their reasons), each op's workloads (bench/workloads.py) and faults (faults/attention.json), the catalogue's cases |
+| ops.md | ops/attention.json (axes, tolerances with their reasons), each op's workloads (bench/workloads.py) and faults (faults/attention.json), the catalogue's cases |
 """
 
 import argparse
@@ -277,8 +277,6 @@ def ops_page():
             lines.append("- uses: " + ", ".join(f"`{u}`" for u in op["uses"]))
         if op["axes"]:
             lines.append("- axes: " + "; ".join(f"`{t}` {_axes(a)}" for t, a in op["axes"].items()))
-        cost = op["cost"]
-        lines.append(f"- cost (s per case): reference {cost['reference']:g}, port {cost['port']:g} ({_cell(cost['why'])})")
         lines.append("- workloads: " + _none_or(op.get("workloads"),
                                                 lambda _: ", ".join(f"`{x}`" for x in workloads.get(name, []))))
         lines.append("- faults: " + _none_or(op.get("faults"),

@@ -182,14 +182,14 @@ def test_an_engine_error_stops_the_other_processes_at_once(fake, tmp_path):
     assert time.monotonic() - started < 15  # the reference's 30 s case was killed, not waited for
 
 
-def test_costs_come_from_the_previous_report_else_the_static_table(tmp_path):
+def test_costs_come_from_the_previous_report_else_a_first_guess_by_kind(tmp_path):
     specs = [spec("train.r", op="train_reversal"), spec("m", op="masked_softmax")]
     report = tmp_path / "previous.json"
     report.write_text(json.dumps({"cases": [{"id": "m", "seconds": {"reference": 3.0, "port": None}}]}))
     costs = schedule.estimate_costs(specs, report)
     assert costs[("reference", "m")] == 3.0 and costs[("port", "m")] == schedule.DEFAULT_COST
-    assert costs[("reference", "train.r")] == schedule.COSTS["train_reversal"][0]
-    assert costs[("replay", "train.r")] == pytest.approx(schedule.REPLAY_SHARE * schedule.COSTS["train_reversal"][1])
+    assert costs[("reference", "train.r")] == costs[("port", "train.r")] == schedule.FIRST_GUESS["training"]
+    assert costs[("replay", "train.r")] == pytest.approx(schedule.REPLAY_SHARE * schedule.FIRST_GUESS["training"])
     report.write_text("{not json")
     assert schedule.estimate_costs(specs, report) == schedule.estimate_costs(specs, None)  # only a hint
 

@@ -1,10 +1,9 @@
 """Each op declared once: ops/<suite>.json (schema golden/schemas/ops.schema.json; adding an op:
 docs/adding-an-op.md): the axis names of its tensors (verify/axes.py), the ops it builds on (the
-report names the primitive that explains the others first), its cost estimate (verify/schedule.py),
-its tolerances with their reasons. Its benchmark workloads are bench/workloads.py's (OPS names
-each one's op) and the faults that target it the fault catalogue's (faults(): each fault of
-faults/<suite>.json names its op); an op with none says why under "workloads" or "faults":
-{"none": why}. tests/test_ops_declared.py fails when a catalogue op lacks its declaration or any
+report names the primitive that explains the others first), its tolerances with their reasons.
+Its benchmark workloads are bench/workloads.py's (OPS names each one's op) and the faults that
+target it the fault catalogue's (faults(): each fault of faults/<suite>.json names its op); an op
+with none says why under "workloads" or "faults": {"none": why}. tests/test_ops_declared.py fails when a catalogue op lacks its declaration or any
 of FIELDS."""
 
 import fnmatch
@@ -15,7 +14,7 @@ from pathlib import Path
 from .plain import plain
 
 ROOT = Path(__file__).resolve().parent.parent
-FIELDS = ("summary", "uses", "axes", "cost", "tolerances")  # every op declares each
+FIELDS = ("summary", "uses", "axes", "tolerances")  # every op declares each
 GUIDE = "docs/adding-an-op.md"
 
 
@@ -33,10 +32,6 @@ class Declarations:
         """The FIELDS the op's declaration lacks (all of them for an undeclared op)."""
         entry = self.ops.get(op, {})
         return [f for f in FIELDS if f not in entry]
-
-    def costs(self):
-        """{op: (reference seconds, port seconds)} for every op that declares its cost."""
-        return {op: (e["cost"]["reference"], e["cost"]["port"]) for op, e in self.ops.items() if "cost" in e}
 
     def tolerance(self, op, name):
         """The op's tolerance `name`: {value, rule, why[, step, min_grad, floor]}; Undeclared when

@@ -27,19 +27,20 @@ from . import engines as engines_mod
 from . import layout, lifecycle
 from .documents import read
 from .errors import InputError
-from .ops import declarations
 
 REPLAY = "replay"  # the label of the port's replay processes (the engine itself is the port)
-COSTS = declarations().costs()  # op -> (reference, port) seconds per case, declared in ops/<suite>.json
-DEFAULT_COST = 0.01  # a case of an op that declares no cost
+# Seconds per case in either engine before a report has measured it: a guess by kind, so that a
+# first run starts the training runs first (a forward case takes milliseconds).
+FIRST_GUESS = {"training": 5.0, "gradcheck": 0.5, "pretrained": 0.5}
+DEFAULT_COST = 0.01  # a forward case, and anything else unmeasured
 REPLAY_SHARE = 0.85  # a replay of every segment costs about this share of the port's free run
 MIN_BUNDLE = 1.0  # seconds of estimated work below which a process takes more cases
 
 
 def estimate_costs(specs, previous_report=None):
     """{(label, case id): estimated seconds} for "reference", "port" and "replay": each engine's
-    valid `seconds` in the previous JSON report, else the op's declared cost. The previous report
-    is only a hint: read as every document is (documents.read), and ignored when unreadable."""
+    valid `seconds` in the previous JSON report, else FIRST_GUESS by the case's kind. The previous
+    report is only a hint: read as every document is (documents.read), and ignored when unreadable."""
     seen = {}
     try:
         if previous_report:
@@ -50,9 +51,9 @@ def estimate_costs(specs, previous_report=None):
         seen = {}
     costs = {}
     for spec in specs:
-        static = COSTS.get(spec.get("op"), (DEFAULT_COST, DEFAULT_COST))
-        for n, name in enumerate(("reference", "port")):
-            costs[(name, spec["id"])] = seen.get((name, spec["id"]), static[n])
+        guess = FIRST_GUESS.get(spec.get("kind"), DEFAULT_COST)
+        for name in ("reference", "port"):
+            costs[(name, spec["id"])] = seen.get((name, spec["id"]), guess)
         costs[(REPLAY, spec["id"])] = REPLAY_SHARE * costs[("port", spec["id"])]
     return costs
 
