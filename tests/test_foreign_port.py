@@ -49,3 +49,31 @@ def test_each_bug_of_the_foreign_port_fails_its_op(tmp_path, bug, op):
     if bug == "softmax_keeps_len":  # one key too many is kept: no case without lengths or with one key sees it
         expected -= {"masked_softmax.no_mask", "masked_softmax.k1"}
     assert failed == expected
+
+
+COPYING = '''
+import json, os, sys
+request = json.load(sys.stdin)
+os.makedirs(request["out_dir"], exist_ok=True)
+for case in request["cases"]:
+    with open(request["inputs_from"][case["id"]]) as fh:
+        doc = json.load(fh)  # whatever it was handed, written back as its own
+    doc.update(case=case, engine={"name": "port", "version": "0.1.0"}, generator="threefry2x32-20/polar-v1",
+               schema_version=1)
+    with open(os.path.join(request["out_dir"], case["id"] + ".json"), "w") as fh:
+        json.dump(doc, fh)
+    print(json.dumps({"id": case["id"], "ok": True, "seconds": 0.0}), flush=True)
+'''
+
+
+def test_a_port_that_copies_what_it_is_handed_fails(tmp_path):
+    """The port is handed the inputs of the reference's document, never its outputs: a port that
+    writes back its handed document has no outputs to show, and every case fails."""
+    script = tmp_path / "copying_port.py"
+    script.write_text(COPYING)
+    report = tmp_path / "report.json"
+    proc = run_verify(ROOT, "attention", "--port-cmd", f"{sys.executable} {script}", *SELECT, "--report", report,
+                      timeout=600)
+    assert proc.returncode == 1, proc.stdout[-3000:]
+    cases = json.loads(report.read_text())["cases"]
+    assert len(cases) == 14 and not any(c["passed"] for c in cases)

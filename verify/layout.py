@@ -53,6 +53,11 @@ def engine_dir(work_dir, name):
     return Path(work_dir) / name
 
 
+def handed(work_dir, case_id):
+    """The inputs of a forward case the runner hands to the port (docs/protocol.md)."""
+    return Path(work_dir) / "handed" / f"{case_id}.json"
+
+
 def replay_dir(work_dir):
     """The directory the port's replay processes of one run write into."""
     return Path(work_dir) / "port-replay"

@@ -3,8 +3,8 @@
 
 The work is three queues of cases: the reference's, the port's, and the port's replays of the
 reference's training states (docs/training.md, "Replay"). A forward case reaches the port once
-the reference has reported it: the port's request hands it the reference's document, whose
-inputs it computes from (docs/protocol.md, "Handed inputs"). The scheduler only runs processes and
+the reference has reported it: the port's request hands it the inputs of the reference's
+document, and nothing else of it (docs/protocol.md, "Handed inputs"). The scheduler only runs processes and
 tells what they reported: `events` gives (label, case id) once that label's process has reported
 the case (its status line, or the end of the process without one), and None when all is done.
 A replay is queued once the caller (verify/judge.py) submits its request (`submit_replay`).
@@ -17,6 +17,7 @@ change the order, never a result. With jobs == 1 nothing overlaps: one reference
 case, then one port process, then, once every replay was submitted, one replay process.
 """
 
+import json
 import queue
 import threading
 import time
@@ -26,6 +27,7 @@ from pathlib import Path
 from . import engines as engines_mod
 from . import layout, lifecycle
 from .documents import read
+from .files import write_atomically
 from .errors import InputError
 
 REPLAY = "replay"  # the label of the port's replay processes (the engine itself is the port)
@@ -105,6 +107,7 @@ class Scheduler:
         self.position = {s["id"]: i for i, s in enumerate(cases.specs)}
         self.expected = frozenset(cases.replays) & set(self.specs)  # the replays the caller will submit
         self.replays = {}  # case id -> its submitted replay request entry (without from_dir)
+        self.work_dir = Path(work_dir)
         self.live = {name: Live(e, layout.engine_dir(work_dir, name)) for name, e in engines.items()}
         self.live[REPLAY] = Live(engines["port"], layout.replay_dir(work_dir))
         self.answered = {name: dict(found) for name, found in (cases.answered or {}).items()
@@ -142,6 +145,24 @@ class Scheduler:
     def _ready(self, label, case_id):
         """A case the port is handed inputs for waits until the reference has reported it."""
         return not self._handed(label, case_id) or case_id in self._reported.get("reference", ())
+
+    def _inputs_of(self, case_id):
+        """The document handed to the port for a forward case: the inputs alone of the reference's
+        document, never its outputs (a port that copied what it was handed must not pass). None
+        when the reference did not run the case well or its document cannot be read (the verdict
+        fails the case then)."""
+        if (self.live["reference"].statuses.get(case_id) or {}).get("ok") is not True:
+            return None
+        path = layout.handed(self.work_dir, case_id)
+        try:
+            doc = read(layout.main(self.live["reference"].out_dir, case_id))
+            if not (isinstance(doc, dict) and isinstance(doc.get("inputs"), dict)):
+                return None
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_atomically(path, json.dumps({"inputs": doc["inputs"]}, allow_nan=False))
+        except (OSError, ValueError):  # a DocumentError is a ValueError
+            return None
+        return path
 
     def _event(self, label, case_id):
         """Tell the caller that label's process reported the case; wakes a worker waiting for it.
@@ -262,10 +283,9 @@ class Scheduler:
             from_dir = self.live["reference"].out_dir
             extra["replay"] = {i: dict(self.replays[i], from_dir=str(layout.states(from_dir, i)))
                                for i in ids}
-        handed = [i for i in ids if self._handed(label, i)
-                  and (self.live["reference"].statuses.get(i) or {}).get("ok") is True]
-        if handed:
-            extra["inputs_from"] = {i: str(layout.main(self.live["reference"].out_dir, i)) for i in handed}
+        handed = {i: self._inputs_of(i) for i in ids if self._handed(label, i)}
+        if any(handed.values()):
+            extra["inputs_from"] = {i: str(path) for i, path in handed.items() if path is not None}
 
         def on_status(status):
             if self._error is not None or self._stopped:
