@@ -28,6 +28,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]  # verify/ and tests/hostile_kin
 OUT = Path("docs/reference")
 COMMAND = "python scripts/generate_docs.py"
 SUITE = "attention"
+from verify.tools.faults import SHARED  # noqa: E402  the op of the numeric core's faults
 
 
 def _banner(title, source):
@@ -208,7 +209,7 @@ def faults_page():
               "targets (`shared`: the numeric core every op runs on). Running them: "
               "`verify faults attention` (docs/faults.md).", "",
               "| fault | engine | area | op | within | what | witness |", "|---|---|---|---|---|---|---|"]
-    for f in sorted(faults, key=lambda f: (f["engine"], f["op"] != "shared", f["op"], f["id"])):
+    for f in sorted(faults, key=lambda f: (f["engine"], f["op"] != SHARED, f["op"], f["id"])):
         lines.append(f"| `{f['id']}` | {f['engine']} | {f['area']} | {f['op']} | `{f['within']}` | "
                      f"{_cell(f['description'])} | {_code(f.get('witness', ''))} |")
     return "\n".join(lines) + "\n"
@@ -270,7 +271,7 @@ def ops_page():
     for rule in ops["rules"]:
         lines.append(f"| {', '.join(f'`{n}`' for n in rule['names'])} | {_axes(rule['axes'])} | {_cell(rule['why'])} |")
     lines += ["", "Faults of the numeric core every op runs on, which no one op owns (op `shared` in "
-              f"faults/{SUITE}.json): " + ", ".join(f"`{f}`" for f in targets.get("shared", [])) + ".", ""]
+              f"faults/{SUITE}.json): " + ", ".join(f"`{f}`" for f in targets.get(SHARED, [])) + ".", ""]
     for name, op in ops["ops"].items():
         lines += [f"## `{name}`", "", _cell(op["summary"]), ""]
         if op["uses"]:

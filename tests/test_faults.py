@@ -214,7 +214,9 @@ def test_every_fault_of_the_catalogue_is_caught(repo_root):
     assert "Traceback" not in proc.stdout + proc.stderr
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr
     report = json.loads((repo_root / "reports" / "faults-attention.json").read_text())
-    assert report["caught"] == report["total"] == len(load(repo_root / "faults" / "attention.json", repo_root, str))
+    catalogue = {f.id: f for f in load(repo_root / "faults" / "attention.json", repo_root, str)}
+    assert report["caught"] == report["total"] == len(catalogue)
+    assert all(f["op"] == catalogue[f["id"]].op for f in report["faults"])  # each fault's op, in the account
     assert all(f["caught"] and (f["cases"] or f["engine_error"]) for f in report["faults"])
     witnesses = {f.id: f.witness for f in WITNESSED}
     missed = [(f["id"], witnesses[f["id"]]) for f in report["faults"]

@@ -37,6 +37,7 @@ from .. import assets, catalogue, cli, layout, lifecycle, ops, options, schedule
 from .. import engines as engines_mod
 from ..documents import DocumentError, read
 from ..errors import EXIT_MISMATCH, EXIT_PASS, InputError
+from ..files import write_atomically
 from ..records import error_kind
 from . import anchors
 
@@ -349,14 +350,15 @@ def run(args, out):
     wall = time.monotonic() - started
     for o in outcomes:
         report["faults"].append({
-            "id": o.fault.id, "engine": o.fault.engine, "area": o.fault.area, "description": o.fault.description,
+            "id": o.fault.id, "op": o.fault.op, "engine": o.fault.engine, "area": o.fault.area,
+            "description": o.fault.description,
             "caught": o.is_caught, "stage": o.stage, "engine_error": o.engine_error, "seconds": round(o.seconds, 2),
             "cases": [{"id": cid, "how": kinds} for cid, kinds in o.caught],
         })
     report.update(caught=caught, total=len(outcomes), seconds=round(wall, 1), baseline_seconds=round(baselines.seconds, 1))
     target = project.root / "reports" / f"faults-{project.suite}.json"
     target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    write_atomically(target, json.dumps(report, indent=2) + "\n")
     missed = [o.fault.id for o in outcomes if not o.is_caught]
     if missed:
         print(f"missed: {', '.join(missed)}; add a case that catches each (docs/faults.md), never weaken a fault", file=out)
