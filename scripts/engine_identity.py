@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from verify import assets as assets_mod  # noqa: E402
-from verify import catalogue, engines  # noqa: E402
+from verify import catalogue, engines, schedule  # noqa: E402
 from verify.compare import ulp_distance  # noqa: E402
 from verify.documents import DocumentError, Schemas, decode_tensors, read  # noqa: E402
 from verify.errors import InputError  # noqa: E402
@@ -125,28 +125,29 @@ def compare(base_dir, other_dir, case_ids):
 
 
 def _reference(needed, work, timeout):
-    """The reference's run of the forward and training cases, for the inputs it hands and its
-    states (None when there are none)."""
+    """The reference's run of the forward and training cases: the states it leaves in
+    work/reference, and {forward case id: the document of its inputs alone} as verify hands them
+    (schedule.hand_inputs)."""
     if not needed:
-        return None
+        return None, {}
     t0 = time.monotonic()
     engines.run(engines.reference_engine(ROOT), [c.spec for c in needed], work / "reference", timeout)
     print(f"reference: the forward cases' inputs and the training cases' states in {time.monotonic() - t0:.1f} s")
-    return work / "reference"
+    handed = {c.id: schedule.hand_inputs(work / "reference", work, c.id) for c in needed if c.kind == "forward"}
+    return work / "reference", {cid: str(path) for cid, path in handed.items() if path is not None}
 
 
 def _run_engine(argv_, cases, training, states, out, timeout, extra):
     """One engine's two requests: every case (the forward ones handed the reference's documents),
     then the training cases' replay. (run, wall seconds of both, the cases whose replay was not ok)."""
     port = engines.Engine("port", argv_, ROOT)
-    forward = [c.id for c in cases if c.kind == "forward"]
-    if forward:
-        extra = dict(extra, inputs_from={cid: str(states.result() / f"{cid}.json") for cid in forward})
+    if any(c.kind == "forward" for c in cases):
+        extra = dict(extra, inputs_from=states.result()[1])
     run = engines.run(port, [c.spec for c in cases], out / "main", timeout, extra)
     wall, bad_replays = run.wall, []
     replayed = [c for c in training if request_entry(c)["segments"]]
     if replayed:
-        from_dir = states.result()
+        from_dir = states.result()[0]
         replay = {c.id: dict(request_entry(c), from_dir=str(from_dir / f"{c.id}.states")) for c in replayed}
         again = engines.run(port, [c.spec for c in replayed], out / "replay", timeout, {"replay": replay})
         wall += again.wall

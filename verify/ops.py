@@ -3,8 +3,8 @@ docs/adding-an-op.md): the axis names of its tensors (verify/axes.py), the ops i
 report names the primitive that explains the others first), its tolerances with their reasons.
 Its benchmark workloads are bench/workloads.py's (OPS names each one's op) and the faults that
 target it the fault catalogue's (faults(): each fault of faults/<suite>.json names its op); an op
-with none says why under "workloads" or "faults": {"none": why}. tests/test_ops_declared.py fails when a catalogue op lacks its declaration or any
-of FIELDS."""
+with none says why under "workloads" or "faults": {"none": why}. tests/test_ops_declared.py fails
+when a catalogue op lacks its declaration or any of FIELDS."""
 
 import fnmatch
 import functools

@@ -60,6 +60,22 @@ def estimate_costs(specs, previous_report=None):
     return costs
 
 
+def hand_inputs(reference_dir, work_dir, case_id):
+    """The path of a document holding the inputs alone of the reference's document of a forward
+    case, written under work_dir, never its outputs (a port that copied what it was handed must
+    not pass); None when that document cannot be read (the verdict fails the case then)."""
+    path = layout.handed(work_dir, case_id)
+    try:
+        doc = read(layout.main(reference_dir, case_id))
+        if not (isinstance(doc, dict) and isinstance(doc.get("inputs"), dict)):
+            return None
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomically(path, json.dumps({"inputs": doc["inputs"]}, allow_nan=False))
+    except (OSError, ValueError):  # a DocumentError is a ValueError
+        return None
+    return path
+
+
 @dataclass
 class Process:
     """One engine process as it ran: what it was given and what it took."""
@@ -147,22 +163,11 @@ class Scheduler:
         return not self._handed(label, case_id) or case_id in self._reported.get("reference", ())
 
     def _inputs_of(self, case_id):
-        """The document handed to the port for a forward case: the inputs alone of the reference's
-        document, never its outputs (a port that copied what it was handed must not pass). None
-        when the reference did not run the case well or its document cannot be read (the verdict
-        fails the case then)."""
+        """The document handed to the port for a forward case (hand_inputs), or None when the
+        reference did not run the case well."""
         if (self.live["reference"].statuses.get(case_id) or {}).get("ok") is not True:
             return None
-        path = layout.handed(self.work_dir, case_id)
-        try:
-            doc = read(layout.main(self.live["reference"].out_dir, case_id))
-            if not (isinstance(doc, dict) and isinstance(doc.get("inputs"), dict)):
-                return None
-            path.parent.mkdir(parents=True, exist_ok=True)
-            write_atomically(path, json.dumps({"inputs": doc["inputs"]}, allow_nan=False))
-        except (OSError, ValueError):  # a DocumentError is a ValueError
-            return None
-        return path
+        return hand_inputs(self.live["reference"].out_dir, self.work_dir, case_id)
 
     def _event(self, label, case_id):
         """Tell the caller that label's process reported the case; wakes a worker waiting for it.
