@@ -3,7 +3,7 @@ request's "kernel" (or cli.ts's --kernel) sets productEngine.mode for the whole 
 line counts the products each kernel ran, a bad value is a request error, and the two kernels give
 the same documents byte for byte. The forced JavaScript kernel is verified as a reader without
 Wasm SIMD runs it: a bug in the JavaScript kernel that "auto" lets through (its large products run
-in Wasm) is caught with "kernel": "js". The three Wasm modules core/wasmKernel.ts assembles are
+in Wasm) is caught with "kernel": "js". The three Wasm modules kernels/wasm.ts assembles are
 valid and as large as the documents say."""
 
 import json
@@ -91,7 +91,7 @@ LARGE_PRODUCTS_CASE = "pretrained.minilm.lesson"
 def js_kernel_bug(tmp_path):
     src = tmp_path / "port_src"
     shutil.copytree(ROOT / "port_ts" / "src", src)
-    ops = src / "core" / "ops.ts"
+    ops = src / "kernels" / "product.ts"
     text = ops.read_text()
     assert text.count(JS_KERNEL_LINE) == 1, "update JS_KERNEL_LINE to today's productKernel"
     ops.write_text(text.replace(JS_KERNEL_LINE, JS_KERNEL_LINE.replace("] * B[", "] / B[")))
@@ -135,14 +135,13 @@ def test_the_js_kernel_gives_the_wasm_kernels_documents_byte_for_byte_on_the_who
 # module, the file, the sentence that holds the figure.
 DOCUMENTED_SIZES = [
     ("product", "docs/performance.md", r"a (\d+)-byte module assembled by `productModuleBytes`"),
-    ("product", "port_ts/src/core/wasmKernel.ts", r"the whole module is (\d+) bytes \(productEngine\.moduleBytes\)"),
+    ("product", "port_ts/src/kernels/wasm.ts", r"the whole module is (\d+) bytes \(productEngine\.moduleBytes\)"),
     ("productT", "docs/performance.md", r"`productT` \(a (\d+)-byte module"),
-    ("rows", "docs/performance.md", r"\(`core/wasmKernel\.ts`, (\d+) bytes;"),
+    ("rows", "docs/performance.md", r"\(`kernels/wasm\.ts`, (\d+) bytes;"),
 ]
 MODULES = """
-import { PRODUCT_MODULE, PRODUCT_T_MODULE, rowModule } from "./src/core/wasmKernel.ts";
-import { EXP_CONSTANTS } from "./src/core/mathlib.ts";
-const modules = { product: PRODUCT_MODULE, productT: PRODUCT_T_MODULE, rows: rowModule(EXP_CONSTANTS) };
+import { PRODUCT_MODULE, PRODUCT_T_MODULE, ROW_MODULE } from "./src/kernels/wasm.ts";
+const modules = { product: PRODUCT_MODULE, productT: PRODUCT_T_MODULE, rows: ROW_MODULE };
 console.log(JSON.stringify(Object.fromEntries(Object.entries(modules).map(([k, b]) => [k, { bytes: b.length, valid: WebAssembly.validate(b) }]))));
 """
 
@@ -154,7 +153,7 @@ def test_each_wasm_module_is_valid_and_as_large_as_the_documents_say(node, repo_
     modules = json.loads(proc.stdout)
     for module, info in modules.items():
         assert info["valid"], (f"the {module} module does not validate (WebAssembly.validate): "
-                               "its builder in core/wasmKernel.ts wrote a bad instruction")
+                               "its builder in kernels/wasm.ts wrote a bad instruction")
     for module, path, pattern in DOCUMENTED_SIZES:
         found = re.findall(pattern, (repo_root / path).read_text())
         assert len(found) == 1, f"expected one figure for the {module} module in {path} ({pattern}), found {len(found)}"

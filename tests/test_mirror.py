@@ -26,15 +26,19 @@ REF_ONE_SIDED = {
 }
 PORT_ONE_SIDED = {
     "cli.ts": "the port's command line, the only module that touches node:*; the reference's is __main__.py",
-    "core/wasmKernel.ts": "the WebAssembly SIMD product kernel behind core/ops.ts; the reference's products are NumPy's",
+    # the kernels layer (docs/engines.md): how the port computes fast, not what; the reference's
+    # products and elementwise passes are NumPy's
+    "kernels/wasm.ts": "the three WebAssembly SIMD modules, assembled byte by byte",
+    "kernels/memory.ts": "the kernels' one Wasm memory and a training step's workspace; NumPy allocates its own",
+    "kernels/product.ts": "the product kernel behind core/ops.ts's matmul (JavaScript, its Wasm twin, the choice)",
+    "kernels/rows.ts": "the row kernels behind nn/ (JavaScript, their Wasm twins, the choice)",
 }
 
 # Public names (Python: no leading underscore; TypeScript: exported, and public methods of
 # exported classes) with no twin, and why. Every other public name must have one.
 PORT_ONLY = {
     "core/ops": {"sizeOf", "zeros", "tensor", "intTensor",  # NumPy arrays need no constructors
-                 "newWorkspace", "inWorkspace", "empty",  # a training step's reused memory; NumPy allocates its own
-                 "products"},  # strided batched products (head slices of multi-head attention); NumPy's views and matmul need none
+                 "empty"},  # a tensor from a training step's reused memory, unfilled; NumPy allocates its own
     "core/params": {"copyParams"},  # copies the gradients out of that memory
     "core/rng": {"nextDouble"},  # the port draws one double at a time; NumPy draws whole arrays
     "core/case_config": {"optional"},  # an absent optional input; Python's dict.get is the same
@@ -114,7 +118,7 @@ def test_a_module_in_the_wrong_layer_or_without_a_twin_is_named(tmp_path):
         "another layer: move one of them)",
         "port_ts/src/models/extra.ts has no twin reference/models/extra.py",
     ], problems
-    assert "PORT_ONE_SIDED names port_ts/src/core/wasmKernel.ts, which does not exist" in problems
+    assert "PORT_ONE_SIDED names port_ts/src/kernels/wasm.ts, which does not exist" in problems
     # The faithful layout passes (the one-sided entries that do not exist here aside).
     for folder in ("nn", "runs"):
         (tmp_path / "port" / folder).mkdir()

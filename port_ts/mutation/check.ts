@@ -20,7 +20,7 @@ import { dirname, join, resolve } from "node:path";
 import { runCase, type CaseSpec } from "../src/cases/cases.ts";
 import { splitDocuments, type Assets } from "../src/cases/casesPretrained.ts";
 import { dumps, type Json } from "../src/core/golden.ts";
-import { productEngine } from "../src/core/ops.ts";
+import { productEngine } from "../src/kernels/product.ts";
 import { activeMutant, cannotReach, countUnder, recordCoverage } from "./coverage.ts";
 
 const TOL = 1e-6;

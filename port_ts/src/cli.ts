@@ -25,7 +25,7 @@ import { evaluateState, replaySegment } from "./cases/casesTraining.ts";
 import { document, ITEMS, itemId, KINDS } from "./cases/requests.ts";
 import { CaseError } from "./core/caseConfig.ts";
 import { caseDocument, dumps, type Json } from "./core/golden.ts";
-import { productEngine } from "./core/ops.ts";
+import { productEngine } from "./kernels/product.ts";
 import type { StateDocument } from "./runs/train.ts";
 import { Generator } from "./core/rng.ts";
 

@@ -6,7 +6,10 @@
 import assert from "node:assert/strict";
 import { existsSync, readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
-import { type Tensor, inWorkspace, newWorkspace, productEngine, rowKernels, zeros } from "../src/core/ops.ts";
+import { type Tensor, zeros } from "../src/core/ops.ts";
+import { inWorkspace, newWorkspace } from "../src/kernels/memory.ts";
+import { productEngine } from "../src/kernels/product.ts";
+import { rowKernels } from "../src/kernels/rows.ts";
 
 /** A JSON file of test data in port_ts/test/ (small-configs.json, safetensors-hostile.json). */
 export function fixture<T>(name: string): T {

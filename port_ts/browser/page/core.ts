@@ -12,7 +12,8 @@ export type { Assets, ModelFiles } from "../../src/cases/casesPretrained.ts";
 export { evaluateState, replaySegment } from "../../src/cases/casesTraining.ts";
 export { CaseError } from "../../src/core/caseConfig.ts";
 export { caseDocument, dumps, type Json } from "../../src/core/golden.ts";
-export { productEngine, type Tensor, type IntTensor } from "../../src/core/ops.ts";
+export { type Tensor, type IntTensor } from "../../src/core/ops.ts";
+export { productEngine } from "../../src/kernels/product.ts";
 export type { StateDocument } from "../../src/runs/train.ts";
 
 export { greedyDecode } from "../../src/runs/decode.ts";

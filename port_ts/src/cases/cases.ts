@@ -13,7 +13,7 @@
 import { Generator } from "../core/rng.ts";
 import { CaseError, checkNumbers, type Config, drawsMasks, errorFields, handedInputs } from "../core/caseConfig.ts";
 import { caseDocument, dumps, type Json } from "../core/golden.ts";
-import { productEngine } from "../core/ops.ts";
+import { productEngine } from "../kernels/product.ts";
 import { type Builder, type Compute, type Draw, COMPUTE as attentionCompute, DRAWS as attentionDraws } from "./casesAttention.ts";
 import { BUILDERS as layers, COMPUTE as layersCompute } from "./casesLayers.ts";
 import { COMPUTE as modelsCompute, DRAWS as modelsDraws } from "./casesModels.ts";

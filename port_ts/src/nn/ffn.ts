@@ -9,7 +9,8 @@
 // linearBackward through W1, b1. The forward applies the ReLU in place (hPre's array becomes h)
 // and the backward reads the rule off h: h > 0 exactly where hPre > 0.
 
-import { type Tensor, empty, rowKernels, zeros } from "../core/ops.ts";
+import { type Tensor, empty, zeros } from "../core/ops.ts";
+import { rowKernels } from "../kernels/rows.ts";
 import { type LinearCache, linearBackward, linearForward } from "./linear.ts";
 
 export interface FfnCache {

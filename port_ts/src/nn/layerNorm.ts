@@ -15,7 +15,8 @@
 // where mean() is the in-order sum over the row's d features divided by d (see layer_norm.py
 // for the derivation). Exact for constant rows too (xhat = 0 there).
 
-import { type Tensor, empty, rowKernels } from "../core/ops.ts";
+import { type Tensor, empty } from "../core/ops.ts";
+import { rowKernels } from "../kernels/rows.ts";
 
 export const EPS = 1e-5;
 

@@ -14,7 +14,8 @@
 //   coef[n]    = w[n] / (sum of w)                   one rounded division (1 / N without weights)
 //   dlogits[n] = (p - onehot(t)) * coef[n]
 
-import { type Tensor, type IntTensor, empty, rowKernels, zeros } from "../core/ops.ts";
+import { type Tensor, type IntTensor, empty, zeros } from "../core/ops.ts";
+import { rowKernels } from "../kernels/rows.ts";
 import { log } from "../core/mathlib.ts";
 
 export interface CrossEntropyCache {

@@ -3,7 +3,8 @@
 // query) or (B, Q) (one length per query row). Key k of a row is kept when k < len; masked
 // scores are replaced by -1e6, not -Infinity, so a row with length 0 gets uniform weights 1/K.
 
-import { type Tensor, type IntTensor, empty, rowKernels, sizeOf } from "../core/ops.ts";
+import { type Tensor, type IntTensor, empty, sizeOf } from "../core/ops.ts";
+import { rowKernels } from "../kernels/rows.ts";
 
 export const MASK_VALUE = -1e6;
 

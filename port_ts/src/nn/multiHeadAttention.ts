@@ -18,13 +18,14 @@
 //
 // No split or merge is copied: each head's products (its scores, weights times values, and the
 // four products of their backward) read and write head h's slice of the (B, Q|K, d) tensors in
-// place (ops.products: offset h*D, rows d apart), one call per head batched over B. Every output
+// place (kernels/product.ts: offset h*D, rows d apart), one call per head batched over B. Every output
 // is the sum it is in dotProductAttention on split heads, in the same order (q_h k_h^T over D,
 // weights v_h over keys, dv and dk over queries, dq over keys); splitHeads and mergeHeads remain
 // for the layers that copy (bert, lessonAttention).
 
 import type { Generator } from "../core/rng.ts";
-import { type Tensor, type IntTensor, empty, matmul, matmulNT, products, weightGrad } from "../core/ops.ts";
+import { type Tensor, type IntTensor, empty, matmul, matmulNT, weightGrad } from "../core/ops.ts";
+import { products } from "../kernels/product.ts";
 import { attentionDropout, attentionDropoutBackward } from "./dotProductAttention.ts";
 import { type MaskedSoftmaxCache, maskedSoftmaxBackward, maskedSoftmaxForward } from "./maskedSoftmax.ts";
 

@@ -15,7 +15,8 @@
 // Shape legend: n images, C = 1 channel, S = 8 image side, K classes, B batch.
 
 import type { Generator } from "../core/rng.ts";
-import { type IntTensor, type Tensor, empty, inWorkspace, newWorkspace } from "../core/ops.ts";
+import { type IntTensor, type Tensor, empty } from "../core/ops.ts";
+import { inWorkspace, newWorkspace } from "../kernels/memory.ts";
 import type { Named } from "../core/golden.ts";
 import { type Params, copyParams } from "../core/params.ts";
 import type { Run } from "./schedule.ts";

@@ -23,7 +23,8 @@
 //                                       pass (T = tokens emitted, S = source steps)
 // and digests train_data, test_data (dataDigest), equal across engines.
 
-import { type IntTensor, type Tensor, inWorkspace, newWorkspace } from "../core/ops.ts";
+import { type IntTensor, type Tensor } from "../core/ops.ts";
+import { inWorkspace, newWorkspace } from "../kernels/memory.ts";
 import { type Params, copyParams } from "../core/params.ts";
 import type { Generator } from "../core/rng.ts";
 import type { Named } from "../core/golden.ts";

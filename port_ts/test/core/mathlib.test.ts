@@ -3,7 +3,7 @@
 // is tested by tests/test_mathlib.py (SHA-256 over ~1e6 inputs per function).
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { rowKernels } from "../../src/core/ops.ts";
+import { rowKernels } from "../../src/kernels/rows.ts";
 import { sameBitsInKernels } from "../toolkit.ts";
 import { exp, expm1, log, sin, cos, tanh, ldexp, powLn, twoProd, specLog, horner, EXP_CONSTANTS, TRIG_MAX } from "../../src/core/mathlib.ts";
 

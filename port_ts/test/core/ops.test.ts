@@ -7,11 +7,12 @@
 // with the Wasm kernel forced ("wasm", even for the smallest products).
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import {
-  type Tensor, empty, inWorkspace, intTensor, matmul, matmulNT, matmulTn, meanLast, newWorkspace, productEngine, products, rowKernels, sizeOf, sumLast, tensor, zeros,
-} from "../../src/core/ops.ts";
+import { type Tensor, empty, intTensor, matmul, matmulNT, matmulTn, meanLast, sizeOf, sumLast, tensor, zeros } from "../../src/core/ops.ts";
+import { inWorkspace, newWorkspace } from "../../src/kernels/memory.ts";
+import { productEngine, products } from "../../src/kernels/product.ts";
+import { rowKernels } from "../../src/kernels/rows.ts";
 import { copyParams } from "../../src/core/params.ts";
-import { PRODUCT_T_MODULE, instantiateProduct, instantiateProductT } from "../../src/core/wasmKernel.ts";
+import { PRODUCT_T_MODULE, instantiateProduct, instantiateProductT } from "../../src/kernels/wasm.ts";
 
 /** A small deterministic generator (xorshift64*), independent of the port's generator. */
 function makeRandom(seed: number): () => number {

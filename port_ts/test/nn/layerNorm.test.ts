@@ -4,7 +4,8 @@
 // backward is compared with the reference's in tests/test_backward_layers.py.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { empty, inWorkspace, newWorkspace, tensor } from "../../src/core/ops.ts";
+import { empty, tensor } from "../../src/core/ops.ts";
+import { inWorkspace, newWorkspace } from "../../src/kernels/memory.ts";
 import { Generator } from "../../src/core/rng.ts";
 import { layerNormBackward, layerNormForward, EPS } from "../../src/nn/layerNorm.ts";
 import { sameBitsInKernels } from "../toolkit.ts";

@@ -3,7 +3,8 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { Generator } from "../../src/core/rng.ts";
-import { empty, inWorkspace, intTensor, newWorkspace, tensor, type IntTensor, type Tensor } from "../../src/core/ops.ts";
+import { empty, intTensor, tensor, type IntTensor, type Tensor } from "../../src/core/ops.ts";
+import { inWorkspace, newWorkspace } from "../../src/kernels/memory.ts";
 import { MASK_VALUE, maskedSoftmaxForward, keepMask, maskedSoftmaxBackward } from "../../src/nn/maskedSoftmax.ts";
 import { exp } from "../../src/core/mathlib.ts";
 import { sameBitsInKernels } from "../toolkit.ts";

@@ -7,7 +7,9 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { Generator } from "../../src/core/rng.ts";
-import { inWorkspace, intTensor, matmul, matmulNT, newWorkspace, productEngine, weightGrad, type IntTensor, type Tensor } from "../../src/core/ops.ts";
+import { intTensor, matmul, matmulNT, weightGrad, type IntTensor, type Tensor } from "../../src/core/ops.ts";
+import { inWorkspace, newWorkspace } from "../../src/kernels/memory.ts";
+import { productEngine } from "../../src/kernels/product.ts";
 import { dotProductAttentionBackward, dotProductAttentionForward } from "../../src/nn/dotProductAttention.ts";
 import { multiHeadAttentionForward, splitHeads, mergeHeads, multiHeadAttentionBackward } from "../../src/nn/multiHeadAttention.ts";
 

@@ -1,11 +1,13 @@
-// The Wasm product kernel of core/ops.ts (port only: the reference's products are NumPy's loops
-// in index order, reference/core/ops.py). ops.ts keeps the JavaScript kernel, which is the
-// specification and the fallback, and chooses between the two (productEngine).
+// The kernels' three WebAssembly modules, assembled here byte by byte (port only: the
+// reference's products and rows are NumPy's loops in index order). Each function is the Wasm form
+// of a JavaScript kernel that is its specification and fallback: the products' productKernel
+// (kernels/product.ts) and the row kernels' loops (kernels/rows.ts), which choose between the two.
+// kernels/memory.ts instantiates the modules on one memory.
 //
 // The same products in WebAssembly SIMD (f64x2), every bit the same.
 // Two lanes of an f64x2 hold two DIFFERENT outputs of one row (columns n and n+1), never two
 // terms of one sum: lane j of an accumulator is exactly the scalar accumulator of output
-// (m, n + j) of productKernel (ops.ts), acc = acc + a*b for k = 0..K-1 from +0, with f64x2.mul
+// (m, n + j) of productKernel (kernels/product.ts), acc = acc + a*b for k = 0..K-1 from +0, with f64x2.mul
 // then f64x2.add (two roundings, IEEE binary64 per lane, as the JavaScript `s += x*y`; no fused
 // multiply-add, no relaxed SIMD). So each output keeps its order and its bits; only the loads
 // are shared.
@@ -22,6 +24,8 @@
 // The bytes are assembled below by a small encoder of the binary format (no external tool);
 // the whole module is 1650 bytes (productEngine.moduleBytes), far under the 4 KB limit for a synchronous
 // `new WebAssembly.Module` on a browser's main thread.
+
+import { EXP_CONSTANTS } from "../core/mathlib.ts";
 
 // The few WebAssembly types used here (the core is type-checked without DOM or Node types).
 export interface WasmMemory { readonly buffer: ArrayBuffer; grow(pages: number): number }
@@ -549,19 +553,16 @@ function rowModuleBytes(constants: { LN2_HI: number; LN2_LO: number; INV_LN2: nu
   ];
 }
 
-/** The row kernels' module for the exp constants given (mathlib's, passed in so that this file
- * keeps no copy of them). */
-export function rowModule(constants: Parameters<typeof rowModuleBytes>[0]): Uint8Array {
-  return new Uint8Array(rowModuleBytes(constants));
-}
+/** The row kernels' module, with mathlib's exp constants (read from it: this file keeps no copy). */
+export const ROW_MODULE = new Uint8Array(rowModuleBytes(EXP_CONSTANTS));
 
 /** The row kernels on `memory` (the product module's), or null where they cannot be compiled. */
-export function instantiateRows(bytes: Uint8Array, memory: WasmMemory): RowFns | null {
+export function instantiateRows(memory: WasmMemory): RowFns | null {
   const wasm = (globalThis as { WebAssembly?: WasmApi }).WebAssembly;
   if (wasm === undefined) return null;
   try {
-    if (!wasm.validate(bytes)) return null;
-    const { exports } = new wasm.Instance(new wasm.Module(bytes), { k: { mem: memory } });
+    if (!wasm.validate(ROW_MODULE)) return null;
+    const { exports } = new wasm.Instance(new wasm.Module(ROW_MODULE), { k: { mem: memory } });
     return exports as unknown as RowFns;
   } catch {
     return null;
