@@ -39,8 +39,8 @@ FAULT = {"id": "x", "op": "layer_norm", "engine": "port", "within": "EPS", "find
     ([], ["non-empty list 'faults'"]),
     ([dict(FAULT, find="no such text")], ["occurs 0 times in EPS (port_ts/src/nn/layerNorm.ts, port_ts/src/runs/optim.ts)",
                                            "update 'find' (or 'within') to today's sources"]),
-    ([dict(FAULT, within="layerNormForward", find="for (let k = 0; k < d; k++)")],
-     ["occurs 3 times in layerNormForward (port_ts/src/nn/layerNorm.ts)", "make it longer"]),
+    ([dict(FAULT, within="layerNormJs", find="for (let k = 0; k < d; k++)")],
+     ["occurs 3 times in layerNormJs (port_ts/src/kernels/rows.ts)", "make it longer"]),
     ([dict(FAULT, find="export const EPS = ")], ["EPS holding its 'find' text is declared in port_ts/src/nn/layerNorm.ts, "
                                                   "port_ts/src/runs/optim.ts", "make 'find' longer"]),
     ([dict(FAULT, within="layer_norm_forward")], ["no module of port_ts/src/ declares layer_norm_forward",
@@ -101,7 +101,7 @@ def test_moving_a_function_to_another_module_keeps_its_faults(repo_root, tmp_pat
     assert len(faults) == len(load(repo_root / "faults" / "attention.json", repo_root, str))
     for fid in ("port.softmax.mask_polarity", "port.softmax.valid_len_off_by_one", "port.softmax.two_d_lens_by_batch"):
         assert faults[fid].file == "port_ts/src/nn/keptIn.ts", faults[fid]
-    assert faults["port.softmax.no_max_subtraction"].file == "port_ts/src/nn/maskedSoftmax.ts"
+    assert faults["port.softmax.no_max_subtraction"].file == "port_ts/src/kernels/rows.ts"
     assert faults["reference.softmax.mask_polarity"].file == "reference/nn/softmax_forward.py"
 
     into = tmp_path / "applied"
@@ -193,7 +193,7 @@ def test_a_witnessed_fault_fails_verify_against_the_committed_goldens(repo_root,
 def test_a_harmless_edit_is_reported_missed(repo_root, tmp_path):
     """A missed fault runs every stage of the cases it is given: here the layer-norm cases alone
     and the other layers of forward_layers.json (--cases-dir), so that the run takes seconds; the whole catalogue's run is the test below."""
-    harmless = dict(FAULT, id="comment", within="layerNormForward", find="H[o + k] = c; // xc for now",
+    harmless = dict(FAULT, id="comment", within="layerNormJs", find="H[o + k] = c; // xc for now",
                     replace="H[o + k] = c; // x - mean for now")
     caught = dict(FAULT, id="eps")
     cases = tmp_path / "cases"

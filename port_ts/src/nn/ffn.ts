@@ -10,7 +10,7 @@
 // and the backward reads the rule off h: h > 0 exactly where hPre > 0.
 
 import { type Tensor, empty, zeros } from "../core/ops.ts";
-import { rowKernels } from "../kernels/rows.ts";
+import { biasReluRows, reluGateRows } from "../kernels/rows.ts";
 import { type LinearCache, linearBackward, linearForward } from "./linear.ts";
 
 export interface FfnCache {
@@ -46,14 +46,7 @@ export function ffnForward(x: Tensor, params: Record<string, Tensor>): { out: Te
   // xw's array (this function's own): the same two roundings per element, no (..., F) copy
   const F = W1.shape[0], h = xw, H = h.data, B1 = b1.data;
   if (b1.shape.length !== 1 || B1.length !== F) throw new RangeError(`linear: bias must have shape (${F},), got [${b1.shape}]`);
-  if (!rowKernels.biasRelu(H, B1, F)) { // the same pass in Wasm, two columns a time, when H is in its memory
-    for (let r = 0; r < H.length; r += F) {
-      for (let o = 0; o < F; o++) {
-        const v = H[r + o] + B1[o];
-        H[r + o] = v > 0 ? v : 0;
-      }
-    }
-  }
+  biasReluRows(H, B1, F); // h = relu(hPre), hPre = xw + b1 (kernels/rows.ts)
   const { out, cache: lin2 } = linearForward(h, param(params, "W2"), param(params, "b2")); // (..., d)
   return { out, cache: { lin1, h, lin2 } };
 }
@@ -67,15 +60,7 @@ export function ffnBackward(dout: Tensor, cache: FfnCache): { dx: Tensor; grads:
   const F = cache.lin1.W.shape[0];
   const D = dh.data, X = cache.h.data; // dh becomes dhPre
   const db1 = zeros([F]), DB = db1.data; // (F,)
-  if (!rowKernels.reluGate(D, X, DB, F)) { // the same gate and sums in Wasm, two columns a time, when in its memory
-    for (let r = 0; r < D.length; r += F) {
-      for (let o = 0; o < F; o++) {
-        const g = X[r + o] > 0 ? D[r + o] : 0;
-        D[r + o] = g;
-        DB[o] += g;
-      }
-    }
-  }
+  reluGateRows(D, X, DB, F); // dhPre = dh where h > 0, else +0; db1 its rows summed (kernels/rows.ts)
   // inverts: hPre = x W1^T (+ b1, whose gradient is db1 above)
   const { dx, dW: dW1 } = linearBackward(dh, cache.lin1);
   return { dx, grads: { W1: dW1, b1: db1, W2: dW2, b2: db2! } };

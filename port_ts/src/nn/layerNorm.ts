@@ -16,7 +16,7 @@
 // for the derivation). Exact for constant rows too (xhat = 0 there).
 
 import { type Tensor, empty } from "../core/ops.ts";
-import { rowKernels } from "../kernels/rows.ts";
+import { layerNormBackwardRows, layerNormRows } from "../kernels/rows.ts";
 
 export const EPS = 1e-5;
 
@@ -39,77 +39,23 @@ export function layerNormForward(
   if (residual !== null && residual.data.length !== x.data.length) {
     throw new RangeError(`layer_norm: the residual must have x's shape [${x.shape}], got [${residual.shape}]`);
   }
-  const rows = x.data.length / d;
   const mean = empty(x.shape.slice(0, -1)), rstd = empty(x.shape.slice(0, -1)); // (...)  every element written
   const xhat = empty(x.shape), out = empty(x.shape); // (..., d)  every element written
-  const X = x.data, R = residual === null ? null : residual.data, H = xhat.data, O = out.data, G = gamma.data, Bt = beta.data;
-  // the loops below, in Wasm two rows at a time when the tensors are in its memory (ops.rowKernels)
-  if (rowKernels.layerNorm(X, R, G, Bt, H, O, mean.data, rstd.data, d, eps)) return { out, cache: { mean, rstd, xhat, gamma } };
-  for (let r = 0; r < rows; r++) {
-    const o = r * d;
-    let sum = 0;
-    for (let k = 0; k < d; k++) {
-      const v = R === null ? X[o + k] : X[o + k] + R[o + k]; // the row normalised: x, or x + residual
-      H[o + k] = v; // for now
-      sum += v;
-    }
-    const m = sum / d;
-    let sq = 0;
-    for (let k = 0; k < d; k++) {
-      const c = H[o + k] - m;
-      H[o + k] = c; // xc for now
-      sq += c * c;
-    }
-    const s = 1 / Math.sqrt(sq / d + eps);
-    for (let k = 0; k < d; k++) {
-      H[o + k] = H[o + k] * s; // xhat
-      O[o + k] = H[o + k] * G[k] + Bt[k];
-    }
-    mean.data[r] = m;
-    rstd.data[r] = s;
-  }
+  // the header's formulas row by row (kernels/rows.ts: their loops, and the loops' Wasm twin)
+  layerNormRows(x.data, residual === null ? null : residual.data, gamma.data, beta.data, xhat.data, out.data, mean.data, rstd.data, d, eps);
   return { out, cache: { mean, rstd, xhat, gamma } };
 }
 
-/** Returns dx (..., d), dgamma (d,), dbeta (d,). dx row by row; then dbeta and dgamma column by
- * column, each summed over the rows in order from +0 (a register sum per column instead of d
- * running sums in memory: the same adds in the same order). */
+/** Returns dx (..., d), dgamma (d,), dbeta (d,). dx row by row; then dbeta and dgamma, each
+ * summed over the rows in order from +0. */
 export function layerNormBackward(dout: Tensor, cache: LayerNormCache): { dx: Tensor; dgamma: Tensor; dbeta: Tensor } {
   const { xhat, rstd, gamma } = cache;
   if (dout.shape.length !== xhat.shape.length || dout.shape.some((s, k) => s !== xhat.shape[k])) {
     throw new RangeError(`layerNormBackward: dout must have the forward's shape [${xhat.shape}], got [${dout.shape}]`);
   }
   const d = xhat.shape[xhat.shape.length - 1];
-  const rows = xhat.data.length / d;
   const dx = empty(xhat.shape), dgamma = empty([d]), dbeta = empty([d]); // every element written
-  const D = dout.data, H = xhat.data, G = gamma.data, DX = dx.data, DG = dgamma.data, DB = dbeta.data;
-  // the loops below, in Wasm two rows (then two columns) at a time when the tensors are in its memory (ops.rowKernels)
-  if (rowKernels.layerNormBackward(D, H, G, rstd.data, DX, DG, DB, d)) return { dx, dgamma, dbeta };
-  for (let r = 0; r < rows; r++) {
-    const o = r * d;
-    // inverts: out = xhat * gamma + beta
-    let sum1 = 0, sum2 = 0;
-    for (let k = 0; k < d; k++) {
-      const dxhat = D[o + k] * G[k];
-      sum1 += dxhat;
-      sum2 += dxhat * H[o + k];
-    }
-    // inverts: xhat = xc * rstd, rstd = 1 / sqrt(var + eps), xc = x - mean
-    const dxhatMean = sum1 / d, dxhatXhatMean = sum2 / d, s = rstd.data[r];
-    for (let k = 0; k < d; k++) {
-      const dxhat = D[o + k] * G[k];
-      DX[o + k] = ((dxhat - dxhatMean) - H[o + k] * dxhatXhatMean) * s;
-    }
-  }
-  // inverts: out = xhat * gamma + beta, summed over the rows
-  for (let k = 0; k < d; k++) {
-    let b = 0, g = 0;
-    for (let i = k; i < D.length; i += d) {
-      b += D[i]; // in-order over rows
-      g += D[i] * H[i]; // in-order over rows
-    }
-    DB[k] = b;
-    DG[k] = g;
-  }
+  // the header's formulas: dx row by row, then dbeta and dgamma (kernels/rows.ts)
+  layerNormBackwardRows(dout.data, xhat.data, gamma.data, rstd.data, dx.data, dgamma.data, dbeta.data, d);
   return { dx, dgamma, dbeta };
 }

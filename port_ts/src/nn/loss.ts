@@ -15,7 +15,7 @@
 //   dlogits[n] = (p - onehot(t)) * coef[n]
 
 import { type Tensor, type IntTensor, empty, zeros } from "../core/ops.ts";
-import { rowKernels } from "../kernels/rows.ts";
+import { expAll } from "../kernels/rows.ts";
 import { log } from "../core/mathlib.ts";
 
 export interface CrossEntropyCache {
@@ -63,7 +63,7 @@ export function crossEntropyForward(
   const P = probs.data;
   const losses = new Float64Array(N); // (N,)
   // every row's z - m first (m kept in losses for now), their exps in one pass over the tensor
-  // (ops.rowKernels.exp: mathlib's exp, two at a time in Wasm when probs is in its memory)
+  // (kernels/rows.ts's expAll: mathlib's exp)
   for (let n = 0; n < N; n++) {
     const o = n * V, t = Tg[n];
     if (!(t >= 0 && t < V)) throw new RangeError(`cross_entropy: target id ${t} is outside [0, ${V})`);
@@ -72,7 +72,7 @@ export function crossEntropyForward(
     for (let v = 0; v < V; v++) P[o + v] = Z[o + v] - m;
     losses[n] = m;
   }
-  rowKernels.exp(P); // exp(z - m) for now
+  expAll(P); // exp(z - m) for now
   for (let n = 0; n < N; n++) {
     const o = n * V, m = losses[n];
     let s = 0;

@@ -4,7 +4,7 @@
 // scores are replaced by -1e6, not -Infinity, so a row with length 0 gets uniform weights 1/K.
 
 import { type Tensor, type IntTensor, empty, sizeOf } from "../core/ops.ts";
-import { rowKernels } from "../kernels/rows.ts";
+import { expAll, softmaxBackwardRows, softmaxNormalizeRows, softmaxShiftRows } from "../kernels/rows.ts";
 
 export const MASK_VALUE = -1e6;
 
@@ -62,35 +62,15 @@ function keptCounts(lens: RowLengths, rows: number, K: number): Float64Array {
 /** Per row: v = x where kept, else MASK_VALUE; out = exp(v - max v) / (in-order sum of those).
  * The masked keys are the row's last K - n (n = keptIn), so their v is one value, MASK_VALUE.
  * The shifted scores of every row are written first, their exps taken in one pass over the
- * tensor (ops.rowKernels.exp: mathlib's exp), then each row summed in key order and divided;
- * each of these in Wasm when the tensors lie in its memory (ops.rowKernels). */
+ * tensor (mathlib's exp), then each row summed in key order and divided (kernels/rows.ts). */
 export function maskedSoftmaxForward(x: Tensor, validLens: IntTensor | null = null): { out: Tensor; cache: MaskedSoftmaxCache } {
   const K = x.shape[x.shape.length - 1];
   const lens = rowLengths(x.shape, validLens);
   const out = empty(x.shape); // every element written
-  const X = x.data, O = out.data, rows = X.length / K;
-  const kept = lens === null ? null : keptCounts(lens, rows, K);
-  // the three steps in Wasm (rows two at a time, exps four) when the tensors are in its memory
-  if (!rowKernels.softmaxShift(X, O, kept, K, MASK_VALUE)) {
-    for (let r = 0; r < rows; r++) {
-      const o = r * K, n = kept === null ? K : kept[r];
-      let max = -Infinity;
-      for (let k = 0; k < n; k++) if (X[o + k] > max) max = X[o + k];
-      if (n < K && MASK_VALUE > max) max = MASK_VALUE;
-      for (let k = 0; k < n; k++) O[o + k] = X[o + k] - max;
-      const masked = MASK_VALUE - max;
-      for (let k = n; k < K; k++) O[o + k] = masked;
-    }
-  }
-  rowKernels.exp(O); // exp(v - max), element by element
-  if (!rowKernels.softmaxNormalize(O, K)) {
-    for (let r = 0; r < rows; r++) {
-      const o = r * K;
-      let sum = 0;
-      for (let k = 0; k < K; k++) sum += O[o + k];
-      for (let k = 0; k < K; k++) O[o + k] = O[o + k] / sum;
-    }
-  }
+  const kept = lens === null ? null : keptCounts(lens, x.data.length / K, K);
+  softmaxShiftRows(x.data, out.data, kept, K, MASK_VALUE); // shifted = v - max v, v = x where kept, else MASK_VALUE
+  expAll(out.data); // e = exp(shifted)
+  softmaxNormalizeRows(out.data, K); // out = e / (in-order sum of e)
   return { out, cache: { out, lens, kept } };
 }
 
@@ -103,18 +83,6 @@ export function maskedSoftmaxBackward(dout: Tensor, cache: MaskedSoftmaxCache): 
   }
   const K = out.shape[out.shape.length - 1];
   const dx = empty(out.shape); // every element written
-  const Y = out.data, G = dout.data, DX = dx.data;
-  // the loop below in Wasm, two rows at a time, when the tensors are in its memory (ops.rowKernels)
-  if (rowKernels.softmaxBackward(G, Y, DX, kept, K)) return dx;
-  for (let r = 0; r < Y.length / K; r++) {
-    const o = r * K;
-    // O[o + k] = O[o + k] / sum, O = exp(v - max): the shift by the row max cancels
-    let dot = 0;
-    for (let k = 0; k < K; k++) dot += G[o + k] * Y[o + k];
-    // v = kept ? x : MASK_VALUE: a masked score is replaced by a constant, its dx is 0
-    const n = kept === null ? K : kept[r];
-    for (let k = 0; k < n; k++) DX[o + k] = Y[o + k] * (G[o + k] - dot);
-    for (let k = n; k < K; k++) DX[o + k] = 0;
-  }
+  softmaxBackwardRows(dout.data, out.data, dx.data, kept, K); // dx = out (dout - dot) where kept, else 0
   return dx;
 }
