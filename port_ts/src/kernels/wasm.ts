@@ -201,21 +201,25 @@ function productModuleBytes(): number[] {
   ];
 }
 
-/** The Wasm product kernel and its memory, or null where WebAssembly or its SIMD is missing
- * (then every product runs in productKernel). */
 export const PRODUCT_MODULE = new Uint8Array(productModuleBytes());
 
-export function instantiateProduct(): { product: ProductFn; memory: WasmMemory } | null {
+/** The exports of the module `bytes`, instantiated with `imports`, or null where WebAssembly, its
+ * SIMD or this module cannot be compiled (then its kernels run their JavaScript forms). */
+function instantiate(bytes: Uint8Array, imports?: Record<string, Record<string, unknown>>): Record<string, unknown> | null {
   const wasm = (globalThis as { WebAssembly?: WasmApi }).WebAssembly;
   if (wasm === undefined) return null;
   try {
-    const bytes = PRODUCT_MODULE;
     if (!wasm.validate(bytes)) return null;
-    const { exports } = new wasm.Instance(new wasm.Module(bytes));
-    return { product: exports.product as ProductFn, memory: exports.mem as WasmMemory };
+    return new wasm.Instance(new wasm.Module(bytes), imports).exports;
   } catch {
     return null;
   }
+}
+
+/** The Wasm product kernel and its memory (the one the other two modules import), or null. */
+export function instantiateProduct(): { product: ProductFn; memory: WasmMemory } | null {
+  const exports = instantiate(PRODUCT_MODULE);
+  return exports === null ? null : { product: exports.product as ProductFn, memory: exports.mem as WasmMemory };
 }
 
 // ---- the row kernels: elementwise passes of a training step, on the product module's memory ----
@@ -224,7 +228,7 @@ export function instantiateProduct(): { product: ProductFn; memory: WasmMemory }
 // as they stand) with eight functions, each lane of an f64x2 a DIFFERENT element or output:
 //   biasRelu(h, b, rows, F)         h[r, o] = relu(h[r, o] + b[o]) over (rows, F), F even: the
 //                                   rounded add, then v where v > 0 else +0 (NaN gives +0), as
-//                                   the FFN's fused pass (nn/ffn.ts); the select is a bit mask
+//                                   biasReluJs (kernels/rows.ts); the select is a bit mask
 //   reluGate(d, x, db, rows, F)     d[r, o] = x[r, o] > 0 ? d[r, o] : +0, and db[o] = the sum of
 //                                   the gated column over r in row order from +0 (F even)
 //   expRange(p, i, n) -> i32        p[j] = exp(p[j]) for j = i, i+1, .. four at a time (two f64x2),
@@ -235,7 +239,7 @@ export function instantiateProduct(): { product: ProductFn; memory: WasmMemory }
 //                                   or subnormal: ldexp's steps, left to the scalar exp), or of the
 //                                   last n - j < 4 elements, or n.
 //   lnForward(x, res, hasRes, g, b, h, out, mean, rstd, rows, d, eps)
-//                                   nn/layerNorm.ts's forward loops, lane 0 row r and lane 1 row
+//                                   layerNormJs's loops (kernels/rows.ts), lane 0 row r and lane 1 row
 //                                   r + 1 (the last row, when rows is odd, in both lanes: the same
 //                                   values stored twice to the same places): v = x (+ res), the
 //                                   in-order sum, m = sum / d, c = h - m, the in-order sum of c c,
@@ -246,7 +250,7 @@ export function instantiateProduct(): { product: ProductFn; memory: WasmMemory }
 //                                   dout g[k] and dxhat h, then dx = ((dxhat - m1) - h m2) s;
 //                                   then db, dg: running sums from +0 over the rows in turn, two
 //                                   columns a lane pair (d even)
-//   smShift, smNorm, smBack         nn/maskedSoftmax.ts's loops, two rows a pass as above, each
+//   smShift, smNorm, smBack         softmaxShiftJs, softmaxNormalizeJs, softmaxBackwardJs, two rows a pass as above, each
 //                                   lane with its row's kept count n (key k kept where k < n):
 //                                   the max over kept keys (x > max), the mask value if a key is
 //                                   masked and above it, o = x - max or mask - max; then (after
@@ -490,7 +494,7 @@ function rowModuleBytes(constants: { LN2_HI: number; LN2_LO: number; INV_LN2: nu
     ...get(kept), ...get(13), ...i32(8), mul, add, ...get(kept), ...get(12), ...i32(8), mul, add, ...loadZero(), ...loadLane(1),
     ...get(K), f64FromI32, ...SPLAT, ...get(has), select, ...set(nv),
   ];
-  // smShift(x 0, o 1, kept 2, hasKept 3, rows 4, K 5, mask 6 f64: nn/maskedSoftmax.ts's MASK_VALUE);
+  // smShift(x 0, o 1, kept 2, hasKept 3, rows 4, K 5, mask 6 f64: the mask value, nn/maskedSoftmax.ts's MASK_VALUE);
   // i32: rows 9, r 12, r1 13, d8 14, k8 15, x0 16, x1 17, o0 18, o1 19; v128: nv 20, max 21, v 22,
   // keep 23, mk 24, maskv 25
   // max over the kept keys (if x > max: max = x), MASK_VALUE if a key is masked and above it;
@@ -558,15 +562,7 @@ export const ROW_MODULE = new Uint8Array(rowModuleBytes(EXP_CONSTANTS));
 
 /** The row kernels on `memory` (the product module's), or null where they cannot be compiled. */
 export function instantiateRows(memory: WasmMemory): RowFns | null {
-  const wasm = (globalThis as { WebAssembly?: WasmApi }).WebAssembly;
-  if (wasm === undefined) return null;
-  try {
-    if (!wasm.validate(ROW_MODULE)) return null;
-    const { exports } = new wasm.Instance(new wasm.Module(ROW_MODULE), { k: { mem: memory } });
-    return exports as unknown as RowFns;
-  } catch {
-    return null;
-  }
+  return instantiate(ROW_MODULE, { k: { mem: memory } }) as RowFns | null;
 }
 
 // ---- the gathering product: B read in place at any strides, O written in place for any N ----
@@ -630,13 +626,6 @@ export const PRODUCT_T_MODULE = new Uint8Array(productTModuleBytes());
 
 /** productT on `memory` (the product module's), or null where it cannot be compiled. */
 export function instantiateProductT(memory: WasmMemory): ProductTFn | null {
-  const wasm = (globalThis as { WebAssembly?: WasmApi }).WebAssembly;
-  if (wasm === undefined) return null;
-  try {
-    if (!wasm.validate(PRODUCT_T_MODULE)) return null;
-    const { exports } = new wasm.Instance(new wasm.Module(PRODUCT_T_MODULE), { k: { mem: memory } });
-    return exports.productT as ProductTFn;
-  } catch {
-    return null;
-  }
+  const exports = instantiate(PRODUCT_T_MODULE, { k: { mem: memory } });
+  return exports === null ? null : exports.productT as ProductTFn;
 }
