@@ -96,7 +96,7 @@ function compareDoc(got: Doc, want: Doc): string | null {
 
 function main(): number {
   // Under Node 24 the products run in the Wasm kernel, as in a browser; were its module broken,
-  // every case would pass on the JavaScript fallback alone (test/core/ops.test.ts checks both kernels).
+  // every case would pass on the JavaScript fallback alone (test/kernels/product.test.ts checks both kernels).
   if (!productEngine.simd) {
     process.stdout.write("FAIL the Wasm product kernel is missing (its module did not build or validate)\n");
     return 1;

@@ -7,7 +7,7 @@
 // and parameter checks, their messages, edge inputs, hostile files). Under Stryker,
 // only the test files whose tests reached the active mutant in Stryker's dry run run
 // (coverage.ts); the dry run runs each file in its own process to tell the files' coverage apart.
-// So ops.test.ts (1.5 s of random shapes) runs only for mutants of ops.ts, the one file it reaches.
+// So kernels/product.test.ts (1.5 s of random shapes) runs only for mutants of the files it reaches.
 
 import { spawnSync } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
