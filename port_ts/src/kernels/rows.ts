@@ -1,6 +1,6 @@
 // The row kernels: a training step's elementwise passes over rows (port only: the reference's are
 // NumPy expressions, reference/nn/*.py). nn/ calls one function per pass; each is written twice:
-//   - in JavaScript, the function named ...Js below it: the loops in the order of the nn module's
+//   - in JavaScript, the function ...Js just above it: the loops in the order of the nn module's
 //     formulas, one rounded operation at a time. That is the kernel's specification, and what runs
 //     wherever the Wasm form cannot;
 //   - in WebAssembly SIMD (kernels/wasm.ts, rowModuleBytes): the same operations in the same
