@@ -50,13 +50,13 @@ def _builtins():
 
 def _reversed_k():
     return [
-        Edit("ops.ts", "productKernel", "for (let k = 0; k < K; k++)", "for (let k = K - 1; k >= 0; k--)", count=4),
-        Edit("ops.ts", "", '{ mode: "auto", simd:', '{ mode: "js", simd:'),
+        Edit("product.ts", "productKernel", "for (let k = 0; k < K; k++)", "for (let k = K - 1; k >= 0; k--)", count=4),
+        Edit("product.ts", "", '{ mode: "auto", simd:', '{ mode: "js", simd:'),
     ]
 
 
 def _reciprocal():
-    return [Edit("maskedSoftmax.ts", "maskedSoftmaxForward",
+    return [Edit("rows.ts", "softmaxNormalizeJs",
                  "for (let k = 0; k < K; k++) O[o + k] = O[o + k] / sum;",
                  "const inv = 1 / sum;\n    for (let k = 0; k < K; k++) O[o + k] = O[o + k] * inv;")]
 

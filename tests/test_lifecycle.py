@@ -217,7 +217,7 @@ def test_a_signal_to_verify_faults_stops_it_before_the_next_fault(start, repo_ro
     """SIGTERM while `verify faults` runs one fault of many: the runner exits at once (143), the
     faults not yet started never start, and nothing of it is left (before, the pool ran every
     remaining fault to its end, with SIGTERM ignored)."""
-    harmless = {"op": "layer_norm", "engine": "port", "within": "layerNormForward",
+    harmless = {"op": "layer_norm", "engine": "port", "within": "layerNormJs",
                 "find": "H[o + k] = c; // xc for now", "replace": "H[o + k] = c; // x - mean for now",
                 "description": "a comment", "area": "forward"}
     catalogue = tmp_path / "faults.json"

@@ -125,13 +125,14 @@ def fake_port(tmp_path, session_goldens):
     return lambda mode: f"{sys.executable} {script} {mode} {session_goldens / 'port'}"
 
 
-def mutated_port(repo_root, node, tmp_path, old, new):
-    """The port's sources copied, with one constant or operator changed; the --port-cmd running it."""
+def mutated_port(repo_root, node, tmp_path, old, new, where="nn/maskedSoftmax.ts"):
+    """The port's sources copied, with one constant or operator changed in port_ts/src/<where>;
+    the --port-cmd running it."""
     src = tmp_path / "port_src"
     shutil.copytree(repo_root / "port_ts" / "src", src)
-    target = src / "nn" / "maskedSoftmax.ts"
+    target = src / where
     text = target.read_text()
-    assert text.count(old) == 1, f"expected exactly one {old!r} in nn/maskedSoftmax.ts"
+    assert text.count(old) == 1, f"expected exactly one {old!r} in {where}"
     target.write_text(text.replace(old, new))
     return f"{node} {src / 'cli.ts'} run"
 
@@ -201,14 +202,14 @@ def test_case_selection_by_glob_and_substring(verify_run):
 
 # --- a broken port ------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("old,new", [
-    ("len > K ? K : len;", "len + 1 > K ? K : len + 1;"),  # a mask bound off by one (k <= len kept)
-    ("MASK_VALUE = -1e6", "MASK_VALUE = -10"),         # the masked fill (-1e2 slips through: see docs/runner.md)
-    ("O[o + k] = O[o + k] / sum;", "O[o + k] = O[o + k] / (sum + 1e-3);"),     # a normaliser that is not quite the sum
+@pytest.mark.parametrize("old,new,where", [
+    ("len > K ? K : len;", "len + 1 > K ? K : len + 1;", "nn/maskedSoftmax.ts"),  # a mask bound off by one (k <= len kept)
+    ("MASK_VALUE = -1e6", "MASK_VALUE = -10", "nn/maskedSoftmax.ts"),  # the masked fill (-1e2 slips through: see docs/runner.md)
+    ("O[o + k] = O[o + k] / sum;", "O[o + k] = O[o + k] / (sum + 1e-3);", "kernels/rows.ts"),  # a normaliser that is not quite the sum
 ])
 def test_a_changed_constant_in_the_port_fails_the_run_and_names_the_case(
-        verify_run, repo_root, node, tmp_path, old, new, schemas):
-    proc, report = verify_run("--port-cmd", mutated_port(repo_root, node, tmp_path, old, new))
+        verify_run, repo_root, node, tmp_path, old, new, where, schemas):
+    proc, report = verify_run("--port-cmd", mutated_port(repo_root, node, tmp_path, old, new, where))
     assert proc.returncode == 1, proc.stdout + proc.stderr
     schemas.check("report", report)
     failing = [c for c in report["cases"] if not c["passed"]]
