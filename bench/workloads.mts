@@ -40,7 +40,8 @@ import { reversalSetup } from "../port_ts/src/runs/reversal.ts";
 import { vitSetup } from "../port_ts/src/runs/garments.ts";
 import { alignmentSetup } from "../port_ts/src/runs/alignmentRun.ts";
 import type { Run } from "../port_ts/src/runs/schedule.ts";
-import { BUILDERS as GRADCHECK_BUILDERS } from "../port_ts/src/cases/casesGradcheck.ts";
+import { COMPUTE as GRADCHECK } from "../port_ts/src/cases/casesGradcheck.ts";
+import { alignmentData, initAlignmentParams } from "../port_ts/src/models/alignment.ts";
 
 const DROPOUT_P = 0.1; // the dropout and positional-encoding workloads (as DROPOUT_P in workloads.py)
 const ADAM_LR = 0.01;
@@ -185,7 +186,12 @@ const CASES: Record<string, (config: Config, g: Generator) => Case> = {
   vit_step: (config, g) => stepper(vitSetup(config, g)),
   alignment_step: (config, g) => stepper(alignmentSetup(config, g)),
   gradcheck_alignment: (config, g) => ({
-    forward: () => ({ outputs: GRADCHECK_BUILDERS.gradcheck_alignment(config, new Generator(g.seed)).outputs, cache: null }),
+    forward: () => {
+      const rng = new Generator(g.seed); // the reference's draws (cases_gradcheck.py), then the check's from there
+      const params = initAlignmentParams(rng, config.E as number, config.H as number);
+      const data = alignmentData(rng, config.E as number, (config.pairs as number | undefined) ?? 1);
+      return { outputs: GRADCHECK.gradcheck_alignment({ ...data }, config, rng, params), cache: null };
+    },
   }),
 };
 

@@ -34,7 +34,7 @@ import numpy as np
 from reference.runs import digits as dg
 from reference.nn.additive_attention import additive_attention_backward, additive_attention_forward
 from reference.models.alignment import alignment_data, init_alignment_params
-from reference.cases.cases_gradcheck import BUILDERS as GRADCHECK_BUILDERS
+from reference.cases.cases import build
 from reference.runs.alignment_run import alignment_setup
 from reference.nn.decoder_block import decoder_block_backward, decoder_block_forward, init_decoder_block_params
 from reference.nn.dot_product_attention import dot_product_attention_backward, dot_product_attention_forward
@@ -342,7 +342,7 @@ def gradcheck_alignment(config, g):
     data = alignment_data(rng, config["E"], config.get("pairs", 1))
 
     def forward():
-        _, outputs = GRADCHECK_BUILDERS["gradcheck_alignment"](config, Generator(g.seed))
+        _, outputs = build("gradcheck_alignment", config, Generator(g.seed))
         return outputs, None
     return Case({"params": params, **data}, forward)
 

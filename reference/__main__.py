@@ -2,7 +2,8 @@
 
   python -m reference run            request on stdin, one golden file per case, status lines out
                                      (a case the request's "inputs_from" names computes from that
-                                     document's inputs; a training case also writes out_dir/<id>.states/step_<t>.json,
+                                     document's inputs; a case it drew the inputs of writes them in
+                                     out_dir/<id>.handed.json; a training case also writes out_dir/<id>.states/step_<t>.json,
                                      and the request's "replay" field out_dir/<id>.replay/step_<t1>.json
                                      and, for its "evaluate" steps, out_dir/<id>.replay/evaluate_<t>.json;
                                      a pretrained case reads the request's "assets" {model: directory}
@@ -44,8 +45,8 @@ def _read_state(from_dir, t, what):
 
 
 def _handed(inputs, ident):
-    """The inputs the request hands to case `ident` (docs/protocol.md, "Handed inputs"): the
-    `inputs` of the document at the path it names; None when it names none."""
+    """The document the request hands to case `ident` (docs/protocol.md, "Handed inputs"), read
+    from the path it names; None when it names none."""
     if ident not in inputs:
         return None
     path = inputs[ident]
@@ -58,7 +59,7 @@ def _handed(inputs, ident):
             raise ValueError(f"{path} has no 'inputs'")
     except (OSError, ValueError) as exc:
         raise CaseError(f"cannot read the inputs handed to {ident!r}: {exc}") from None
-    return doc["inputs"]
+    return doc
 
 
 def _steps(value):
@@ -160,7 +161,9 @@ def _run(stream_in, stream_out):
                 doc = requests.document(kind, case, assets)
                 golden.write(os.path.join(out_dir, f"{requests.item_id(case)}.json"), doc)
             elif entry is None or entry.get("free_run", True):
-                doc, states = run_case_with_states(case, assets, _handed(handed, case.get("id")))
+                doc, states, given = run_case_with_states(case, assets, _handed(handed, case.get("id")))
+                if given is not None:  # what the runner hands the port: docs/protocol.md, "Handed inputs"
+                    golden.write(os.path.join(out_dir, f"{case['id']}.handed.json"), given)
                 if case.get("kind") == "pretrained":  # docs/pretrained.md: the golden keeps a view
                     doc, full = split_documents(doc)
                     golden.write(os.path.join(out_dir, f"{case['id']}.full.json"), full)

@@ -125,23 +125,23 @@ def compare(base_dir, other_dir, case_ids):
 
 
 def _reference(needed, work, timeout):
-    """The reference's run of the forward and training cases: the states it leaves in
-    work/reference, and {forward case id: the document of its inputs alone} as verify hands them
+    """The reference's run of the forward, gradient-check and training cases: the states it leaves
+    in work/reference, and {case id: the document of what it drew} as verify hands them
     (schedule.hand_inputs)."""
     if not needed:
         return None, {}
     t0 = time.monotonic()
     engines.run(engines.reference_engine(ROOT), [c.spec for c in needed], work / "reference", timeout)
-    print(f"reference: the forward cases' inputs and the training cases' states in {time.monotonic() - t0:.1f} s")
-    handed = {c.id: schedule.hand_inputs(work / "reference", work, c.id) for c in needed if c.kind == "forward"}
+    print(f"reference: the handed cases' inputs and the training cases' states in {time.monotonic() - t0:.1f} s")
+    handed = {c.id: schedule.hand_inputs(work / "reference", work, c.id) for c in needed if c.kind in schedule.HANDED_KINDS}
     return work / "reference", {cid: str(path) for cid, path in handed.items() if path is not None}
 
 
 def _run_engine(argv_, cases, training, states, out, timeout, extra):
-    """One engine's two requests: every case (the forward ones handed the reference's documents),
-    then the training cases' replay. (run, wall seconds of both, the cases whose replay was not ok)."""
+    """One engine's two requests: every case (the forward ones and the gradient checks handed what
+    the reference drew), then the training cases' replay. (run, wall seconds of both, the cases whose replay was not ok)."""
     port = engines.Engine("port", argv_, ROOT)
-    if any(c.kind == "forward" for c in cases):
+    if any(c.kind in schedule.HANDED_KINDS for c in cases):
         extra = dict(extra, inputs_from=states.result()[1])
     run = engines.run(port, [c.spec for c in cases], out / "main", timeout, extra)
     wall, bad_replays = run.wall, []
@@ -192,7 +192,7 @@ def main(argv=None):
         account = {"engines": {}, "cases": [c.id for c in cases]}
         try:
             with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-                needed = [c for c in cases if c.kind in ("forward", "training")]
+                needed = [c for c in cases if c.kind in (*schedule.HANDED_KINDS, "training")]
                 states = pool.submit(_reference, needed, work, args.timeout)  # first: the engines wait for it
                 jobs = [pool.submit(_run_engine, argv_, cases, training, states, work / name, args.timeout, extra)
                         for name, argv_ in named]

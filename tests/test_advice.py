@@ -17,7 +17,8 @@ from helpers import run_verify
 from test_runner import _rewrite_golden, case_ids, cases_dir, goldens, schemas, session_goldens  # noqa: F401
 
 # An engine that answers from a directory of goldens (the port's or the reference's), each output
-# multiplied by SCALE, optionally pausing after its first case.
+# multiplied by SCALE, optionally pausing after its first case; as a reference, it hands the port
+# the golden's inputs (docs/protocol.md, "Handed inputs").
 SCALED = textwrap.dedent('''
     import json, os, sys, time
     source, scale, pause = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
@@ -32,6 +33,8 @@ SCALED = textwrap.dedent('''
                 t["data"] = [float(v) * scale if not isinstance(v, str) else v for v in t["data"]]
         with open(os.path.join(request["out_dir"], case["id"] + ".json"), "w") as fh:
             json.dump(doc, fh)
+        with open(os.path.join(request["out_dir"], case["id"] + ".handed.json"), "w") as fh:
+            json.dump({"inputs": doc["inputs"], "position": 0}, fh)  # what a reference hands on (masked softmax draws nothing after)
         print(json.dumps({"id": case["id"], "ok": True, "seconds": 0}), flush=True)
         if n == 0:
             time.sleep(pause)

@@ -88,7 +88,7 @@ def engine(node, name, request, *flags, env=None, timeout=600):
 @pytest.mark.parametrize("name", BROWSERS)
 def test_a_browser_that_is_not_installed_fails_with_its_install_command(node, tmp_path, name):
     env = dict(os.environ, **{ENV_OF[name]: str(tmp_path / "no-such-browser")})
-    request = {"protocol": 1, "out_dir": str(tmp_path / "out"), "cases": [catalogue()["dot_product_attention.no_mask"]]}
+    request = {"protocol": 1, "out_dir": str(tmp_path / "out"), "cases": [catalogue()["nadaraya_watson.gaussian_sigma1"]]}
     proc = engine(node, name, request, env=env)
     assert_one_line_error(proc, f"{name} is not installed", INSTALL_OF[name])
     assert proc.stdout == ""
@@ -147,15 +147,15 @@ def test_the_engine_writes_nodes_documents_byte_for_byte(node, name, tmp_path, c
 def test_status_lines_name_the_browser_and_a_failing_case_does_not_stop_the_others(node, tmp_path, name):
     require(node, name)
     cases = catalogue()
-    bad = dict(cases["dot_product_attention.no_mask"], id="bad.op", op="no_such_op")
-    request = {"protocol": 1, "out_dir": str(tmp_path / "out"), "cases": [bad, cases["dot_product_attention.no_mask"]],
-               "replay": {"dot_product_attention.no_mask": {"from_dir": str(tmp_path / "nowhere"), "segments": [[0, 1]]}}}
+    bad = dict(cases["nadaraya_watson.gaussian_sigma1"], id="bad.op", op="no_such_op")
+    request = {"protocol": 1, "out_dir": str(tmp_path / "out"), "cases": [bad, cases["nadaraya_watson.gaussian_sigma1"]],
+               "replay": {"nadaraya_watson.gaussian_sigma1": {"from_dir": str(tmp_path / "nowhere"), "segments": [[0, 1]]}}}
     proc = engine(node, name, request)
     assert proc.returncode == 0, proc.stderr
     first, second = [json.loads(line) for line in proc.stdout.splitlines()]
     assert first["id"] == "bad.op" and first["ok"] is False and "unknown op 'no_such_op'" in first["error"]
     assert second["ok"] is False and "cannot read the state of step 0 from" in second["error"], second
-    assert (tmp_path / "out" / "dot_product_attention.no_mask.json").is_file()  # written before the replay failed
+    assert (tmp_path / "out" / "nadaraya_watson.gaussian_sigma1.json").is_file()  # written before the replay failed
     for status in (first, second):
         assert status["browser"]["name"] == name and set(status["kernel"]) == {"wasm", "js"}
 
@@ -163,7 +163,7 @@ def test_status_lines_name_the_browser_and_a_failing_case_does_not_stop_the_othe
 def test_the_page_only_writes_its_own_cases_files(node, tmp_path):
     """The server refuses any other path: a case id cannot point the page outside out_dir."""
     require(node, "chromium")
-    spec = dict(catalogue()["dot_product_attention.no_mask"], id="../escape")
+    spec = dict(catalogue()["nadaraya_watson.gaussian_sigma1"], id="../escape")
     proc = engine(node, "chromium", {"protocol": 1, "out_dir": str(tmp_path / "out"), "cases": [spec]})
     assert proc.returncode == 0, proc.stderr
     (status,) = [json.loads(line) for line in proc.stdout.splitlines()]
@@ -179,7 +179,7 @@ def test_a_port_the_page_cannot_load_is_one_line_naming_the_file(node, tmp_path,
     copy = _port_copy(tmp_path)
     with open(copy / "src" / "core" / "ops.ts", "a") as fh:
         fh.write("export enum Broken { A }\n")
-    request = {"protocol": 1, "out_dir": str(tmp_path / "out"), "cases": [catalogue()["dot_product_attention.no_mask"]]}
+    request = {"protocol": 1, "out_dir": str(tmp_path / "out"), "cases": [catalogue()["nadaraya_watson.gaussian_sigma1"]]}
     proc = subprocess.run([str(node), str(copy / "browser" / "engine.ts"), "--browser", name, "run"], input=json.dumps(request),
                           capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert_one_line_error(proc, "the page cannot load the port: cannot strip the types of", "ops.ts")
@@ -262,7 +262,7 @@ def test_the_browser_never_outlives_the_engine(node, tmp_path, name, how):
     require(node, name)
     cases = catalogue()
     request = {"protocol": 1, "out_dir": str(tmp_path / "out"),
-               "cases": [cases["dot_product_attention.no_mask"], cases["train.reversal"]]}  # the second runs for seconds
+               "cases": [cases["nadaraya_watson.gaussian_sigma1"], cases["train.reversal"]]}  # the second runs for seconds
     proc = subprocess.Popen([str(node), str(ENGINE), "--browser", name, "run"], cwd=ROOT, stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     proc.stdin.write(json.dumps(request))
@@ -289,7 +289,7 @@ def test_the_browser_never_outlives_the_engine(node, tmp_path, name, how):
         else:  # no handler ran: the next run removes the profile left behind
             stale = _profiles(proc.pid)
             assert stale, "expected the killed engine's profile to be left behind"
-            again = engine(node, name, {"protocol": 1, "out_dir": str(tmp_path / "again"), "cases": [cases["dot_product_attention.no_mask"]]})
+            again = engine(node, name, {"protocol": 1, "out_dir": str(tmp_path / "again"), "cases": [cases["nadaraya_watson.gaussian_sigma1"]]})
             assert again.returncode == 0, again.stderr
             assert not any(p.exists() for p in stale), f"{stale} was not removed by the next run"
     finally:
@@ -310,7 +310,7 @@ def test_the_engine_and_its_browser_stop_when_the_runner_is_gone(node, tmp_path,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
                                 env=dict(os.environ, VERIFY_RUN_OWNER=f"{owner.pid}-{ticks}"))
         proc.stdin.write(json.dumps({"protocol": 1, "out_dir": str(tmp_path / "out"),
-                                     "cases": [cases["dot_product_attention.no_mask"], cases["train.reversal"]]}))
+                                     "cases": [cases["nadaraya_watson.gaussian_sigma1"], cases["train.reversal"]]}))
         proc.stdin.close()
         try:
             assert json.loads(proc.stdout.readline())["ok"]
@@ -336,7 +336,7 @@ def test_the_engine_and_its_browser_stop_when_the_runner_is_gone(node, tmp_path,
 def test_a_normal_run_leaves_nothing_behind(node, tmp_path, name):
     require(node, name)
     cases = catalogue()
-    request = {"protocol": 1, "out_dir": str(tmp_path), "cases": [cases["dot_product_attention.no_mask"], cases["transformer.one_plus_one"]]}
+    request = {"protocol": 1, "out_dir": str(tmp_path), "cases": [cases["nadaraya_watson.gaussian_sigma1"], cases["greedy_decode.untrained"]]}
     proc = subprocess.Popen([str(node), str(ENGINE), "--browser", name, "run"], cwd=ROOT, stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     proc.stdin.write(json.dumps(request))

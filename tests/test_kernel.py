@@ -35,6 +35,15 @@ def catalogue_case(case_id):
     raise AssertionError(f"{case_id} is not in the catalogue")
 
 
+def handed(spec, tmp_path):
+    """{"inputs_from": ...} for a request of spec: what the reference draws for it (docs/protocol.md)."""
+    out = tmp_path / "reference"
+    proc = subprocess.run([sys.executable, "-m", "reference", "run"], input=json.dumps({"out_dir": str(out), "cases": [spec]}),
+                          capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert json.loads(proc.stdout)["ok"], proc.stdout + proc.stderr
+    return {"inputs_from": {spec["id"]: str(out / f"{spec['id']}.handed.json")}}
+
+
 def run_cli(node, request, *flags, cli=None):
     return subprocess.run([str(node), str(cli or ROOT / "port_ts" / "src" / "cli.ts"), "run", *flags],
                           input=json.dumps(request), capture_output=True, text=True, cwd=ROOT, timeout=300)
@@ -42,10 +51,11 @@ def run_cli(node, request, *flags, cli=None):
 
 def test_the_request_field_picks_the_kernel_and_the_status_line_counts_it(node, tmp_path):
     spec = catalogue_case(MIXED_CASE)
+    given = handed(spec, tmp_path)
     counts, documents = {}, {}
     for kernel in ("auto", "js", "wasm"):
         out = tmp_path / kernel
-        proc = run_cli(node, {"protocol": 1, "out_dir": str(out), "kernel": kernel, "cases": [spec]})
+        proc = run_cli(node, {"protocol": 1, "out_dir": str(out), "kernel": kernel, "cases": [spec], **given})
         assert proc.returncode == 0, proc.stderr
         (status,) = [json.loads(line) for line in proc.stdout.splitlines()]
         assert status["ok"], status
@@ -61,7 +71,7 @@ def test_the_request_field_picks_the_kernel_and_the_status_line_counts_it(node, 
 
 def test_the_command_line_flag_picks_the_kernel_too(node, tmp_path):
     spec = catalogue_case(MIXED_CASE)
-    proc = run_cli(node, {"protocol": 1, "out_dir": str(tmp_path), "cases": [spec]}, "--kernel", "js")
+    proc = run_cli(node, {"protocol": 1, "out_dir": str(tmp_path / "out"), "cases": [spec], **handed(spec, tmp_path)}, "--kernel", "js")
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["kernel"]["wasm"] == 0
 

@@ -12,7 +12,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from reference.cases.cases import BUILDERS
+from reference.cases.cases import build
 from reference.core.rng import Generator
 from reference.nn.positional_encoding import sinusoidal_table
 from reference.nn.rope import rope_angles, rope_attention_backward, rope_attention_forward, rope_backward, rope_forward
@@ -173,7 +173,7 @@ def test_the_catalogue_holds_both_ops_and_the_edge_positions(repo_root):
 @pytest.mark.parametrize("index", range(6))
 def test_catalogue_case_matches_torch(repo_root, index):
     case = catalogue_cases(repo_root)[index]
-    inputs, outputs = BUILDERS[case["op"]](case["config"], Generator(case["seed"]))
+    inputs, outputs = build(case["op"], case["config"], Generator(case["seed"]))
     if case["op"] == ROPE:
         T = inputs["x"].shape[-2]
         close(outputs["out"], torch_rope(inputs["x"], inputs.get("positions", np.arange(T))), case["id"],

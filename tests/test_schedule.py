@@ -34,10 +34,10 @@ FAKE = textwrap.dedent('''
     for case in request["cases"]:
         if case["config"].get("fail_" + name):
             sys.exit(3)
-        if name == "reference":  # a document to hand on: inputs and outputs
+        if name == "reference":  # what it drew, to hand on, with a field the runner must not pass on
             os.makedirs(request["out_dir"], exist_ok=True)
-            with open(os.path.join(request["out_dir"], case["id"] + ".json"), "w") as fh:
-                json.dump({"inputs": {"x": [case["id"]]}, "outputs": {"y": [1]}}, fh)
+            with open(os.path.join(request["out_dir"], case["id"] + ".handed.json"), "w") as fh:
+                json.dump({"inputs": {"x": [case["id"]]}, "position": 7, "outputs": {"y": [1]}}, fh)
         pause = 0.0 if label == "replay" else case["config"].get(
             "sleep_" + name, case["config"].get("sleep", 0.0) * (name == "reference"))
         time.sleep(pause)
@@ -111,10 +111,10 @@ def test_the_replay_starts_before_the_references_last_case_finishes(fake, tmp_pa
 
 
 def test_a_forward_case_reaches_the_port_with_the_references_document_once_the_reference_reported_it(fake, tmp_path):
-    """docs/protocol.md, "Handed inputs": the port's request names a document with the inputs (and
-    nothing else) of the reference's document of each forward case the reference ran ok, and no
-    port process takes a forward case before the reference reported it, however much the port's
-    cost says it should go first."""
+    """docs/protocol.md, "Handed inputs": the port's request names a document with what the
+    reference drew (its inputs and position, nothing else) for each forward case the reference ran
+    ok, and no port process takes a forward case before the reference reported it, however much
+    the port's cost says it should go first."""
     make, events = fake
     specs = [spec("f.slow", 1.0), spec("f.fast"), spec("f.refused", not_ok_reference=True), spec("train.a", op="train_a")]
     costs = {(label, s["id"]): 0.01 for s in specs for label in ("reference", "replay")}
@@ -130,8 +130,8 @@ def test_a_forward_case_reaches_the_port_with_the_references_document_once_the_r
         if label == "port" and isinstance(what, dict) and "inputs_from" in what:
             handed.update(what["inputs_from"])
     assert sorted(handed) == ["f.fast", "f.slow"]  # not the refused case, not the training case
-    for case_id, path in handed.items():  # the inputs alone: a port that copied its outputs must not pass
-        assert json.loads(open(path).read()) == {"inputs": {"x": [case_id]}}
+    for case_id, path in handed.items():  # never an output: a port that copied one must not pass
+        assert json.loads(open(path).read()) == {"inputs": {"x": [case_id]}, "position": 7}
     assert set(runs["port"].statuses) == {s["id"] for s in specs}
 
 

@@ -33,7 +33,7 @@ def case(repo_root):
 
 @pytest.fixture(scope="module")
 def reference_run(case):
-    doc, states = run_case_with_states(case)
+    doc, states, _ = run_case_with_states(case)
     return doc, states
 
 

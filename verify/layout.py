@@ -3,6 +3,7 @@ directory and a kept run: the one module that spells these names.
 
     <out_dir>/<id>.json                   the case's main document (a golden's form)
     <out_dir>/<id>.full.json              a pretrained case's every hidden state and attention weight
+    <out_dir>/<id>.handed.json            the inputs the reference drew, to hand the port (docs/protocol.md)
     <out_dir>/<id>.states/step_<t>.json   a training run's state at step t (its checkpoints)
     <out_dir>/<id>.replay/step_<t>.json   the port's state at t1 after replaying a segment [t0, t1]
     <out_dir>/<id>.replay/evaluate_<t>.json  the port's evaluation of the reference's state at t
@@ -14,7 +15,7 @@ A run's work directory holds one out_dir per engine (`engine_dir`) and the port'
 from pathlib import Path
 
 # An id that is another id plus one of these suffixes would share its files (verify/catalogue.py).
-RESERVED_SUFFIXES = (".full", ".states", ".replay")
+RESERVED_SUFFIXES = (".full", ".handed", ".states", ".replay")
 STATUSES = "statuses.json"  # a kept run's status lines, {case id: status}
 KEPT_OUT = "out"  # a kept run's output directory
 
@@ -25,6 +26,10 @@ def main(out_dir, case_id):
 
 def full(out_dir, case_id):
     return Path(out_dir) / f"{case_id}.full.json"
+
+
+def drawn(out_dir, case_id):
+    return Path(out_dir) / f"{case_id}.handed.json"
 
 
 def states(out_dir, case_id):
@@ -45,7 +50,7 @@ def evaluation(out_dir, case_id, step):
 
 def case_files(case_id):
     """The names a case's free run may leave in its engine's directory (the replay's are apart)."""
-    return (f"{case_id}.json", f"{case_id}.full.json", f"{case_id}.states")
+    return (f"{case_id}.json", f"{case_id}.full.json", f"{case_id}.handed.json", f"{case_id}.states")
 
 
 def engine_dir(work_dir, name):
@@ -54,7 +59,7 @@ def engine_dir(work_dir, name):
 
 
 def handed(work_dir, case_id):
-    """The inputs of a forward case the runner hands to the port (docs/protocol.md)."""
+    """The inputs of a case the runner hands to the port (docs/protocol.md)."""
     return Path(work_dir) / "handed" / f"{case_id}.json"
 
 

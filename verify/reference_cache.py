@@ -32,7 +32,7 @@ from .engines import PROTOCOL
 from .documents import DocumentError, read_bytes
 from .files import write_atomically
 
-FORMAT = 2  # the layout and key recipe; raise it when either changes (2: entries authenticated)
+FORMAT = 3  # the layout and key recipe; raise it when either changes (2: entries authenticated; 3: <id>.handed.json)
 FRESH_ENV = "VERIFY_FRESH"  # set to anything but "" or "0": the cache is not used
 DIR_ENV = "VERIFY_REFERENCE_CACHE"  # another directory for it
 SOURCES = "reference"  # the directory, under the project root, whose every file is a source

@@ -60,17 +60,23 @@ def estimate_costs(specs, previous_report=None):
     return costs
 
 
+HANDED_KINDS = ("forward", "gradcheck")  # the kinds whose inputs the reference draws and hands the port
+HANDED_KEYS = ("inputs", "parameters", "position")  # all a handed document may hold (docs/protocol.md)
+
+
 def hand_inputs(reference_dir, work_dir, case_id):
-    """The path of a document holding the inputs alone of the reference's document of a forward
-    case, written under work_dir, never its outputs (a port that copied what it was handed must
-    not pass); None when that document cannot be read (the verdict fails the case then)."""
+    """The path of the document handed to the port for a case: what the reference drew for it
+    (<id>.handed.json: its inputs, a gradient check's parameters, the generator's position after
+    them), rewritten under work_dir with those fields alone, never an output (a port that copied
+    what it was handed must not pass); None when that document cannot be read (the verdict fails
+    the case then)."""
     path = layout.handed(work_dir, case_id)
     try:
-        doc = read(layout.main(reference_dir, case_id))
+        doc = read(layout.drawn(reference_dir, case_id))
         if not (isinstance(doc, dict) and isinstance(doc.get("inputs"), dict)):
             return None
         path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomically(path, json.dumps({"inputs": doc["inputs"]}, allow_nan=False))
+        write_atomically(path, json.dumps({k: doc[k] for k in HANDED_KEYS if k in doc}, allow_nan=False))
     except (OSError, ValueError):  # a DocumentError is a ValueError
         return None
     return path
@@ -154,17 +160,17 @@ class Scheduler:
         return sorted(ids, key=lambda i: (-self._priority(label, i), self.position[i]))
 
     def _handed(self, label, case_id):
-        """Whether the port's request hands this case the reference's document: a forward case,
-        in a run with the reference."""
-        return label == "port" and "reference" in self.live and self.specs[case_id].get("kind") == "forward"
+        """Whether the port's request hands this case what the reference drew: a forward case or a
+        gradient check, in a run with the reference."""
+        return label == "port" and "reference" in self.live and self.specs[case_id].get("kind") in HANDED_KINDS
 
     def _ready(self, label, case_id):
         """A case the port is handed inputs for waits until the reference has reported it."""
         return not self._handed(label, case_id) or case_id in self._reported.get("reference", ())
 
     def _inputs_of(self, case_id):
-        """The document handed to the port for a forward case (hand_inputs), or None when the
-        reference did not run the case well."""
+        """The document handed to the port for a case (hand_inputs), or None when the reference
+        did not run the case well."""
         if (self.live["reference"].statuses.get(case_id) or {}).get("ok") is not True:
             return None
         return hand_inputs(self.live["reference"].out_dir, self.work_dir, case_id)

@@ -99,15 +99,15 @@ async function run(name: BrowserName, flagKernel: string | undefined): Promise<n
     if (typeof dir === "string") { dirs[`asset${i}`] = dir; assets[model] = `asset${i}/`; }
   });
   const ids = new Set(request.cases.map((c) => c.id));
-  // The handed inputs go in the page's request: each named document's `inputs`, or why it could not be read.
-  const inputs: Record<string, { inputs?: unknown; error?: string }> = {};
+  // The handed documents go in the page's request: each named document, or why it could not be read.
+  const inputs: Record<string, { doc?: unknown; error?: string }> = {};
   for (const [id, path] of Object.entries(request.inputs_from ?? {})) {
     if (!ids.has(id)) continue;
     try {
       if (typeof path !== "string") throw new Error(`not a path: ${JSON.stringify(path)}`);
       const doc = JSON.parse(readFileSync(path, "utf8")) as { inputs?: unknown };
       if (doc?.inputs === undefined) throw new Error(`${path} has no 'inputs'`);
-      inputs[id] = { inputs: doc.inputs };
+      inputs[id] = { doc };
     } catch (err) {
       inputs[id] = { error: (err as Error).message };
     }

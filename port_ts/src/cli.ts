@@ -69,8 +69,8 @@ function replay(spec: CaseSpec, entry: ReplayEntry, outDir: string): [number, nu
   return [segments.length, evaluate.length];
 }
 
-/** The inputs the request hands to case `id` (docs/protocol.md, "Handed inputs"): the `inputs` of
- *  the document at the path it names; undefined when it names none. */
+/** The document the request hands to case `id` (docs/protocol.md, "Handed inputs"), read from the
+ *  path it names; undefined when it names none. */
 function handed(inputs: Record<string, unknown>, id: string): unknown {
   if (!Object.hasOwn(inputs, id)) return undefined;
   const path = inputs[id];
@@ -78,7 +78,7 @@ function handed(inputs: Record<string, unknown>, id: string): unknown {
     if (typeof path !== "string") throw new Error(`not a path: ${JSON.stringify(path)}`);
     const doc = JSON.parse(readFileSync(path, "utf8")) as { inputs?: unknown };
     if (doc?.inputs === undefined) throw new Error(`${path} has no 'inputs'`);
-    return doc.inputs;
+    return doc;
   } catch (err) {
     throw new CaseError(`cannot read the inputs handed to '${id}': ${(err as Error).message}`);
   }

@@ -181,4 +181,3 @@ DRAWS = {"masked_softmax": masked_softmax_inputs, "dot_product_attention": dot_p
 COMPUTE = {"masked_softmax": masked_softmax, "dot_product_attention": dot_product_attention,
            "additive_attention": additive_attention, "multi_head_attention": multi_head_attention,
            "rope": rope, "rope_attention": rope_attention}
-BUILDERS = {}

@@ -2,15 +2,16 @@
 Transformer, the ViT and act 4's alignment scorer; and of RoPE attention's backward through the
 rotations of its queries and keys (twin: casesGradcheck.ts).
 
-Each builder draws, in this order: the model's parameters (its init function), then the layer
+Each draw function draws, in this order: the model's parameters (its init function), then the layer
 norms jittered (for each parameter name in order: a gamma becomes 1 + 0.1 * N(0, 1), a beta
 0.1 * N(0, 1); the ViT's <cls> then becomes N(0, 1)), so a backward that ignored gamma, beta or
-<cls> cannot pass by the accident of init's 1, 0 and 0; then the data; then, when the config's
+<cls> cannot pass by the accident of init's 1, 0 and 0; then the data. The check then draws, from
+that position of the stream (where an engine handed the inputs resumes it), when the config's
 dropout > 0, one integer mask seed U{0..2^31-1}: every loss evaluation draws its dropout masks
 from a fresh Generator(mask seed), so the finite differences see the masks the backward uses;
 then gradcheck's own draws (coordinates, then directions: reference/runs/gradcheck.py).
 
-Inputs: the data only (the parameters follow from the seed; the forward cases check init).
+Inputs: the data only; the parameters are handed to the other engines beside them, not written.
 Outputs, with <name> every parameter name:
     loss                  () the loss at the parameters
     grad.<name>           the full analytic gradient, compared across engines
@@ -89,22 +90,37 @@ def relu_pattern(blocks):
     return np.concatenate([blk["ffn"]["h_pre"].reshape(-1) > 0.0 for blk in blocks])
 
 
-def gradcheck_transformer_case(config, rng):
+def _transformer(config):
+    model = {n: cc.positive_int(config, n) for n in ("vocab_src", "vocab_tgt", "d", "ffn_hidden", "heads",
+                                                     "enc_blocks", "dec_blocks")}
+    model["dropout"] = cc.get(config, "dropout", 0.0)
+    return model
+
+
+def gradcheck_transformer_inputs(config, rng):
     # config: vocab_src, vocab_tgt, d, ffn_hidden, heads, enc_blocks, dec_blocks, dropout (default 0),
     #   B, T_src, T_tgt, src_valid_lens null | (B,), tgt_valid_lens null | (B,), gradcheck's
     # draws: init_transformer_params; norms jittered; src U{0..vocab_src-1} (B, T_src);
     #   tgt_out U{0..vocab_tgt-1} (B, T_tgt), tgt_in = tgt_out shifted right behind id 0 (<bos>);
-    #   the mask seed (dropout > 0); gradcheck's draws
-    model = {n: cc.positive_int(config, n) for n in ("vocab_src", "vocab_tgt", "d", "ffn_hidden", "heads",
-                                           "enc_blocks", "dec_blocks")}
-    model["dropout"] = cc.get(config, "dropout", 0.0)
+    #   then, in the check, the mask seed (dropout > 0) and gradcheck's draws
+    model = _transformer(config)
     B, S, T = (cc.positive_int(config, n) for n in ("B", "T_src", "T_tgt"))
     params = _jitter_norms(rng, init_transformer_params(rng, model))
     src = rng.integers((B, S), 0, model["vocab_src"])
     tgt_out = rng.integers((B, T), 0, model["vocab_tgt"])
     tgt_in = np.concatenate([np.zeros((B, 1), dtype=np.int64), tgt_out[:, :-1]], axis=1)  # (B, T)
-    src_lens, tgt_lens = _lens(config, "src_valid_lens", B, S, 0), _lens(config, "tgt_valid_lens", B, T)
-    seed = _mask_seed(config, rng)
+    inputs = {"src": src, "tgt_in": tgt_in, "tgt_out": tgt_out}
+    for key, limit, low in (("src_valid_lens", S, 0), ("tgt_valid_lens", T, 1)):
+        lens = _lens(config, key, B, limit, low)
+        if lens is not None:
+            inputs[key] = lens
+    return inputs, params
+
+
+def gradcheck_transformer(inputs, config, rng, params):
+    src, tgt_in, tgt_out = cc.need(inputs, "src", "tgt_in", "tgt_out")
+    src_lens, tgt_lens = inputs.get("src_valid_lens"), inputs.get("tgt_valid_lens")
+    model, seed = _transformer(config), _mask_seed(config, rng)
 
     def loss_fn(p):
         loss, cache = transformer_loss(p, model, src, src_lens, tgt_in, tgt_out, tgt_lens, _masks(seed))
@@ -112,66 +128,81 @@ def gradcheck_transformer_case(config, rng):
 
     loss, cache = transformer_loss(params, model, src, src_lens, tgt_in, tgt_out, tgt_lens, _masks(seed))
     grads = transformer_loss_backward(cache)
-    inputs = {"src": src, "tgt_in": tgt_in, "tgt_out": tgt_out}
-    if src_lens is not None:
-        inputs["src_valid_lens"] = src_lens
-    if tgt_lens is not None:
-        inputs["tgt_valid_lens"] = tgt_lens
-    return inputs, {"loss": np.array(loss), **run_check(config, rng, params, loss_fn, grads)}
+    return {"loss": np.array(loss), **run_check(config, rng, params, loss_fn, grads)}
 
 
-def gradcheck_vit_case(config, rng):
+def _vit(config):
+    model = {n: cc.positive_int(config, n) for n in ("image", "channels", "patch", "d", "heads", "mlp_hidden",
+                                                     "blocks", "classes")}
+    model["dropout"] = cc.get(config, "dropout", 0.0)
+    return model
+
+
+def gradcheck_vit_inputs(config, rng):
     # config: image, channels, patch, d, heads, mlp_hidden, blocks, classes, dropout (default 0), B,
     #   gradcheck's
     # draws: init_vit_params; norms jittered; cls N(0, 1) (d,); images U[0, 1) (B, C, H, H);
-    #   labels U{0..classes-1} (B,); the mask seed (dropout > 0); gradcheck's draws
-    model = {n: cc.positive_int(config, n) for n in ("image", "channels", "patch", "d", "heads", "mlp_hidden",
-                                           "blocks", "classes")}
-    model["dropout"] = cc.get(config, "dropout", 0.0)
-    B = cc.positive_int(config, "B")
+    #   labels U{0..classes-1} (B,); then, in the check, the mask seed (dropout > 0) and gradcheck's draws
+    model, B = _vit(config), cc.positive_int(config, "B")
     params = _jitter_norms(rng, init_vit_params(rng, model))
     params["cls"] = rng.normal((model["d"],))
     images = rng.uniform((B, model["channels"], model["image"], model["image"]))
-    labels = rng.integers((B,), 0, model["classes"])
-    seed = _mask_seed(config, rng)
+    return {"images": images, "labels": rng.integers((B,), 0, model["classes"])}, params
+
+
+def gradcheck_vit(inputs, config, rng, params):
+    images, labels = cc.need(inputs, "images", "labels")
+    model, seed = _vit(config), _mask_seed(config, rng)
 
     def loss_fn(p):
         return vit_loss(p, model, images, labels, _masks(seed))[0], None
 
     loss, cache = vit_loss(params, model, images, labels, _masks(seed))
-    grads = vit_loss_backward(cache)
-    return {"images": images, "labels": labels}, {"loss": np.array(loss), **run_check(config, rng, params, loss_fn, grads)}
+    return {"loss": np.array(loss), **run_check(config, rng, params, loss_fn, vit_loss_backward(cache))}
 
 
-def gradcheck_alignment_case(config, rng):
+def gradcheck_alignment_inputs(config, rng):
     # config: E, H, pairs (default 1), gradcheck's
     # draws: init_alignment_params; alignment_data (pair by pair: source then target embeddings);
-    #   gradcheck's draws
+    #   then, in the check, gradcheck's draws
     E, H, pairs = cc.positive_int(config, "E"), cc.positive_int(config, "H"), cc.positive_int(config, "pairs", 1)
     params = init_alignment_params(rng, E, H)
     data = alignment_data(rng, E, pairs)
+    return {"queries": data["queries"], "keys": data["keys"], "gold": data["gold"]}, params
+
+
+def gradcheck_alignment(inputs, config, rng, params):
+    data = dict(zip(("queries", "keys", "gold"), cc.need(inputs, "queries", "keys", "gold")))
 
     def loss_fn(p):
         return alignment_loss(p, data)[0], None
 
     loss, cache = alignment_loss(params, data)
     grads = alignment_loss_backward(cache)
-    inputs = {"queries": data["queries"], "keys": data["keys"], "gold": data["gold"]}
-    return inputs, {"loss": np.array(loss), "weights": cache["weights"],
-                    **run_check(config, rng, params, loss_fn, grads)}
+    return {"loss": np.array(loss), "weights": cache["weights"], **run_check(config, rng, params, loss_fn, grads)}
 
 
-def gradcheck_rope_case(config, rng):
+def gradcheck_rope_inputs(config, rng):
     # config: lead (e.g. [B]), Q, K, D (even), V; valid_lens null | (B,) | (B, Q); q_positions null | (Q,),
     #   k_positions null | (K,); gradcheck's
-    # draws: q ~ N(0, 1) (lead, Q, D); k (lead, K, D); v (lead, K, V); dout (lead, Q, V); gradcheck's draws
+    # draws: q ~ N(0, 1) (lead, Q, D); k (lead, K, D); v (lead, K, V) (the parameters); dout (lead, Q, V);
+    #   then, in the check, gradcheck's draws
     lead = cc.shape(config, "lead")
     Q, K, V = (cc.positive_int(config, n) for n in ("Q", "K", "V"))
     D = _even(config, "D")
     params = {"q": rng.normal(lead + (Q, D)), "k": rng.normal(lead + (K, D)), "v": rng.normal(lead + (K, V))}
-    dout = rng.normal(lead + (Q, V))
+    inputs = {"dout": rng.normal(lead + (Q, V))}
     lens = _valid_lens(config)
-    q_pos, k_pos = _positions(config, "q_positions", Q), _positions(config, "k_positions", K)
+    inputs.update({} if lens is None else {"valid_lens": lens})
+    for key, n in (("q_positions", Q), ("k_positions", K)):
+        pos = _positions(config, key, n)
+        inputs.update({} if pos is None else {key: pos})
+    return inputs, params
+
+
+def gradcheck_rope(inputs, config, rng, params):
+    (dout,) = cc.need(inputs, "dout")
+    lens, q_pos, k_pos = (inputs.get(n) for n in ("valid_lens", "q_positions", "k_positions"))
 
     def loss_fn(p):
         out, _ = rope_attention_forward(p["q"], p["k"], p["v"], lens, q_pos, k_pos)
@@ -180,14 +211,10 @@ def gradcheck_rope_case(config, rng):
     loss, _ = loss_fn(params)
     _, cache = rope_attention_forward(params["q"], params["k"], params["v"], lens, q_pos, k_pos)
     grads = dict(zip(("q", "k", "v"), rope_attention_backward(dout, cache)))
-    inputs = {"dout": dout, **({} if lens is None else {"valid_lens": lens})}
-    inputs.update({n: p for n, p in (("q_positions", q_pos), ("k_positions", k_pos)) if p is not None})
-    return inputs, {"loss": np.array(loss), **run_check(config, rng, params, loss_fn, grads)}
+    return {"loss": np.array(loss), **run_check(config, rng, params, loss_fn, grads)}
 
 
-BUILDERS = {
-    "gradcheck_transformer": gradcheck_transformer_case,
-    "gradcheck_vit": gradcheck_vit_case,
-    "gradcheck_alignment": gradcheck_alignment_case,
-    "gradcheck_rope": gradcheck_rope_case,
-}
+DRAWS = {"gradcheck_transformer": gradcheck_transformer_inputs, "gradcheck_vit": gradcheck_vit_inputs,
+         "gradcheck_alignment": gradcheck_alignment_inputs, "gradcheck_rope": gradcheck_rope_inputs}
+COMPUTE = {"gradcheck_transformer": gradcheck_transformer, "gradcheck_vit": gradcheck_vit,
+           "gradcheck_alignment": gradcheck_alignment, "gradcheck_rope": gradcheck_rope}

@@ -1,7 +1,8 @@
 """Forward cases of the building-block layers (twin: casesLayers.ts). Each op has a draw function
 (DRAWS: config, generator -> named inputs, in the order its comment gives; the runner hands what
-it draws to the other engines) and a compute function (COMPUTE: named inputs, config -> named
-outputs). Dropout's keep mask is what its cases verify, so its builder draws in both engines.
+it draws to the other engines) and a compute function (COMPUTE: named inputs, config, generator
+-> named outputs). Dropout's keep mask is what its cases verify: every engine draws it, from the
+position of the stream the inputs were handed with.
 """
 
 import numpy as np
@@ -104,13 +105,16 @@ def gelu(inputs, config, rng=None):
     return {"out": gelu_forward(x)[0], "erf": erf(x)}
 
 
-def dropout_case(config, rng):
+def dropout_inputs(config, rng):
     # config: shape, p
-    # draws: x ~ N(0, 1) (shape); then the keep mask (shape) when p > 0
-    x = rng.normal(cc.shape(config, "shape"), 0.0, 1.0)
+    # draws: x ~ N(0, 1) (shape); then, in the forward, the keep mask (shape) when p > 0
+    return {"x": rng.normal(cc.shape(config, "shape"), 0.0, 1.0)}
+
+
+def dropout(inputs, config, rng):
+    (x,) = cc.need(inputs, "x")
     out, cache = dropout_forward(x, cc.get(config, "p"), rng)
-    outputs = {"out": out} if cache["mask"] is None else {"out": out, "mask": cache["mask"]}
-    return {"x": x}, outputs
+    return {"out": out} if cache["mask"] is None else {"out": out, "mask": cache["mask"]}
 
 
 DRAWS = {
@@ -119,6 +123,6 @@ DRAWS = {
     "layer_norm": layer_norm_inputs,
     "ffn": ffn_inputs,
     "gelu": gelu_inputs,
+    "dropout": dropout_inputs,
 }
-COMPUTE = {"linear": linear, "embedding": embedding, "layer_norm": layer_norm, "ffn": ffn, "gelu": gelu}
-BUILDERS = {"dropout": dropout_case}
+COMPUTE = {"linear": linear, "embedding": embedding, "layer_norm": layer_norm, "ffn": ffn, "gelu": gelu, "dropout": dropout}

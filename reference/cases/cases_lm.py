@@ -2,13 +2,12 @@
 the block, the model and KV-cache generation; gradient checks of the block and the model
 (twin: casesLm.ts; docs/lesson_block.md, docs/decoder_lm.md, docs/kv_cache.md).
 
-The forward ops have a draw function (DRAWS) and a compute function (COMPUTE) (cases.py); the
-gradient checks draw in both engines (BUILDERS). Every draw first draws the parameters (the
-init function: PyTorch's defaults), then moves
-what init leaves at a constant away from it, for each parameter name in order: a layer norm's
-gamma becomes 1 + 0.1 z, its beta 0.1 z, an attention bias (b_in, b_o) 0.1 z, z ~ N(0, 1) of
-the tensor's shape (so a port that dropped a bias or a norm's affine cannot pass by init's 1 and
-0); then the data. Gradient checks then make gradcheck's own draws (reference/runs/gradcheck.py)
+Each op has a draw function (DRAWS) and a compute function (COMPUTE) (cases.py). Every draw
+first draws the parameters (the init function: PyTorch's defaults), then moves what init leaves
+at a constant away from it, for each parameter name in order: a layer norm's gamma becomes
+1 + 0.1 z, its beta 0.1 z, an attention bias (b_in, b_o) 0.1 z, z ~ N(0, 1) of the tensor's shape
+(so a port that dropped a bias or a norm's affine cannot pass by init's 1 and 0); then the data.
+Gradient checks then make gradcheck's own draws from that position on (reference/runs/gradcheck.py)
 and write the same outputs as cases_gradcheck.py (loss, grad.*, check.*, direction.*, kink_retries).
 """
 
@@ -128,15 +127,19 @@ def kv_generate(inputs, config, rng=None):
     return outputs
 
 
-def gradcheck_lesson_block_case(config, rng):
+def gradcheck_lesson_block_inputs(config, rng):
     # config: B, T, d, heads, ffn_hidden, causal (default false), gradcheck's
     # draws: init_lesson_block_params; norms and biases jittered; x ~ N(0, 1) (B, T, d);
-    #   R ~ N(0, 1) (B, T, d); gradcheck's draws. loss = sum of out * R (in order): dout = R
-    B, T, d, heads, F = (cc.positive_int(config, n) for n in ("B", "T", "d", "heads", "ffn_hidden"))
+    #   R ~ N(0, 1) (B, T, d); then, in the check, gradcheck's draws. loss = sum of out * R (in order): dout = R
+    B, T, d, F = (cc.positive_int(config, n) for n in ("B", "T", "d", "ffn_hidden"))
     params = _jitter(rng, init_lesson_block_params(rng, d, F))
     x = rng.normal((B, T, d))
-    R = rng.normal((B, T, d))
-    keep = causal_keep(T) if cc.get(config, "causal", False) else None
+    return {"x": x, "R": rng.normal((B, T, d))}, params
+
+
+def gradcheck_lesson_block(inputs, config, rng, params):
+    x, R = cc.need(inputs, "x", "R")
+    heads, keep = cc.positive_int(config, "heads"), _keep(config, x.shape[1])
 
     def loss_of(p):
         out, cache = lesson_block_forward(x, p, heads, keep)
@@ -148,38 +151,39 @@ def gradcheck_lesson_block_case(config, rng):
 
     loss, cache = loss_of(params)
     _, grads = lesson_block_backward(R, cache)
-    return {"x": x, "R": R}, {"loss": np.array(loss), **run_check(config, rng, params, loss_fn, grads)}
+    return {"loss": np.array(loss), **run_check(config, rng, params, loss_fn, grads)}
 
 
-def gradcheck_decoder_lm_case(config, rng):
+def gradcheck_decoder_lm_inputs(config, rng):
     # config: the model's, B, T, target_lens (B,) (default: every position counts), gradcheck's
     # draws: init_decoder_lm_params; norms and biases jittered; tokens U{0..vocab-1} (B, T);
-    #   targets U{0..vocab-1} (B, T); gradcheck's draws
+    #   targets U{0..vocab-1} (B, T); then, in the check, gradcheck's draws
     model = _model(config)
     B, T = cc.positive_int(config, "B"), cc.positive_int(config, "T")
     params = _jitter(rng, init_decoder_lm_params(rng, model))
     tokens = rng.integers((B, T), 0, model["vocab"])
-    targets = rng.integers((B, T), 0, model["vocab"])
+    inputs = {"tokens": tokens, "targets": rng.integers((B, T), 0, model["vocab"])}
     lens = cc.get(config, "target_lens", None)
-    weights = None if lens is None else sequence_weights(cc.int_array(lens, "target_lens"), T)
+    if lens is not None:
+        inputs["weights"] = sequence_weights(cc.int_array(lens, "target_lens"), T)
+    return inputs, params
+
+
+def gradcheck_decoder_lm(inputs, config, rng, params):
+    tokens, targets = cc.need(inputs, "tokens", "targets")
+    model, weights = _model(config), inputs.get("weights")
 
     def loss_fn(p):
         loss, cache = decoder_lm_loss(p, model, tokens, targets, weights)
         return loss, relu_pattern(cache["model"]["blocks"])
 
     loss, cache = decoder_lm_loss(params, model, tokens, targets, weights)
-    grads = decoder_lm_loss_backward(cache)
-    inputs = {"tokens": tokens, "targets": targets}
-    if weights is not None:
-        inputs["weights"] = weights
-    return inputs, {"loss": np.array(loss), **run_check(config, rng, params, loss_fn, grads)}
+    return {"loss": np.array(loss), **run_check(config, rng, params, loss_fn, decoder_lm_loss_backward(cache))}
 
 
 DRAWS = {"lesson_attention": lesson_attention_inputs, "lesson_block": lesson_block_inputs,
-         "decoder_lm": decoder_lm_inputs, "kv_generate": kv_generate_inputs}
+         "decoder_lm": decoder_lm_inputs, "kv_generate": kv_generate_inputs,
+         "gradcheck_lesson_block": gradcheck_lesson_block_inputs, "gradcheck_decoder_lm": gradcheck_decoder_lm_inputs}
 COMPUTE = {"lesson_attention": lesson_attention, "lesson_block": lesson_block, "decoder_lm": decoder_lm,
-           "kv_generate": kv_generate}
-BUILDERS = {
-    "gradcheck_lesson_block": gradcheck_lesson_block_case,
-    "gradcheck_decoder_lm": gradcheck_decoder_lm_case,
-}
+           "kv_generate": kv_generate, "gradcheck_lesson_block": gradcheck_lesson_block,
+           "gradcheck_decoder_lm": gradcheck_decoder_lm}

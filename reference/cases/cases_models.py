@@ -141,4 +141,3 @@ DRAWS = {"encoder_block": encoder_block_inputs, "decoder_block": decoder_block_i
          "vit_patch_embedding": vit_patch_embedding_inputs, "vit": vit_inputs}
 COMPUTE = {"encoder_block": encoder_block, "decoder_block": decoder_block, "transformer": transformer,
            "vit_patch_embedding": vit_patch_embedding, "vit": vit}
-BUILDERS = {}

@@ -73,4 +73,3 @@ def sliding_window_attention(inputs, config, rng=None):
 
 DRAWS = {"tiled_attention": tiled_attention_inputs, "sliding_window_attention": sliding_window_attention_inputs}
 COMPUTE = {"tiled_attention": tiled_attention, "sliding_window_attention": sliding_window_attention}
-BUILDERS = {}

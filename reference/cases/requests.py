@@ -69,7 +69,7 @@ def export_document(case, assets=None):
     ident = item_id(case)
     if case.get("kind") != "training":
         raise cc.CaseError(f"export takes training cases; {ident!r} is of kind {case.get('kind')!r}")
-    doc, states = run_case_with_states(case, assets)
+    doc, states, _ = run_case_with_states(case, assets)
     steps = case["config"].get("steps")
     final = states.get(steps)
     if final is None:

@@ -103,15 +103,6 @@ def float_array(value, name):
         raise CaseError(f"config {name!r} must be a (nested) list of numbers, got {value!r}") from None
 
 
-MASK_KEYS = ("dropout", "dropout_p")  # the config keys of a forward's dropout rate
-
-
-def draws_masks(config):
-    """Whether the case's forward draws dropout masks (a positive rate): they follow its inputs in
-    the generator's stream, so every engine draws that case's inputs itself."""
-    return any(type(config.get(k)) in (int, float) and config[k] > 0 for k in MASK_KEYS)
-
-
 def need(inputs, *names):
     """The named tensors of a case's inputs, in order; a name they lack is a CaseError."""
     missing = [n for n in names if n not in inputs]
@@ -149,3 +140,24 @@ def handed_inputs(value, ident):
         else:
             fail(f"hold {name!r} of dtype {shown(t.get('dtype'))}; the dtypes are float64 and int64")
     return named
+
+
+def handed_document(doc, ident):
+    """(inputs, parameters or None, position) of the document a request hands to case `ident`
+    (docs/protocol.md, "Handed inputs"): {"inputs": tensors by name, "parameters": a gradient
+    check's [name, tensor] pairs in order, "position": the generator's counter after the draws};
+    a malformed one is a CaseError."""
+    if not isinstance(doc, dict):
+        raise CaseError(f"the document handed to {ident!r} must be an object, got {shown(doc)}")
+    position = doc.get("position")
+    if type(position) is not int or not 0 <= position < 2**53:
+        raise CaseError(f"the document handed to {ident!r} needs 'position', the generator's counter after "
+                        f"the inputs were drawn (an integer >= 0), got {shown(position)}")
+    params = doc.get("parameters")
+    if params is not None:
+        if not (isinstance(params, list) and all(isinstance(p, list) and len(p) == 2 and isinstance(p[0], str) for p in params)
+                and len({p[0] for p in params}) == len(params)):
+            raise CaseError(f"the document handed to {ident!r} must list its 'parameters' as [name, tensor] pairs, "
+                            "each name once, in the model's order")
+        params = handed_inputs(dict(params), ident)
+    return handed_inputs(doc.get("inputs"), ident), params, position

@@ -16,13 +16,13 @@ import {
 
 /** The request as the engine hands it to the page: the stdin request's cases, the kernel, the
  *  replay entries each with the URL of its from_dir, each asset's URL, and the inputs handed to
- *  cases (each named document's `inputs`, read by the engine, or why it could not be read). */
+ *  cases (each named document, read by the engine, or why it could not be read). */
 interface PageRequest {
   cases: CaseSpec[];
   kernel: "auto" | "js" | "wasm";
   replay: Record<string, { from_dir?: unknown; segments?: unknown; evaluate?: unknown; free_run?: unknown; url?: string }>;
   assets: Record<string, string>;
-  inputs: Record<string, { inputs?: unknown; error?: string }>;
+  inputs: Record<string, { doc?: unknown; error?: string }>;
 }
 
 let base = ""; // the session's root URL on the engine's server, from host.ts
@@ -120,7 +120,7 @@ function run(req: PageRequest): void {
       if (entry === undefined || entry.free_run !== false) {
         const given = Object.hasOwn(req.inputs, spec.id) ? req.inputs[spec.id] : undefined;
         if (given?.error !== undefined) throw new CaseError(`cannot read the inputs handed to '${spec.id}': ${given.error}`);
-        const { doc, states } = runCaseWithStates(spec, assets, given?.inputs);
+        const { doc, states } = runCaseWithStates(spec, assets, given?.doc);
         writeCase(spec, doc, states, write);
       }
       if (entry !== undefined) [status.replayed, status.evaluated] = replay(spec, entry);

@@ -1,9 +1,10 @@
-// Run one case of the catalogue and return the golden document (twin: cases.py): from the inputs
-// the request hands it (docs/protocol.md, "Handed inputs"), through the op's compute function
-// (COMPUTE: named inputs and config -> named outputs). A case whose forward draws dropout masks
-// draws its inputs here too (DRAWS), since the masks follow them in the stream. An op whose draws
-// are what its cases verify (parameter init, data sets, training) has a builder, which draws
-// from the case's seed and computes. All live in one module per family.
+// Run one case of the catalogue and return the golden document (twin: cases.py). A forward op or a
+// gradient check computes from the document the request hands it (docs/protocol.md, "Handed
+// inputs"): the inputs the reference drew, a gradient check's parameters, and the generator's
+// position after those draws, from which this engine draws the dropout masks and gradcheck's own
+// draws (COMPUTE: inputs, config, generator[, parameters] -> named outputs). An op whose draws
+// are what its cases verify (data sets, training) has a builder, which draws from the case's seed
+// and computes. All live in one module per family.
 //
 // A builder returns { inputs, outputs }; a training builder (casesTraining.ts) also returns
 // digests and states (Map t -> state document), which the command line writes to
@@ -11,25 +12,25 @@
 // (casesPretrained.ts) also takes the request's assets, each a ModelFiles (file name -> bytes).
 
 import { Generator } from "../core/rng.ts";
-import { CaseError, checkNumbers, type Config, drawsMasks, errorFields, handedInputs } from "../core/caseConfig.ts";
+import { CaseError, checkNumbers, type Config, errorFields, handedDocument } from "../core/caseConfig.ts";
 import { caseDocument, dumps, type Json } from "../core/golden.ts";
 import { productEngine } from "../kernels/product.ts";
-import { type Builder, type Compute, type Draw, COMPUTE as attentionCompute, DRAWS as attentionDraws } from "./casesAttention.ts";
-import { BUILDERS as layers, COMPUTE as layersCompute } from "./casesLayers.ts";
-import { COMPUTE as modelsCompute, DRAWS as modelsDraws } from "./casesModels.ts";
-import { BUILDERS as lesson, COMPUTE as lessonCompute, DRAWS as lessonDraws } from "./casesLesson.ts";
-import { BUILDERS as gradcheck } from "./casesGradcheck.ts";
+import { type Builder, type Compute, COMPUTE as attentionCompute } from "./casesAttention.ts";
+import { COMPUTE as layersCompute } from "./casesLayers.ts";
+import { COMPUTE as modelsCompute } from "./casesModels.ts";
+import { BUILDERS as lesson, COMPUTE as lessonCompute } from "./casesLesson.ts";
+import { COMPUTE as gradcheckCompute } from "./casesGradcheck.ts";
 import { BUILDERS as training, type TrainingResult } from "./casesTraining.ts";
 import { BUILDERS as pretrained, type Assets, splitDocuments } from "./casesPretrained.ts";
 import { BUILDERS as faults, COMPUTE as faultsCompute } from "./casesFaults.ts";
-import { BUILDERS as lm, COMPUTE as lmCompute } from "./casesLm.ts";
+import { COMPUTE as lmCompute } from "./casesLm.ts";
 import { COMPUTE as tiled } from "./casesTiled.ts";
 import type { StateDocument } from "../runs/train.ts";
 
-export const COMPUTE: Record<string, Compute> = { ...attentionCompute, ...layersCompute, ...modelsCompute, ...lessonCompute, ...faultsCompute, ...lmCompute, ...tiled };
-/** The ops whose cases with dropout draw their inputs here too (their masks follow in the stream). */
-export const DRAWS: Record<string, Draw> = { ...attentionDraws, ...modelsDraws, ...lessonDraws };
-export const BUILDERS: Record<string, Builder> = { ...layers, ...lesson, ...gradcheck, ...training, ...pretrained, ...faults, ...lm };
+export const COMPUTE: Record<string, Compute> = {
+  ...attentionCompute, ...layersCompute, ...modelsCompute, ...lessonCompute, ...gradcheckCompute, ...faultsCompute, ...lmCompute, ...tiled,
+};
+export const BUILDERS: Record<string, Builder> = { ...lesson, ...training, ...pretrained, ...faults };
 
 export interface CaseSpec {
   id: string;
@@ -45,7 +46,7 @@ export function runCase(spec: CaseSpec, assets?: Assets, handed?: unknown): { [k
 }
 
 /** The golden document and the states (Map t -> state document; empty unless the case trains).
- *  handed: the `inputs` object of the document the request names for this case, if it names one. */
+ *  handed: the document the request names for this case, if it names one. */
 export function runCaseWithStates(spec: CaseSpec, assets?: Assets, handed?: unknown): { doc: { [key: string]: Json }; states: Map<number, StateDocument> } {
   const config = spec.config ?? {};
   const compute = Object.hasOwn(COMPUTE, spec.op) ? COMPUTE[spec.op] : undefined;
@@ -55,14 +56,13 @@ export function runCaseWithStates(spec: CaseSpec, assets?: Assets, handed?: unkn
   }
   checkNumbers(config);
   if (compute !== undefined) {
-    const draw = Object.hasOwn(DRAWS, spec.op) ? DRAWS[spec.op] : undefined;
-    const drawn = draw !== undefined && (handed === undefined || drawsMasks(config));
-    if (!drawn && handed === undefined) {
+    if (handed === undefined) {
       throw new CaseError(`case '${spec.id}' of op '${spec.op}' needs its inputs handed in the request ('inputs_from': {id: the path of a document with them}, docs/protocol.md)`);
     }
-    const rng = drawn ? new Generator(spec.seed) : null;
-    const inputs = drawn ? draw(config, rng!) : handedInputs(handed, spec.id);
-    return { doc: caseDocument(spec as unknown as Json, inputs, compute(inputs, config, rng)), states: new Map() };
+    const { inputs, params, position } = handedDocument(handed, spec.id);
+    const rng = new Generator(spec.seed);
+    rng.counter = position; // the dropout masks and gradcheck's draws follow the inputs in the stream
+    return { doc: caseDocument(spec as unknown as Json, inputs, compute(inputs, config, rng, params)), states: new Map() };
   }
   const rng = new Generator(spec.seed);
   const result = (Object.hasOwn(pretrained, spec.op) ? pretrained[spec.op](spec.config ?? {}, rng, assets ?? {})

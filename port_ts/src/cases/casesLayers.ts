@@ -1,12 +1,11 @@
 // Forward cases of the building-block layers (twin: cases_layers.py): each op computes from the
-// inputs the request hands it (COMPUTE), except dropout, whose keep mask is what its cases verify:
-// it draws x ~ N(0, 1) (shape), then the keep mask (shape) when p > 0.
+// inputs the request hands it (COMPUTE). Dropout's keep mask, what its cases verify, is drawn here.
 
-import type { Builder, Compute } from "./casesAttention.ts";
+import type { Compute } from "./casesAttention.ts";
 import type { Generator } from "../core/rng.ts";
 import type { Named } from "../core/golden.ts";
 import { type IntTensor, type Tensor, zeros } from "../core/ops.ts";
-import { type Config, get, need, optional, shape } from "../core/caseConfig.ts";
+import { type Config, get, need, optional } from "../core/caseConfig.ts";
 import { dropoutForward } from "../nn/dropout.ts";
 import { embeddingForward } from "../nn/embedding.ts";
 import { ffnForward } from "../nn/ffn.ts";
@@ -43,14 +42,11 @@ function gelu(inputs: Named): Named {
   return { out: geluForward(x).out, erf: e };
 }
 
-// config: shape, p
-function dropoutCase(config: Config, rng: Generator) {
-  const x = rng.normal(shape(config, "shape"), 0, 1);
+// config: p; the keep mask is drawn here, from the position x was handed with
+function dropout(inputs: Named, config: Config, rng: Generator): Named {
+  const { x } = need(inputs, "x");
   const { out, cache } = dropoutForward(x, get<number>(config, "p"), rng);
-  const outputs: Named = cache.mask === null ? { out } : { out, mask: cache.mask };
-  return { inputs: { x }, outputs };
+  return cache.mask === null ? { out } : { out, mask: cache.mask };
 }
 
-export const COMPUTE: Record<string, Compute> = { linear, embedding, layer_norm: layerNorm, ffn, gelu };
-
-export const BUILDERS: Record<string, Builder> = { dropout: dropoutCase };
+export const COMPUTE: Record<string, Compute> = { linear, embedding, layer_norm: layerNorm, ffn, gelu, dropout };

@@ -3,18 +3,17 @@
 //
 // Draw order per op:
 //   sinusoidal_table, position_similarity   no draws
-//   positional_encoding                     x ~ N(0, 1) of shape (B, T, d), then the dropout mask
-//                                           (B, T, d) when dropout_p > 0 (a draw and a compute
-//                                           function: cases.ts)
+//   positional_encoding                     handed x (B, T, d) (a compute function: cases.ts),
+//                                           then the dropout mask (B, T, d) when dropout_p > 0
 //   nadaraya_watson                         n_train uniforms on [0, 5) (sorted after drawing),
 //                                           then n_train standard normals (noise)
 //   score_scaling                           for each d in dims, in order: q (n, d), then k (n, d)
 
-import type { Builder, Compute, Draw } from "./casesAttention.ts";
+import type { Builder, Compute } from "./casesAttention.ts";
 import type { Named } from "../core/golden.ts";
 import type { Generator } from "../core/rng.ts";
 import { type Tensor, tensor, zeros } from "../core/ops.ts";
-import { type Config, CaseError, get, shape, intArray, need, positiveInt } from "../core/caseConfig.ts";
+import { type Config, CaseError, get, intArray, need, positiveInt } from "../core/caseConfig.ts";
 import { sinusoidalTable, positionalEncodingForward, positionSimilarity } from "../nn/positionalEncoding.ts";
 import { regressionData, nadarayaWatson, meanAbsError } from "../nn/nadarayaWatson.ts";
 import { scoreScaling } from "../nn/scoreScaling.ts";
@@ -33,11 +32,7 @@ function sinusoidalTableCase(config: Config, _rng: Generator): { inputs: Named; 
   return { inputs: { rows }, outputs: { P_rows: picked } };
 }
 
-function positionalEncodingInputs(config: Config, rng: Generator): Named {
-  return { x: rng.normal(shape(config, "shape", 3)) }; // (B, T, d)
-}
-
-function positionalEncoding(inputs: Named, config: Config, rng: Generator | null = null): Named {
+function positionalEncoding(inputs: Named, config: Config, rng: Generator): Named {
   const { x } = need(inputs, "x");
   const { out, cache } = positionalEncodingForward(x, get<number>(config, "dropout_p", 0), rng);
   return cache.mask === null ? { out } : { out, mask: cache.mask };
@@ -72,7 +67,6 @@ function scoreScalingCase(config: Config, rng: Generator) {
 }
 
 export const COMPUTE: Record<string, Compute> = { positional_encoding: positionalEncoding };
-export const DRAWS: Record<string, Draw> = { positional_encoding: positionalEncodingInputs };
 
 export const BUILDERS: Record<string, Builder> = {
   sinusoidal_table: sinusoidalTableCase,

@@ -2,40 +2,23 @@
 // the block, the model and KV-cache generation; gradient checks of the block and the model
 // (twin: cases_lm.py; docs/lesson_block.md, docs/decoder_lm.md, docs/kv_cache.md).
 //
-// The forward ops compute from the inputs the request hands them (COMPUTE: the reference draws
-// the parameters and the data). The gradient checks draw here too (BUILDERS): they draw the
-// parameters first (the init function: PyTorch's defaults), then move
-// what init leaves at a constant away from it, for each parameter name in order: a layer norm's
-// gamma becomes 1 + 0.1 z, its beta 0.1 z, an attention bias (b_in, b_o) 0.1 z, z ~ N(0, 1) of
-// the tensor's shape; then the data. Gradient checks then make gradcheck's own draws
-// (runs/gradcheck.ts) and write the same outputs as casesGradcheck.ts.
+// Every op computes from what the request hands it (COMPUTE: the reference draws the parameters,
+// init's with its norms and attention biases jittered, and the data). The gradient checks then
+// make gradcheck's own draws from the position they were handed with (runs/gradcheck.ts) and
+// write the same outputs as casesGradcheck.ts.
 
-import type { Builder, Compute } from "./casesAttention.ts";
+import type { Compute } from "./casesAttention.ts";
 import type { Named } from "../core/golden.ts";
 import type { IntTensor, Tensor } from "../core/ops.ts";
 import type { Params } from "../core/params.ts";
 import type { Generator } from "../core/rng.ts";
-import { type Config, get, intArray, need, optional, positiveInt } from "../core/caseConfig.ts";
-import { type DecoderLmConfig, decoderLmForward, decoderLmLoss, decoderLmLossBackward, initDecoderLmParams } from "../models/decoderLm.ts";
+import { type Config, get, need, optional, positiveInt } from "../core/caseConfig.ts";
+import { type DecoderLmConfig, decoderLmForward, decoderLmLoss, decoderLmLossBackward } from "../models/decoderLm.ts";
 import { causalKeep, lessonAttentionForward } from "../nn/lessonAttention.ts";
-import { initLessonBlockParams, lessonBlockBackward, lessonBlockForward, lessonBlockParamCount } from "../nn/lessonBlock.ts";
-import { sequenceWeights } from "../nn/loss.ts";
+import { lessonBlockBackward, lessonBlockForward, lessonBlockParamCount } from "../nn/lessonBlock.ts";
 import type { LossFn } from "../runs/gradcheck.ts";
-import { reluPattern, runCheck, scalar } from "./casesGradcheck.ts";
+import { given, reluPattern, runCheck, scalar } from "./casesGradcheck.ts";
 import { type Generated, generateCached, generateFull } from "../runs/kvCache.ts";
-
-/** Norms and attention biases away from init, in parameter order (the module doc). */
-function jitter(rng: Generator, params: Params): Params {
-  for (const name of Object.keys(params)) {
-    const gamma = name.endsWith(".gamma");
-    if (gamma || name.endsWith(".beta") || name.endsWith("b_in") || name.endsWith("b_o")) {
-      const z = rng.normal(params[name].shape).data;
-      for (let i = 0; i < z.length; i++) z[i] = gamma ? 1 + 0.1 * z[i] : 0.1 * z[i];
-      params[name] = { shape: [...params[name].shape], data: z };
-    }
-  }
-  return params;
-}
 
 function model(config: Config): DecoderLmConfig {
   const [vocab, maxLen, d, heads, ffnHidden, blocks] = ["vocab", "max_len", "d", "heads", "ffn_hidden", "blocks"].map((n) => positiveInt(config, n));
@@ -108,15 +91,10 @@ function kvGenerate(inputs: Named, config: Config): Named {
   return outputs;
 }
 
-// config: B, T, d, heads, ffn_hidden, causal (default false), gradcheck's
-// draws: initLessonBlockParams; norms and biases jittered; x ~ N(0, 1) (B, T, d);
-//   R ~ N(0, 1) (B, T, d); gradcheck's draws. loss = sum of out * R (in order): dout = R
-function gradcheckLessonBlockCase(config: Config, rng: Generator) {
-  const [B, T, d, heads, F] = ["B", "T", "d", "heads", "ffn_hidden"].map((n) => positiveInt(config, n));
-  const params = jitter(rng, initLessonBlockParams(rng, d, F));
-  const x = rng.normal([B, T, d]);
-  const R = rng.normal([B, T, d]);
-  const keep = get(config, "causal", false) ? causalKeep(T) : null;
+// config: heads, causal (default false), gradcheck's; inputs: x, R (B, T, d); loss = sum of out * R (in order)
+function gradcheckLessonBlock(inputs: Named, config: Config, rng: Generator, params: Params | null): Named {
+  const { x, R } = need(inputs, "x", "R");
+  const heads = positiveInt(config, "heads"), keep = keepOf(config, x.shape[1]);
   const lossOf = (p: Params) => {
     const { out, cache } = lessonBlockForward(x, p, heads, keep);
     let loss = 0;
@@ -127,31 +105,21 @@ function gradcheckLessonBlockCase(config: Config, rng: Generator) {
     const { loss, cache } = lossOf(p);
     return { loss, kinks: reluPattern([cache]) };
   };
-  const { loss, cache } = lossOf(params);
-  const { grads } = lessonBlockBackward(R, cache);
-  return { inputs: { x, R }, outputs: { loss: scalar(loss), ...runCheck(config, rng, params, lossFn, grads) } };
+  const { loss, cache } = lossOf(given(params));
+  return { loss: scalar(loss), ...runCheck(config, rng, given(params), lossFn, lessonBlockBackward(R, cache).grads) };
 }
 
-// config: the model's, B, T, target_lens (B,) (default: every position counts), gradcheck's
-// draws: initDecoderLmParams; norms and biases jittered; tokens U{0..vocab-1} (B, T);
-//   targets U{0..vocab-1} (B, T); gradcheck's draws
-function gradcheckDecoderLmCase(config: Config, rng: Generator) {
+// config: the model's, gradcheck's; inputs: tokens, targets (B, T), weights (B, T) or none
+function gradcheckDecoderLm(inputs: Named, config: Config, rng: Generator, params: Params | null): Named {
   const m = model(config);
-  const B = positiveInt(config, "B"), T = positiveInt(config, "T");
-  const params = jitter(rng, initDecoderLmParams(rng, m));
-  const tokens = rng.integers([B, T], 0, m.vocab);
-  const targets = rng.integers([B, T], 0, m.vocab);
-  const lensValue = get<unknown>(config, "target_lens", null);
-  const weights = lensValue === null ? null : sequenceWeights(intArray(lensValue, "target_lens"), T);
+  const { tokens, targets } = need(inputs, "tokens", "targets") as unknown as Record<string, IntTensor>;
+  const weights = optional<Tensor>(inputs, "weights");
   const lossFn: LossFn = (p) => {
     const { loss, cache } = decoderLmLoss(p, m, tokens, targets, weights);
     return { loss, kinks: reluPattern(cache.model.blocks) };
   };
-  const { loss, cache } = decoderLmLoss(params, m, tokens, targets, weights);
-  const grads = decoderLmLossBackward(cache);
-  const inputs: Named = { tokens, targets };
-  if (weights !== null) inputs.weights = weights;
-  return { inputs, outputs: { loss: scalar(loss), ...runCheck(config, rng, params, lossFn, grads) } };
+  const { loss, cache } = decoderLmLoss(given(params), m, tokens, targets, weights);
+  return { loss: scalar(loss), ...runCheck(config, rng, given(params), lossFn, decoderLmLossBackward(cache)) };
 }
 
 export const COMPUTE: Record<string, Compute> = {
@@ -159,9 +127,6 @@ export const COMPUTE: Record<string, Compute> = {
   lesson_block: lessonBlock,
   decoder_lm: decoderLm,
   kv_generate: kvGenerate,
-};
-
-export const BUILDERS: Record<string, Builder> = {
-  gradcheck_lesson_block: gradcheckLessonBlockCase,
-  gradcheck_decoder_lm: gradcheckDecoderLmCase,
+  gradcheck_lesson_block: gradcheckLessonBlock,
+  gradcheck_decoder_lm: gradcheckDecoderLm,
 };

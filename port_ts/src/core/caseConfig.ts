@@ -119,14 +119,6 @@ export function floatArray(value: unknown, name: string): Tensor {
   return { shape, data: Float64Array.from(values) };
 }
 
-const MASK_KEYS = ["dropout", "dropout_p"]; // the config keys of a forward's dropout rate
-
-/** Whether the case's forward draws dropout masks (a positive rate): they follow its inputs in the
- *  generator's stream, so every engine draws that case's inputs itself. */
-export function drawsMasks(config: Config): boolean {
-  return MASK_KEYS.some((k) => typeof config[k] === "number" && (config[k] as number) > 0);
-}
-
 /** The handed inputs, once every name is checked to be there (a CaseError names what is missing). */
 export function need(inputs: Record<string, Tensor | IntTensor>, ...names: string[]): Record<string, Tensor> {
   const missing = names.filter((n) => !Object.hasOwn(inputs, n));
@@ -166,4 +158,23 @@ export function handedInputs(value: unknown, id: string): Record<string, Tensor 
     }
   }
   return named;
+}
+
+/** The document a request hands to a case (docs/protocol.md, "Handed inputs"): its inputs by name,
+ *  a gradient check's parameters as [name, tensor] pairs in order, and the generator's position
+ *  after the draws; a CaseError names what is malformed. */
+export function handedDocument(value: unknown, id: string): { inputs: Record<string, Tensor | IntTensor>; params: Record<string, Tensor> | null; position: number } {
+  if (typeof value !== "object" || value === null || Array.isArray(value)) throw new CaseError(`the document handed to '${id}' must be an object, got ${shown(value)}`);
+  const doc = value as { inputs?: unknown; parameters?: unknown; position?: unknown };
+  const position = doc.position;
+  if (!(Number.isSafeInteger(position) && (position as number) >= 0)) {
+    throw new CaseError(`the document handed to '${id}' needs 'position', the generator's counter after the inputs were drawn (an integer >= 0), got ${shown(position)}`);
+  }
+  const pairs = doc.parameters ?? null;
+  if (pairs !== null && !(Array.isArray(pairs) && pairs.every((p) => Array.isArray(p) && p.length === 2 && typeof p[0] === "string")
+    && new Set(pairs.map((p) => p[0])).size === pairs.length)) {
+    throw new CaseError(`the document handed to '${id}' must list its 'parameters' as [name, tensor] pairs, each name once, in the model's order`);
+  }
+  const params = pairs === null ? null : handedInputs(Object.fromEntries(pairs), id) as Record<string, Tensor>;
+  return { inputs: handedInputs(doc.inputs, id), params, position: position as number };
 }
