@@ -51,10 +51,10 @@ def failing(outputs, op):
 
 
 def captured(case, monkeypatch):
-    """(params, loss_fn, grads) of a case, captured where the builder hands them to gradcheck."""
+    """(params, loss_fn, grads) of a case, captured where its compute hands them to gradcheck."""
     box = {}
     monkeypatch.setattr(cases_gradcheck, "run_check",
-                        lambda config, rng, params, loss_fn, grads: box.update(x=(params, loss_fn, grads)) or {})
+                        lambda config, rng, params, loss_fn, grads, loss: box.update(x=(params, loss_fn, grads)) or {})
     run_case(case)
     monkeypatch.undo()
     return box["x"]

@@ -1,6 +1,7 @@
 """Gradient-check cases (kind "gradcheck") of the three models that train: the encoder-decoder
 Transformer, the ViT and act 4's alignment scorer; and of RoPE attention's backward through the
-rotations of its queries and keys (twin: casesGradcheck.ts).
+rotations of its queries and keys (twin: casesGradcheck.ts). An op's own gradient check may live
+beside its forward instead (grouped-query attention's: cases_attention.py).
 
 Each draw function draws, in this order: the model's parameters (its init function), then the layer
 norms jittered (for each parameter name in order: a gamma becomes 1 + 0.1 * N(0, 1), a beta
@@ -29,13 +30,14 @@ import numpy as np
 
 from ..core import case_config as cc
 from ..models.alignment import alignment_data, alignment_loss, alignment_loss_backward, init_alignment_params
-from ..runs.gradcheck import gradcheck
+from ..runs.gradcheck import run_check
 from ..core.rng import Generator
 from ..models.transformer import init_transformer_params, transformer_loss, transformer_loss_backward
 from ..models.vit import init_vit_params, vit_loss, vit_loss_backward
 from ..core.ops import sum_last
 from ..nn.rope import rope_attention_backward, rope_attention_forward
 from .cases_attention import _even, _positions, _valid_lens
+from .cases_models import _transformer_config, _vit_config
 
 
 def _lens(config, key, B, limit, low=1):
@@ -70,31 +72,9 @@ def _masks(seed):
     return None if seed is None else Generator(seed)
 
 
-def run_check(config, rng, params, loss_fn, grads):
-    """gradcheck's draws and checks of loss_fn at params (grads its analytic gradients), as the
-    outputs every gradient-check case writes (also cases_lm.py's)."""
-    result = gradcheck(loss_fn, params, grads, rng, cc.positive_int(config, "full_max", 32), cc.positive_int(config, "samples", 8),
-                       cc.positive_int(config, "directions", 3))
-    outputs = {f"grad.{name}": grads[name] for name in params}
-    for name, c in result["checks"].items():
-        for field in ("index", "analytic", "numeric", "rel_err"):
-            outputs[f"check.{name}.{field}"] = c[field]
-    for field in ("analytic", "numeric", "rel_err"):
-        outputs[f"direction.{field}"] = result["direction"][field]
-    outputs["kink_retries"] = np.array(result["kink_retries"], dtype=np.int64)
-    return outputs
-
-
 def relu_pattern(blocks):
     """Where every FFN pre-activation of the blocks (their caches, in order) is > 0, block by block."""
     return np.concatenate([blk["ffn"]["h_pre"].reshape(-1) > 0.0 for blk in blocks])
-
-
-def _transformer(config):
-    model = {n: cc.positive_int(config, n) for n in ("vocab_src", "vocab_tgt", "d", "ffn_hidden", "heads",
-                                                     "enc_blocks", "dec_blocks")}
-    model["dropout"] = cc.get(config, "dropout", 0.0)
-    return model
 
 
 def gradcheck_transformer_inputs(config, rng):
@@ -103,7 +83,7 @@ def gradcheck_transformer_inputs(config, rng):
     # draws: init_transformer_params; norms jittered; src U{0..vocab_src-1} (B, T_src);
     #   tgt_out U{0..vocab_tgt-1} (B, T_tgt), tgt_in = tgt_out shifted right behind id 0 (<bos>);
     #   then, in the check, the mask seed (dropout > 0) and gradcheck's draws
-    model = _transformer(config)
+    model = _transformer_config(config)
     B, S, T = (cc.positive_int(config, n) for n in ("B", "T_src", "T_tgt"))
     params = _jitter_norms(rng, init_transformer_params(rng, model))
     src = rng.integers((B, S), 0, model["vocab_src"])
@@ -120,7 +100,7 @@ def gradcheck_transformer_inputs(config, rng):
 def gradcheck_transformer(inputs, config, rng, params):
     src, tgt_in, tgt_out = cc.need(inputs, "src", "tgt_in", "tgt_out")
     src_lens, tgt_lens = inputs.get("src_valid_lens"), inputs.get("tgt_valid_lens")
-    model, seed = _transformer(config), _mask_seed(config, rng)
+    model, seed = _transformer_config(config), _mask_seed(config, rng)
 
     def loss_fn(p):
         loss, cache = transformer_loss(p, model, src, src_lens, tgt_in, tgt_out, tgt_lens, _masks(seed))
@@ -128,14 +108,7 @@ def gradcheck_transformer(inputs, config, rng, params):
 
     loss, cache = transformer_loss(params, model, src, src_lens, tgt_in, tgt_out, tgt_lens, _masks(seed))
     grads = transformer_loss_backward(cache)
-    return {"loss": np.array(loss), **run_check(config, rng, params, loss_fn, grads)}
-
-
-def _vit(config):
-    model = {n: cc.positive_int(config, n) for n in ("image", "channels", "patch", "d", "heads", "mlp_hidden",
-                                                     "blocks", "classes")}
-    model["dropout"] = cc.get(config, "dropout", 0.0)
-    return model
+    return run_check(config, rng, params, loss_fn, grads, loss)
 
 
 def gradcheck_vit_inputs(config, rng):
@@ -143,7 +116,7 @@ def gradcheck_vit_inputs(config, rng):
     #   gradcheck's
     # draws: init_vit_params; norms jittered; cls N(0, 1) (d,); images U[0, 1) (B, C, H, H);
     #   labels U{0..classes-1} (B,); then, in the check, the mask seed (dropout > 0) and gradcheck's draws
-    model, B = _vit(config), cc.positive_int(config, "B")
+    model, B = _vit_config(config), cc.positive_int(config, "B")
     params = _jitter_norms(rng, init_vit_params(rng, model))
     params["cls"] = rng.normal((model["d"],))
     images = rng.uniform((B, model["channels"], model["image"], model["image"]))
@@ -152,13 +125,13 @@ def gradcheck_vit_inputs(config, rng):
 
 def gradcheck_vit(inputs, config, rng, params):
     images, labels = cc.need(inputs, "images", "labels")
-    model, seed = _vit(config), _mask_seed(config, rng)
+    model, seed = _vit_config(config), _mask_seed(config, rng)
 
     def loss_fn(p):
         return vit_loss(p, model, images, labels, _masks(seed))[0], None
 
     loss, cache = vit_loss(params, model, images, labels, _masks(seed))
-    return {"loss": np.array(loss), **run_check(config, rng, params, loss_fn, vit_loss_backward(cache))}
+    return run_check(config, rng, params, loss_fn, vit_loss_backward(cache), loss)
 
 
 def gradcheck_alignment_inputs(config, rng):
@@ -179,7 +152,7 @@ def gradcheck_alignment(inputs, config, rng, params):
 
     loss, cache = alignment_loss(params, data)
     grads = alignment_loss_backward(cache)
-    return {"loss": np.array(loss), "weights": cache["weights"], **run_check(config, rng, params, loss_fn, grads)}
+    return {"weights": cache["weights"], **run_check(config, rng, params, loss_fn, grads, loss)}
 
 
 def gradcheck_rope_inputs(config, rng):
@@ -211,8 +184,7 @@ def gradcheck_rope(inputs, config, rng, params):
     loss, _ = loss_fn(params)
     _, cache = rope_attention_forward(params["q"], params["k"], params["v"], lens, q_pos, k_pos)
     grads = dict(zip(("q", "k", "v"), rope_attention_backward(dout, cache)))
-    return {"loss": np.array(loss), **run_check(config, rng, params, loss_fn, grads)}
-
+    return run_check(config, rng, params, loss_fn, grads, loss)
 
 DRAWS = {"gradcheck_transformer": gradcheck_transformer_inputs, "gradcheck_vit": gradcheck_vit_inputs,
          "gradcheck_alignment": gradcheck_alignment_inputs, "gradcheck_rope": gradcheck_rope_inputs}

@@ -21,7 +21,8 @@ from ..nn.lesson_block import (init_lesson_block_params, lesson_block_backward, 
 from ..nn.loss import sequence_weights
 from ..core.ops import sum_last
 from ..runs.kv_cache import generate_cached, generate_full, left_pad
-from .cases_gradcheck import relu_pattern, run_check
+from ..runs.gradcheck import run_check
+from .cases_gradcheck import relu_pattern
 
 
 def _jitter(rng, params):
@@ -151,7 +152,7 @@ def gradcheck_lesson_block(inputs, config, rng, params):
 
     loss, cache = loss_of(params)
     _, grads = lesson_block_backward(R, cache)
-    return {"loss": np.array(loss), **run_check(config, rng, params, loss_fn, grads)}
+    return run_check(config, rng, params, loss_fn, grads, loss)
 
 
 def gradcheck_decoder_lm_inputs(config, rng):
@@ -178,7 +179,7 @@ def gradcheck_decoder_lm(inputs, config, rng, params):
         return loss, relu_pattern(cache["model"]["blocks"])
 
     loss, cache = decoder_lm_loss(params, model, tokens, targets, weights)
-    return {"loss": np.array(loss), **run_check(config, rng, params, loss_fn, decoder_lm_loss_backward(cache))}
+    return run_check(config, rng, params, loss_fn, decoder_lm_loss_backward(cache), loss)
 
 
 DRAWS = {"lesson_attention": lesson_attention_inputs, "lesson_block": lesson_block_inputs,

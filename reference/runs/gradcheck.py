@@ -29,6 +29,7 @@ import math
 
 import numpy as np
 
+from ..core.case_config import positive_int
 from ..core.ops import sum_last
 
 STEP = 1e-3  # fourth-order stencil: truncation ~h^4, rounding ~eps/h; see docs/gradcheck.md
@@ -135,6 +136,22 @@ def gradcheck(loss_fn, params, grads, rng, full_max=32, samples=8, directions=3,
     return {"checks": checks, "direction": {"analytic": d_analytic, "numeric": d_numeric,
                                             "rel_err": relative_error(d_analytic, d_numeric)},
             "kink_retries": retries}
+
+
+def run_check(config, rng, params, loss_fn, grads, loss):
+    """gradcheck's draws and checks of loss_fn at params (grads its analytic gradients, loss its
+    value there), with the case config's full_max, samples and directions, as the outputs every
+    gradient-check case writes."""
+    result = gradcheck(loss_fn, params, grads, rng, positive_int(config, "full_max", 32), positive_int(config, "samples", 8),
+                       positive_int(config, "directions", 3))
+    outputs = {"loss": np.array(loss), **{f"grad.{name}": grads[name] for name in params}}
+    for name, c in result["checks"].items():
+        for field in ("index", "analytic", "numeric", "rel_err"):
+            outputs[f"check.{name}.{field}"] = c[field]
+    for field in ("analytic", "numeric", "rel_err"):
+        outputs[f"direction.{field}"] = result["direction"][field]
+    outputs["kink_retries"] = np.array(result["kink_retries"], dtype=np.int64)
+    return outputs
 
 
 def step_sweep(loss_fn, params, grads, rng, steps, order=ORDER):

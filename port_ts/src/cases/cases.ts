@@ -12,10 +12,10 @@
 // (casesPretrained.ts) also takes the request's assets, each a ModelFiles (file name -> bytes).
 
 import { Generator } from "../core/rng.ts";
-import { CaseError, checkNumbers, type Config, errorFields, handedDocument } from "../core/caseConfig.ts";
+import { type Builder, CaseError, checkNumbers, type Compute, type Config, errorFields, handedDocument } from "../core/caseConfig.ts";
 import { caseDocument, dumps, type Json } from "../core/golden.ts";
 import { productEngine } from "../kernels/product.ts";
-import { type Builder, type Compute, COMPUTE as attentionCompute } from "./casesAttention.ts";
+import { COMPUTE as attentionCompute } from "./casesAttention.ts";
 import { COMPUTE as layersCompute } from "./casesLayers.ts";
 import { COMPUTE as modelsCompute } from "./casesModels.ts";
 import { BUILDERS as lesson, COMPUTE as lessonCompute } from "./casesLesson.ts";

@@ -5,19 +5,12 @@
 import type { Generator } from "../core/rng.ts";
 import type { Tensor } from "../core/ops.ts";
 import type { Named } from "../core/golden.ts";
-import type { Params } from "../core/params.ts";
-import { type Config, get, positiveInt, need, optional } from "../core/caseConfig.ts";
+import { type Compute, type Config, get, positiveInt, need, optional } from "../core/caseConfig.ts";
 import { maskedSoftmaxForward } from "../nn/maskedSoftmax.ts";
 import { dotProductAttentionForward } from "../nn/dotProductAttention.ts";
 import { additiveAttentionForward } from "../nn/additiveAttention.ts";
 import { multiHeadAttentionForward } from "../nn/multiHeadAttention.ts";
 import { ropeAttentionForward, ropeForward } from "../nn/rope.ts";
-
-export type Builder = (config: Config, rng: Generator) => { inputs: Named; outputs: Named };
-/** An op's outputs from its case's inputs and config; rng, at the position the inputs were handed
- *  with, for the forward's dropout masks and gradcheck's draws; params, a gradient check's
- *  parameters (docs/protocol.md, "Handed inputs"). */
-export type Compute = (inputs: Named, config: Config, rng: Generator, params: Params | null) => Named;
 
 function maskedSoftmax(inputs: Named): Named {
   const { x } = need(inputs, "x");

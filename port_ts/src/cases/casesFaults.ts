@@ -3,7 +3,7 @@
 // a few steps of clipping and Adam on drawn gradients, the garment images, and the bits of erf
 // and GELU (a 1e-7-accurate erf moves GELU by less than the tolerance; the digests are bit-exact).
 
-import type { Builder, Compute } from "./casesAttention.ts";
+import type { Builder, Compute } from "../core/caseConfig.ts";
 import type { Generator } from "../core/rng.ts";
 import type { Named } from "../core/golden.ts";
 import { type IntTensor, type Tensor, zeros } from "../core/ops.ts";

@@ -1,6 +1,7 @@
 // Gradient-check cases (kind "gradcheck") of the three models that train: the encoder-decoder
 // Transformer, the ViT and act 4's alignment scorer; and of RoPE attention's backward through the
-// rotations of its queries and keys (twin: cases_gradcheck.py).
+// rotations of its queries and keys (twin: cases_gradcheck.py). An op's own gradient check may
+// live beside its forward instead (grouped-query attention's: casesAttention.ts).
 //
 // The request hands each case the data (its inputs) and the parameters the reference drew (init,
 // then the layer norms jittered so a backward that ignored gamma, beta or <cls> cannot pass by the
@@ -22,16 +23,17 @@
 // RoPE attention has no parameters: its "parameters" are q, k and v, its loss sum(out * dout) for a
 // handed dout (an input), summed in index order.
 
-import type { Compute } from "./casesAttention.ts";
+import type { Compute } from "../core/caseConfig.ts";
 import type { Named } from "../core/golden.ts";
 import type { IntTensor, Tensor } from "../core/ops.ts";
 import { Generator } from "../core/rng.ts";
-import { type Config, CaseError, get, need, optional, positiveInt } from "../core/caseConfig.ts";
+import { type Config, CaseError, get, need, optional } from "../core/caseConfig.ts";
 import { type AlignmentData, alignmentLoss, alignmentLossBackward } from "../models/alignment.ts";
 import type { Params } from "../core/params.ts";
-import { type LossFn, gradcheck } from "../runs/gradcheck.ts";
-import { type TransformerConfig, transformerLoss, transformerLossBackward } from "../models/transformer.ts";
-import { type VitConfig, vitLoss, vitLossBackward } from "../models/vit.ts";
+import { type LossFn, runCheck } from "../runs/gradcheck.ts";
+import { transformerLoss, transformerLossBackward } from "../models/transformer.ts";
+import { vitLoss, vitLossBackward } from "../models/vit.ts";
+import { transformerConfig, vitConfig } from "./casesModels.ts";
 import { ropeAttentionBackward, ropeAttentionForward } from "../nn/rope.ts";
 
 /** A gradient check's handed parameters (a CaseError when the document has none). */
@@ -49,31 +51,6 @@ function masks(seed: number | null): Generator | null {
   return seed === null ? null : new Generator(seed);
 }
 
-export function scalar(x: number): Tensor {
-  return { shape: [], data: Float64Array.of(x) };
-}
-
-/** gradcheck's draws and checks of lossFn at params (grads its analytic gradients), as the outputs
- *  every gradient-check case writes (also casesLm.ts's). */
-export function runCheck(config: Config, rng: Generator, params: Params, lossFn: LossFn, grads: Params): Named {
-  const result = gradcheck(lossFn, params, grads, rng, positiveInt(config, "full_max", 32), positiveInt(config, "samples", 8), positiveInt(config, "directions", 3));
-  const outputs: Named = {};
-  for (const name of Object.keys(params)) outputs[`grad.${name}`] = grads[name];
-  for (const [name, c] of Object.entries(result.checks)) {
-    const n = c.index.length;
-    outputs[`check.${name}.index`] = { shape: [n], data: c.index };
-    outputs[`check.${name}.analytic`] = { shape: [n], data: c.analytic };
-    outputs[`check.${name}.numeric`] = { shape: [n], data: c.numeric };
-    outputs[`check.${name}.rel_err`] = { shape: [n], data: c.relErr };
-  }
-  const R = result.direction.analytic.length;
-  outputs["direction.analytic"] = { shape: [R], data: result.direction.analytic };
-  outputs["direction.numeric"] = { shape: [R], data: result.direction.numeric };
-  outputs["direction.rel_err"] = { shape: [R], data: result.direction.relErr };
-  outputs["kink_retries"] = { shape: [], data: Int32Array.of(result.kinkRetries) };
-  return outputs;
-}
-
 /** Where every FFN pre-activation of the blocks (their caches, in order) is > 0, block by block
  * (read off the ReLU's output h: h > 0 exactly where the pre-activation is). */
 export function reluPattern(blocks: { ffn: { h: Tensor } }[]): Uint8Array {
@@ -88,12 +65,7 @@ export function reluPattern(blocks: { ffn: { h: Tensor } }[]): Uint8Array {
 // config: vocab_src, vocab_tgt, d, ffn_hidden, heads, enc_blocks, dec_blocks, dropout (default 0), gradcheck's
 // inputs: src (B, T_src), tgt_in, tgt_out (B, T_tgt), src_valid_lens, tgt_valid_lens (B,) or none
 function gradcheckTransformer(inputs: Named, config: Config, rng: Generator, params: Params | null): Named {
-  const [vocabSrc, vocabTgt, d, F, heads, encBlocks, decBlocks] =
-    ["vocab_src", "vocab_tgt", "d", "ffn_hidden", "heads", "enc_blocks", "dec_blocks"].map((n) => positiveInt(config, n));
-  const model: TransformerConfig = {
-    vocab_src: vocabSrc, vocab_tgt: vocabTgt, d, ffn_hidden: F, heads,
-    enc_blocks: encBlocks, dec_blocks: decBlocks, dropout: get(config, "dropout", 0),
-  };
+  const model = transformerConfig(config);
   const { src, tgt_in: tgtIn, tgt_out: tgtOut } = need(inputs, "src", "tgt_in", "tgt_out") as unknown as Record<string, IntTensor>;
   const srcLens = optional(inputs, "src_valid_lens"), tgtLens = optional(inputs, "tgt_valid_lens");
   const seed = maskSeed(config, rng);
@@ -102,20 +74,18 @@ function gradcheckTransformer(inputs: Named, config: Config, rng: Generator, par
     return { loss, kinks: reluPattern([...cache.model.enc.blocks, ...cache.model.dec.blocks]) };
   };
   const { loss, cache } = transformerLoss(given(params), model, src, srcLens, tgtIn, tgtOut, tgtLens, masks(seed));
-  return { loss: scalar(loss), ...runCheck(config, rng, given(params), lossFn, transformerLossBackward(cache)) };
+  return runCheck(config, rng, given(params), lossFn, transformerLossBackward(cache), loss);
 }
 
 // config: image, channels, patch, d, heads, mlp_hidden, blocks, classes, dropout (default 0), gradcheck's
 // inputs: images (B, C, H, H), labels (B,)
 function gradcheckVit(inputs: Named, config: Config, rng: Generator, params: Params | null): Named {
-  const [image, channels, patch, d, heads, mlpHidden, blocks, classes] =
-    ["image", "channels", "patch", "d", "heads", "mlp_hidden", "blocks", "classes"].map((n) => positiveInt(config, n));
-  const model: VitConfig = { image, channels, patch, d, heads, mlp_hidden: mlpHidden, blocks, classes, dropout: get(config, "dropout", 0) };
+  const model = vitConfig(config);
   const { images, labels } = need(inputs, "images", "labels");
   const seed = maskSeed(config, rng);
   const lossFn: LossFn = (p) => ({ loss: vitLoss(p, model, images, labels as unknown as IntTensor, masks(seed)).loss, kinks: null });
   const { loss, cache } = vitLoss(given(params), model, images, labels as unknown as IntTensor, masks(seed));
-  return { loss: scalar(loss), ...runCheck(config, rng, given(params), lossFn, vitLossBackward(cache)) };
+  return runCheck(config, rng, given(params), lossFn, vitLossBackward(cache), loss);
 }
 
 // config: gradcheck's; inputs: queries, keys, gold (alignmentData's)
@@ -123,7 +93,7 @@ function gradcheckAlignment(inputs: Named, config: Config, rng: Generator, param
   const data = need(inputs, "queries", "keys", "gold") as unknown as AlignmentData;
   const lossFn: LossFn = (p) => ({ loss: alignmentLoss(p, data).loss, kinks: null });
   const { loss, cache } = alignmentLoss(given(params), data);
-  return { loss: scalar(loss), weights: cache.weights, ...runCheck(config, rng, given(params), lossFn, alignmentLossBackward(cache)) };
+  return { weights: cache.weights, ...runCheck(config, rng, given(params), lossFn, alignmentLossBackward(cache), loss) };
 }
 
 // config: gradcheck's; inputs: dout (lead, Q, V), valid_lens, q_positions, k_positions or none;
@@ -141,7 +111,7 @@ function gradcheckRope(inputs: Named, config: Config, rng: Generator, params: Pa
   const { loss } = lossFn(p0);
   const { cache } = ropeAttentionForward(p0.q, p0.k, p0.v, lens, qPos, kPos);
   const { dq, dk, dv } = ropeAttentionBackward(dout, cache);
-  return { loss: scalar(loss), ...runCheck(config, rng, p0, lossFn, { q: dq, k: dk, v: dv }) };
+  return runCheck(config, rng, p0, lossFn, { q: dq, k: dk, v: dv }, loss);
 }
 
 export const COMPUTE: Record<string, Compute> = {

@@ -1,7 +1,7 @@
 // Forward cases of the building-block layers (twin: cases_layers.py): each op computes from the
 // inputs the request hands it (COMPUTE). Dropout's keep mask, what its cases verify, is drawn here.
 
-import type { Compute } from "./casesAttention.ts";
+import type { Compute } from "../core/caseConfig.ts";
 import type { Generator } from "../core/rng.ts";
 import type { Named } from "../core/golden.ts";
 import { type IntTensor, type Tensor, zeros } from "../core/ops.ts";

@@ -9,7 +9,7 @@
 //                                           then n_train standard normals (noise)
 //   score_scaling                           for each d in dims, in order: q (n, d), then k (n, d)
 
-import type { Builder, Compute } from "./casesAttention.ts";
+import type { Builder, Compute } from "../core/caseConfig.ts";
 import type { Named } from "../core/golden.ts";
 import type { Generator } from "../core/rng.ts";
 import { type Tensor, tensor, zeros } from "../core/ops.ts";

@@ -7,7 +7,7 @@
 // make gradcheck's own draws from the position they were handed with (runs/gradcheck.ts) and
 // write the same outputs as casesGradcheck.ts.
 
-import type { Compute } from "./casesAttention.ts";
+import type { Compute } from "../core/caseConfig.ts";
 import type { Named } from "../core/golden.ts";
 import type { IntTensor, Tensor } from "../core/ops.ts";
 import type { Params } from "../core/params.ts";
@@ -17,7 +17,8 @@ import { type DecoderLmConfig, decoderLmForward, decoderLmLoss, decoderLmLossBac
 import { causalKeep, lessonAttentionForward } from "../nn/lessonAttention.ts";
 import { lessonBlockBackward, lessonBlockForward, lessonBlockParamCount } from "../nn/lessonBlock.ts";
 import type { LossFn } from "../runs/gradcheck.ts";
-import { given, reluPattern, runCheck, scalar } from "./casesGradcheck.ts";
+import { given, reluPattern } from "./casesGradcheck.ts";
+import { runCheck } from "../runs/gradcheck.ts";
 import { type Generated, generateCached, generateFull } from "../runs/kvCache.ts";
 
 function model(config: Config): DecoderLmConfig {
@@ -106,7 +107,7 @@ function gradcheckLessonBlock(inputs: Named, config: Config, rng: Generator, par
     return { loss, kinks: reluPattern([cache]) };
   };
   const { loss, cache } = lossOf(given(params));
-  return { loss: scalar(loss), ...runCheck(config, rng, given(params), lossFn, lessonBlockBackward(R, cache).grads) };
+  return runCheck(config, rng, given(params), lossFn, lessonBlockBackward(R, cache).grads, loss);
 }
 
 // config: the model's, gradcheck's; inputs: tokens, targets (B, T), weights (B, T) or none
@@ -119,7 +120,7 @@ function gradcheckDecoderLm(inputs: Named, config: Config, rng: Generator, param
     return { loss, kinks: reluPattern(cache.model.blocks) };
   };
   const { loss, cache } = decoderLmLoss(given(params), m, tokens, targets, weights);
-  return { loss: scalar(loss), ...runCheck(config, rng, given(params), lossFn, decoderLmLossBackward(cache)) };
+  return runCheck(config, rng, given(params), lossFn, decoderLmLossBackward(cache), loss);
 }
 
 export const COMPUTE: Record<string, Compute> = {

@@ -3,7 +3,7 @@
 // (the reference draws them); the forward draws its dropout masks (config "dropout" > 0) from the
 // position they were handed with. The outputs hold the result and the attention weights.
 
-import type { Compute } from "./casesAttention.ts";
+import type { Compute } from "../core/caseConfig.ts";
 import type { Generator } from "../core/rng.ts";
 import type { Named } from "../core/golden.ts";
 import type { IntTensor } from "../core/ops.ts";
@@ -33,7 +33,7 @@ function decoderBlock(inputs: Named, config: Config, rng: Generator): Named {
   return { out, self_weights: cache.selfWeights, cross_weights: cache.crossWeights };
 }
 
-function transformerConfig(config: Config): TransformerConfig {
+export function transformerConfig(config: Config): TransformerConfig {
   const [vocabSrc, vocabTgt, d, F, heads, encBlocks, decBlocks] =
     ["vocab_src", "vocab_tgt", "d", "ffn_hidden", "heads", "enc_blocks", "dec_blocks"].map((n) => positiveInt(config, n));
   return {
@@ -61,7 +61,7 @@ function vitPatchEmbedding(inputs: Named): Named {
   return { out: patchEmbeddingForward(images, W, b).out };
 }
 
-function vitConfig(config: Config): VitConfig {
+export function vitConfig(config: Config): VitConfig {
   const [image, channels, patch, d, heads, mlpHidden, blocks, classes] =
     ["image", "channels", "patch", "d", "heads", "mlp_hidden", "blocks", "classes"].map((n) => positiveInt(config, n));
   return { image, channels, patch, d, heads, mlp_hidden: mlpHidden, blocks, classes, dropout: get(config, "dropout", 0) };

@@ -8,7 +8,7 @@
 // tolerance of each other, not bit-identical (the catalogue's expect.agree); each engine's tiled
 // form is bit-identical to the other engine's.
 
-import type { Compute } from "./casesAttention.ts";
+import type { Compute } from "../core/caseConfig.ts";
 import type { Named } from "../core/golden.ts";
 import type { IntTensor, Tensor } from "../core/ops.ts";
 import { type Config, get, need, positiveInt } from "../core/caseConfig.ts";

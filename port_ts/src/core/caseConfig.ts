@@ -1,6 +1,15 @@
 // Reading a case's configuration, with errors that say what is wrong (twin: case_config.py).
 
 import { type Tensor, type IntTensor } from "./ops.ts";
+import type { Generator } from "./rng.ts";
+import type { Named } from "./golden.ts";
+import type { Params } from "./params.ts";
+
+export type Builder = (config: Config, rng: Generator) => { inputs: Named; outputs: Named };
+/** An op's outputs from its case's inputs and config; rng, at the position the inputs were handed
+ *  with, for the forward's dropout masks and gradcheck's draws; params, a gradient check's
+ *  parameters (docs/protocol.md, "Handed inputs"). */
+export type Compute = (inputs: Named, config: Config, rng: Generator, params: Params | null) => Named;
 
 export type Config = { [key: string]: unknown };
 

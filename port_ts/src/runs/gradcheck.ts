@@ -26,6 +26,8 @@
 
 import type { Generator } from "../core/rng.ts";
 import type { Params } from "../core/params.ts";
+import type { Named } from "../core/golden.ts";
+import { type Config, positiveInt } from "../core/caseConfig.ts";
 
 export const STEP = 1e-3; // fourth-order stencil: truncation ~h^4, rounding ~eps/h; see docs/gradcheck.md
 export const ORDER = 4;
@@ -176,6 +178,28 @@ function along(params: Params, v: Params, t: number): Params {
     out[n] = { shape: params[n].shape, data: moved };
   }
   return out;
+}
+
+/** gradcheck's draws and checks of lossFn at params (grads its analytic gradients, loss its value
+ *  there), with the case config's full_max, samples and directions, as the outputs every
+ *  gradient-check case writes. */
+export function runCheck(config: Config, rng: Generator, params: Params, lossFn: LossFn, grads: Params, loss: number): Named {
+  const result = gradcheck(lossFn, params, grads, rng, positiveInt(config, "full_max", 32), positiveInt(config, "samples", 8), positiveInt(config, "directions", 3));
+  const outputs: Named = { loss: { shape: [], data: Float64Array.of(loss) } };
+  for (const name of Object.keys(params)) outputs[`grad.${name}`] = grads[name];
+  for (const [name, c] of Object.entries(result.checks)) {
+    const n = c.index.length;
+    outputs[`check.${name}.index`] = { shape: [n], data: c.index };
+    outputs[`check.${name}.analytic`] = { shape: [n], data: c.analytic };
+    outputs[`check.${name}.numeric`] = { shape: [n], data: c.numeric };
+    outputs[`check.${name}.rel_err`] = { shape: [n], data: c.relErr };
+  }
+  const R = result.direction.analytic.length;
+  outputs["direction.analytic"] = { shape: [R], data: result.direction.analytic };
+  outputs["direction.numeric"] = { shape: [R], data: result.direction.numeric };
+  outputs["direction.rel_err"] = { shape: [R], data: result.direction.relErr };
+  outputs["kink_retries"] = { shape: [], data: Int32Array.of(result.kinkRetries) };
+  return outputs;
 }
 
 /** For one random unit direction (drawn from rng): the numeric directional derivative at each step
