@@ -1,17 +1,20 @@
-"""Forward cases of the attention primitives (twin: casesAttention.ts): each op has a draw function
-(DRAWS, the order of draws in its comment) and a compute function (COMPUTE) (cases.py). A case with
-dropout_p > 0 draws its keep mask last, inside the forward, from the same stream, so every engine
-draws its inputs. Parameters are drawn as PyTorch's default Linear init, U(-1/sqrt(fan_in),
-1/sqrt(fan_in)), after the inputs."""
+"""Cases of the attention primitives (twin: casesAttention.ts): each op has a draw function (DRAWS,
+the order of draws in its comment) and a compute function (COMPUTE) (cases.py). A case with
+dropout_p > 0 draws its keep mask inside the forward, from where the inputs' draws ended.
+Parameters are drawn as PyTorch's default Linear init, U(-1/sqrt(fan_in), 1/sqrt(fan_in)), after
+the inputs. Grouped-query attention's gradient check (kind "gradcheck") lives beside its forward."""
 
 import math
 
 from ..core import case_config as cc
+from ..core.ops import sum_last
 from ..nn.additive_attention import additive_attention_forward
 from ..nn.dot_product_attention import dot_product_attention_forward
+from ..nn.grouped_query_attention import grouped_query_attention_backward, grouped_query_attention_forward
 from ..nn.masked_softmax import masked_softmax_forward
 from ..nn.multi_head_attention import multi_head_attention_forward
 from ..nn.rope import rope_attention_forward, rope_forward
+from ..runs.gradcheck import run_check
 
 
 def _valid_lens(config):
@@ -175,9 +178,68 @@ def rope_attention(inputs, config, rng=None):
     return {"out": out, "weights": cache["weights"]}
 
 
+
+def grouped_query_attention_inputs(config, rng):
+    # config: B, Tq, d, heads, kv_heads (dividing heads), dq_in; self (default true: x_kv = x_q);
+    #   when not self: Tk, dkv_in; valid_lens null | (B,) | (B, Tq); dropout_p (default 0)
+    # draws: x_q ~ N(0, 1) (B, Tq, dq_in); x_kv (B, Tk, dkv_in) unless self;
+    #   W_q U(+-1/sqrt(dq_in)) (d, dq_in); W_k, W_v U(+-1/sqrt(dkv_in)) (kv_heads * d / heads, dkv_in);
+    #   W_o U(+-1/sqrt(d)) (d, d); then, in the forward, the keep mask of the weights (B, H, Tq, Tk).
+    #   With kv_heads = heads these are multi_head_attention's draws.
+    B, Tq, d, heads, kv_heads, dq_in = (cc.positive_int(config, n) for n in ("B", "Tq", "d", "heads", "kv_heads", "dq_in"))
+    if d % heads or heads % kv_heads:
+        raise cc.CaseError(f"config heads = {heads} must divide d = {d}, and kv_heads = {kv_heads} divide heads")
+    inputs = {"x_q": rng.normal((B, Tq, dq_in))}
+    dkv_in = dq_in
+    if not cc.get(config, "self", True):
+        Tk, dkv_in = cc.positive_int(config, "Tk"), cc.positive_int(config, "dkv_in")
+        inputs["x_kv"] = rng.normal((B, Tk, dkv_in))
+    dkv = kv_heads * (d // heads)
+    inputs.update({"W_q": _linear_weight(rng, d, dq_in), "W_k": _linear_weight(rng, dkv, dkv_in),
+                   "W_v": _linear_weight(rng, dkv, dkv_in), "W_o": _linear_weight(rng, d, d)})
+    return _with_lens(inputs, _valid_lens(config))
+
+
+def gqa(inputs, params, config, rng):
+    (x_q,) = cc.need(inputs, "x_q")
+    return grouped_query_attention_forward(x_q, inputs.get("x_kv", x_q), params, cc.positive_int(config, "heads"),
+                                           cc.positive_int(config, "kv_heads"), inputs.get("valid_lens"),
+                                           cc.get(config, "dropout_p", 0.0), rng)
+
+
+def grouped_query_attention(inputs, config, rng=None):
+    params = dict(zip(("W_q", "W_k", "W_v", "W_o"), cc.need(inputs, "W_q", "W_k", "W_v", "W_o")))
+    out, cache = gqa(inputs, params, config, rng)
+    return {"out": out, "weights": cache["weights"]}
+
+
+def gradcheck_grouped_query_attention_inputs(config, rng):
+    # config: grouped_query_attention's but dropout_p, and gradcheck's
+    # draws: grouped_query_attention_inputs' (its W_* the parameters); dout ~ N(0, 1) (B, Tq, d);
+    #   then, in the check, gradcheck's draws. loss = sum(out * dout), summed in index order
+    drawn = grouped_query_attention_inputs(config, rng)
+    params = {n: drawn.pop(n) for n in ("W_q", "W_k", "W_v", "W_o")}
+    drawn["dout"] = rng.normal(drawn["x_q"].shape[:2] + (cc.positive_int(config, "d"),))
+    return drawn, params
+
+
+def gradcheck_grouped_query_attention(inputs, config, rng, params):
+    (dout,) = cc.need(inputs, "dout")
+
+    def loss_fn(p):
+        out, _ = gqa(inputs, p, config, None)
+        return float(sum_last((out * dout).reshape(1, -1))[0]), None
+
+    _, cache = gqa(inputs, params, config, None)
+    grads = grouped_query_attention_backward(dout, cache)[2]
+    return run_check(config, rng, params, loss_fn, grads, loss_fn(params)[0])
+
 DRAWS = {"masked_softmax": masked_softmax_inputs, "dot_product_attention": dot_product_attention_inputs,
          "additive_attention": additive_attention_inputs, "multi_head_attention": multi_head_attention_inputs,
-         "rope": rope_inputs, "rope_attention": rope_attention_inputs}
+         "rope": rope_inputs, "rope_attention": rope_attention_inputs,
+         "grouped_query_attention": grouped_query_attention_inputs,
+         "gradcheck_grouped_query_attention": gradcheck_grouped_query_attention_inputs}
 COMPUTE = {"masked_softmax": masked_softmax, "dot_product_attention": dot_product_attention,
            "additive_attention": additive_attention, "multi_head_attention": multi_head_attention,
-           "rope": rope, "rope_attention": rope_attention}
+           "rope": rope, "rope_attention": rope_attention, "grouped_query_attention": grouped_query_attention,
+           "gradcheck_grouped_query_attention": gradcheck_grouped_query_attention}
