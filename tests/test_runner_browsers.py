@@ -5,16 +5,19 @@ same cases named; a browser that cannot run makes its cases "not run", never a p
 fallback forced over cases whose products run in Wasm otherwise."""
 
 import json
+import shutil
 import sys
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import pytest
 
-from helpers import main_in_process, run_verify
+from helpers import main_in_process, project_copy, run_verify, user_attention
 from test_browsers import BROWSERS, require
-from verify import engines
+from verify import browsers, engines
 from verify.tools import faults
 
+ROOT = Path(__file__).resolve().parent.parent
 CASES = ("layer_norm", "dot_product_attention.no_mask")  # cheap cases with products; the layer-norm fault breaks a few
 
 
@@ -72,6 +75,8 @@ def test_a_fault_fails_in_node_and_in_every_browser_naming_the_same_cases(repo_r
 
 
 def test_a_browser_that_cannot_run_makes_its_cases_not_run(repo_root, tmp_path, capsys, monkeypatch):
+    """A browser that passed the check before the run (preflight) and fails in it."""
+    monkeypatch.setattr(browsers, "preflight", lambda root, names: None)
     missing = tmp_path / "missing.py"
     missing.write_text("import sys\nsys.stdin.read()\nsys.stderr.write('port: chromium is not installed: "
                        "apt-get install -y chromium\\n')\nsys.exit(2)\n")
@@ -86,6 +91,41 @@ def test_a_browser_that_cannot_run_makes_its_cases_not_run(repo_root, tmp_path, 
     assert "NOT RUN browser chromium: " in out
     n = len(part["cases"])
     assert out.strip().splitlines()[-1] == f"0 passed, {n} failed"
+
+
+def test_drivers_not_installed_stop_the_run_at_once_naming_the_command(tmp_path):
+    """A checkout after the README's main command alone (no port_ts/node_modules): exit 2 before any
+    engine runs, one line with the command that installs the pinned drivers."""
+    copy = project_copy(tmp_path)
+    shutil.copytree(ROOT / "port_ts" / "browser", copy / "port_ts" / "browser")
+    report = tmp_path / "r.json"
+    proc, written = user_attention(copy, report, "--browser", "chromium", "--case", "masked_softmax.no_mask")
+    assert proc.returncode == 2 and proc.stdout == "", proc.stdout + proc.stderr
+    [line] = proc.stderr.splitlines()
+    assert "the browser drivers are not installed from port_ts/package-lock.json (@puppeteer/browsers" in line
+    assert browsers.INSTALL_DRIVERS in line and written is None
+
+
+def test_a_driver_of_another_version_is_named(tmp_path):
+    port = tmp_path / "port_ts"
+    shutil.copytree(ROOT / "port_ts" / "node_modules" / "@puppeteer", port / "node_modules" / "@puppeteer")
+    shutil.copy(ROOT / "port_ts" / "package.json", port)
+    pinned = json.loads((port / "package.json").read_text())["devDependencies"]["puppeteer-core"]
+    (port / "node_modules" / "puppeteer-core").mkdir()
+    (port / "node_modules" / "puppeteer-core" / "package.json").write_text('{"version": "0.0.1"}')
+    assert browsers.drivers_problem(tmp_path).startswith(
+        f"the browser drivers are not installed from port_ts/package-lock.json (puppeteer-core {pinned}: version 0.0.1 found)")
+    assert browsers.drivers_problem(ROOT) is None
+
+
+def test_a_browser_not_installed_stops_the_run_at_once_naming_its_install_command(repo_root, tmp_path, monkeypatch):
+    monkeypatch.setenv("BROWSER_FIREFOX", str(tmp_path / "no-firefox"))
+    proc = run_verify(repo_root, "attention", "--browser", "firefox", "--case", "masked_softmax.no_mask",
+                      "--report", tmp_path / "r.json")
+    assert proc.returncode == 2 and proc.stdout == "", proc.stdout + proc.stderr
+    assert proc.stderr.strip() == (f"verify: error: firefox is not installed (firefox-esr not found at BROWSER_FIREFOX="
+                                   f"{tmp_path / 'no-firefox'}): install it with `apt-get install -y firefox-esr` "
+                                   "(as root; docs/browsers.md)")
 
 
 def test_an_unknown_browser_is_a_usage_error(repo_root):

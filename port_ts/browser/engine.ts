@@ -1,5 +1,6 @@
 // The port's engine in a real browser (Node; docs/browsers.md, docs/protocol.md):
 //   node port_ts/browser/engine.ts --browser chromium|firefox|webkit run [--kernel auto|js|wasm]
+//   node port_ts/browser/engine.ts --browser chromium|firefox|webkit check   (is it installed? exit 0, or 2 and its install command)
 // speaks the protocol exactly as port_ts/src/cli.ts does: the request on stdin, one golden
 // document per case (and the training states, replays, full pretrained documents) in out_dir,
 // one status line per case on stdout as each finishes, exit 0 once the request was read. The
@@ -18,7 +19,7 @@ import { serve } from "./server.ts";
 
 const KERNELS = ["auto", "js", "wasm"];
 const START_TIMEOUT_MS = 120_000; // from the page's load to the worker's first word
-const USAGE = `usage: engine.ts --browser ${BROWSERS.join("|")} run [--kernel ${KERNELS.join("|")}]`;
+const USAGE = `usage: engine.ts --browser ${BROWSERS.join("|")} run [--kernel ${KERNELS.join("|")}] | check`;
 
 
 interface Request {
@@ -203,11 +204,20 @@ async function main(argv: string[]): Promise<number> {
     process.stderr.write(`${USAGE}: ${(err as Error).message}\n`);
     return 2;
   }
-  if (!BROWSERS.includes(values.browser as BrowserName) || positionals.length !== 1 || positionals[0] !== "run") {
+  if (!BROWSERS.includes(values.browser as BrowserName) || positionals.length !== 1 || !["run", "check"].includes(positionals[0])) {
     process.stderr.write(`${USAGE} (got ${JSON.stringify(argv.join(" "))})\n`);
     return 2;
   }
   const name = values.browser as BrowserName;
+  if (positionals[0] === "check") { // what `verify attention --browser` asks before anything runs
+    try {
+      executables(name);
+      return 0;
+    } catch (err) {
+      process.stderr.write(`${failureLine(name, err)}\n`);
+      return 2;
+    }
+  }
   exitWithRunner(name);
   try {
     return await run(name, values.kernel);
