@@ -21,7 +21,9 @@ from verify.documents import parse
 
 
 @pytest.mark.parametrize("argv,words", [
-    ([], ["attention", "regen", "show", "diff", "Exit 0"]),
+    ([], ["attention", "regen", "show", "diff", "Exit 0", "verify before a deploy",
+          "verify attention --fresh --junit reports/junit.xml --html reports/verify-attention.html",
+          "after a reviewed change verify regen attention", "read a failing report verify show reports/verify-attention.json"]),
     (["attention"], ["--case", "--tol", "--jobs", "--report", "--html", "--junit", "--timings", "--port-cmd",
                      "--timeout", "--list", "--golden-dir", "--cases-dir", "reports/verify-attention.json"]),
     (["regen"], ["--force", "--case", "--tol", "--jobs", "--port-cmd", "atomic"]),

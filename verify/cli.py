@@ -69,14 +69,22 @@ def _browsers(text):
     return list(dict.fromkeys(names))
 
 
+FIRST_MINUTE = """what a maintainer does (README):
+  verify before a deploy      verify attention --fresh --junit reports/junit.xml --html reports/verify-attention.html
+                              (npm run verify:attention -- --fresh ... the same; docs/deploy.md)
+  after a reviewed change     verify regen attention   (rewrites the goldens; verify diff shows what moved)
+  read a failing report       verify show reports/verify-attention.json --html reports/verify-attention.html"""
+
+
 def build_parser():
     """The parser of `verify`: the suite commands in full, each side command by its name and help
     (its own parser, side_command(name).parser(), reads the rest of the command line)."""
     parser = argparse.ArgumentParser(
         prog="verify",
-        description="Run the NumPy reference and the TypeScript port on the case catalogue, compare "
-                    "their outputs with each other and with the committed goldens. Exit 0 all passed, "
+        description="Run the NumPy reference and the TypeScript port on the case catalogue, compare\n"
+                    "their outputs with each other and with the committed goldens. Exit 0 all passed,\n"
                     "1 a mismatch, 2 a usage or input error.",
+        epilog=FIRST_MINUTE, formatter_class=argparse.RawDescriptionHelpFormatter,  # both as written
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in SUITES:
