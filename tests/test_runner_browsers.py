@@ -5,7 +5,9 @@ same cases named; a browser that cannot run makes its cases "not run", never a p
 fallback forced over cases whose products run in Wasm otherwise."""
 
 import json
+import os
 import shutil
+import subprocess
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -104,6 +106,23 @@ def test_drivers_not_installed_stop_the_run_at_once_naming_the_command(tmp_path)
     [line] = proc.stderr.splitlines()
     assert "the browser drivers are not installed from port_ts/package-lock.json (@puppeteer/browsers" in line
     assert browsers.INSTALL_DRIVERS in line and written is None
+
+
+def test_the_lab_and_the_engine_without_drivers_say_the_same_command(node, tmp_path):
+    """port_ts/browser/ with no node_modules: the lab's check says in one line how to install the
+    drivers (the command verify names: the same string in both), exit 2."""
+    for part in ("browser", "src"):
+        shutil.copytree(ROOT / "port_ts" / part, tmp_path / "port_ts" / part)
+    shutil.copy(ROOT / "port_ts" / "package.json", tmp_path / "port_ts")
+    (tmp_path / "exports").mkdir()
+    (tmp_path / "exports" / "train.reversal.json").write_text("{}")
+    env = dict(os.environ, BROWSER_CHROMIUM=sys.executable)  # "installed": the drivers are what is missing
+    proc = subprocess.run([str(node), "port_ts/browser/lab.ts", "check", "--browser", "chromium", "--exports",
+                           str(tmp_path / "exports")], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stdout == "", proc
+    [line] = proc.stderr.splitlines()
+    assert line.startswith("lab (chromium): the browser drivers are not installed in port_ts/node_modules (")
+    assert f"install them with `{browsers.INSTALL_DRIVERS}`" in line
 
 
 def test_a_driver_of_another_version_is_named(tmp_path):

