@@ -109,7 +109,7 @@ def _show(path, *args):
 
 def test_show_of_a_run_whose_browser_failed_exits_1(tmp_path):
     report = tmp_path / "R.json"
-    env = dict(os.environ, BROWSER_CHROMIUM="/nonexistent")
+    env = dict(os.environ, BROWSER_CHROMIUM="/bin/false")  # there, so past the check before the run; it cannot start
     run = _verify("--browser", "chromium", "--report", report, env=env)
     assert run.returncode == 1, run.stdout + run.stderr
     assert json.loads(report.read_text())["passed"] is False
