@@ -20,7 +20,7 @@ from pathlib import Path
 
 def catalogue(root, substring):
     cases = []
-    for path in sorted((root / "cases" / "attention").glob("*.json")):
+    for path in sorted((root / "ops" / "attention").glob("*.json")):
         for case in json.loads(path.read_text())["cases"]:
             if case.get("kind") != "pretrained" and not case["id"].startswith("pretrained") and substring in case["id"]:
                 cases.append(case)

@@ -1,6 +1,6 @@
 // One training step of the reverse-the-digits model in the port, timed inside Node
 // (docs/performance.md; twin of bench/reversal_step.py: the same config, seed and batches,
-// read from the case train.reversal in cases/attention/training.json).
+// read from the case train.reversal in its bundle, ops/attention/train_reversal.json).
 // A step is the loss and gradients of batch t (stepFn), no Adam update, so repeats are the same work.
 //   node bench/reversal_step.mts [steps] [warmup]  -> JSON {median_ms, min_ms, median_cpu_ms, times_ms}
 //   node bench/reversal_step.mts serve             -> reads one step number t per line, runs that
@@ -13,9 +13,9 @@ import { reversalSetup } from "../port_ts/src/runs/reversal.ts";
 
 // The real case's seed and config, read from the catalogue so the benchmark cannot drift from it.
 const CASE_ID = "train.reversal";
-const catalogue = JSON.parse(readFileSync(new URL("../cases/attention/training.json", import.meta.url), "utf8"));
+const catalogue = JSON.parse(readFileSync(new URL("../ops/attention/train_reversal.json", import.meta.url), "utf8"));
 const entry = (catalogue.cases as { id: string; seed: number; config: Record<string, unknown> }[]).find((c) => c.id === CASE_ID);
-if (entry === undefined) throw new Error(`${CASE_ID} not found in cases/attention/training.json`);
+if (entry === undefined) throw new Error(`${CASE_ID} not found in ops/attention/train_reversal.json`);
 const SEED = entry.seed;
 const CONFIG = entry.config;
 

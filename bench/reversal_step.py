@@ -1,6 +1,6 @@
 """One training step of the reverse-the-digits model (docs/performance.md), in the reference.
 
-The seed and config of the case train.reversal, read from cases/attention/training.json so the
+The seed and config of the case train.reversal, read from its bundle, ops/attention/train_reversal.json, so the
 benchmark cannot drift from the real run (today d 16, heads 2, FFN 64, 1 + 1 blocks, batch 96 of
 six-digit inputs, T 7). `step(t)` is the loss and gradients of batch t, no Adam update, so repeats
 are the same work.
@@ -21,7 +21,7 @@ CASE_ID = "train.reversal"
 
 
 def _case():
-    path = Path(__file__).resolve().parent.parent / "cases" / "attention" / "training.json"
+    path = Path(__file__).resolve().parent.parent / "ops" / "attention" / "train_reversal.json"
     for case in json.loads(path.read_text())["cases"]:
         if case["id"] == CASE_ID:
             return case

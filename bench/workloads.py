@@ -79,11 +79,12 @@ PRIMITIVES = ["masked_softmax", "dot_product_attention", "additive_attention", "
               "cross_entropy", "encoder_block", "decoder_block", "adam", "rope"]
 PARTS = {"adam": ("update",)}  # the others: ("forward", "backward")
 
-# The models' steps and the gradient check: (op, catalogue file, case id). Seed and config are the case's.
-CASES = [("reversal_step", "training.json", "train.reversal"),
-         ("vit_step", "training.json", "train.vit"),
-         ("alignment_step", "training.json", "train.alignment"),
-         ("gradcheck_alignment", "gradcheck.json", "gradcheck.alignment.act4")]
+# The models' steps and the gradient check: (op, the bundle that holds the case, case id). Seed and
+# config are the case's.
+CASES = [("reversal_step", "train_reversal", "train.reversal"),
+         ("vit_step", "train_vit", "train.vit"),
+         ("alignment_step", "train_alignment", "train.alignment"),
+         ("gradcheck_alignment", "gradcheck_alignment", "gradcheck.alignment.act4")]
 
 # Time per engine and workload (seconds of calls after the warm-up; the rounds follow from the
 # warm-up's mean call time), and the bounds on the rounds. BENCH_BUDGET_SCALE scales the budgets
@@ -110,10 +111,10 @@ class Workload:
 
 
 def _case(file, case_id):
-    for case in json.loads((ROOT / "cases" / "attention" / file).read_text())["cases"]:
+    for case in json.loads((ROOT / "ops" / "attention" / f"{file}.json").read_text())["cases"]:
         if case["id"] == case_id:
             return case
-    raise LookupError(f"{case_id} not found in cases/attention/{file}")
+    raise LookupError(f"{case_id} not found in ops/attention/{file}.json")
 
 
 def workloads():

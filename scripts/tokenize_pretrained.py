@@ -1,4 +1,4 @@
-"""Write cases/attention/pretrained.json: the pretrained cases' text, tokenized once with the
+"""Write the cases of ops/attention/bert_encoder.json: the pretrained cases' text, tokenized once with the
 model's own tokenizer (docs/pretrained.md). Run by hand when the sentences change:
 
     pip install -e '.[test]' && python scripts/tokenize_pretrained.py
@@ -87,8 +87,9 @@ def main():
     if directory is None:
         sys.exit(models.missing_reason(MODEL))
     tokenizer = AutoTokenizer.from_pretrained(str(directory))
-    path = ROOT / "cases" / "attention" / "pretrained.json"
-    path.write_text(dumps(catalogue(tokenizer)), encoding="utf-8")
+    path = ROOT / "ops" / "attention" / "bert_encoder.json"  # the op's bundle: its declaration stays
+    bundle = json.loads(path.read_text(encoding="utf-8"))
+    path.write_text(dumps({**bundle, **catalogue(tokenizer)}), encoding="utf-8")
     print(f"wrote {path.relative_to(ROOT)}")
 
 

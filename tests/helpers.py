@@ -26,7 +26,7 @@ def project_copy(tmp):
     """The checkout's parts the runner and both engines read, copied into tmp/project: the runner
     imported from the copy (PYTHONPATH) takes the copy as the project."""
     copy = Path(tmp) / "project"
-    for part in ("verify", "reference", "cases", "golden", "ops", "faults", "port_ts/src", "port_ts/package.json",
+    for part in ("verify", "reference", "golden", "ops", "port_ts/src", "port_ts/package.json",
                  "pyproject.toml"):
         source, target = ROOT / part, copy / part
         target.parent.mkdir(parents=True, exist_ok=True)

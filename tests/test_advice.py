@@ -166,7 +166,7 @@ def test_the_primitive_that_explains_the_others_comes_first(repo_root, node, tmp
     """Layer norm's epsilon wrong in the port: every block and model built on it fails too; the
     closing section lists the layer-norm cases first and says to start there."""
     from verify.tools import faults
-    fault = {f.id: f for f in faults.load(repo_root / "faults" / "attention.json", repo_root, str)}["port.layer_norm.eps_1e-6"]
+    fault = {f.id: f for f in faults.load(None, repo_root, str)}["port.layer_norm.eps_1e-6"]
     faults.apply(fault, repo_root, tmp_path / "faulty")
     proc = run_verify(repo_root, "attention", "--case", "layer_norm", "--case", "encoder_block", "--case", "transformer.",
                       "--case", "masked_softmax.no_mask", "--port-cmd",

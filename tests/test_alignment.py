@@ -3,7 +3,7 @@ formula a(q, k) = w_v^T tanh(W_q q + W_k k), softmax over the source words, -log
 weight), the identity-values trick, the data's draw order, and that plain gradient steps learn
 the alignment la->the, voiture->car, rouge->red, <eos>-><eos>.
 
-Tolerance: 1e-10 absolute against torch (the issue's bound; declared in ops/attention.json); both sides are float64, the
+Tolerance: 1e-10 absolute against torch (the issue's bound; declared in ops/attention/gradcheck_alignment.json); both sides are float64, the
 differences are summation order and exp/tanh/log in the last bits.
 """
 
@@ -16,7 +16,7 @@ from reference.models.alignment import (ALIGNMENT, SOURCE, TARGET, alignment_dat
 from reference.core.rng import Generator
 from toolkit import tolerance
 
-ATOL = tolerance("gradcheck_alignment", "torch_backward")  # declared in ops/attention.json
+ATOL = tolerance("gradcheck_alignment", "torch_backward")  # declared in ops/attention/gradcheck_alignment.json
 
 
 def torch_loss(params, data):

@@ -9,7 +9,6 @@ in ours (the -1e6 fill) but NaN or zero in torch's -inf masking, so they are che
 only and never fed to torch.
 """
 
-import json
 import os
 
 import numpy as np
@@ -24,11 +23,12 @@ from reference.nn.masked_softmax import masked_softmax_forward
 from reference.nn.multi_head_attention import merge_heads, multi_head_attention_forward, split_heads
 from reference.core.rng import Generator
 from toolkit import close, t, tolerance
+import toolkit
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-CATALOGUE = os.path.join(ROOT, "cases", "attention", "forward_attention.json")
+OPS = ("masked_softmax", "dot_product_attention", "multi_head_attention", "additive_attention")  # their bundles' cases
 
-# Tolerances: each op's declared ones (ops/attention.json), with their reasons.
+# Tolerances: each op's declared ones (their bundles, ops/attention/<op>.json), with their reasons.
 TORCH = {op: tolerance(op, "torch") for op in ("masked_softmax", "dot_product_attention", "additive_attention",
                                                "multi_head_attention")}
 BROKEN = 1e-3  # not a tolerance: a causal mask must change the output by far more than rounding
@@ -271,7 +271,7 @@ def test_self_attention_is_permutation_equivariant_and_a_causal_mask_breaks_it()
 # ---------------------------------------------------------------- the catalogue against torch
 
 def catalogue_cases():
-    return [c for c in json.load(open(CATALOGUE))["cases"] if c["config"].get("dropout_p", 0.0) == 0.0]
+    return [c for op in OPS for c in toolkit.catalogue_cases(op=op) if c["config"].get("dropout_p", 0.0) == 0.0]
 
 
 @pytest.mark.parametrize("case", catalogue_cases(), ids=lambda c: c["id"])

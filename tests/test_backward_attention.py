@@ -26,7 +26,7 @@ from reference.core.ops import sum_last
 from reference.core.rng import Generator
 from toolkit import run_port, tolerance
 
-# Tolerances: each spec's op declares them (ops/attention.json: torch_backward, engines_backward,
+# Tolerances: each spec's op declares them (its bundle, ops/attention/<op>.json: torch_backward, engines_backward,
 # fd with its step), with their reasons. Not a tolerance: a wrong backward is off by O(1) relative,
 # far above every tolerance.
 WRONG = 1e-2

@@ -4,7 +4,7 @@ PyTorch float64 autograd, against central finite differences, and the port again
 Every check of a layer uses the scalar L = sum(out * dout) for a random dout (llm.c's
 layernorm.py trick), so dL/d(input) is exactly what the backward returns for that dout.
 
-Tolerances: each layer's declared ones (ops/attention.json; the rule `scale`, relative to the
+Tolerances: each layer's declared ones (its bundle, ops/attention/<op>.json; the rule `scale`, relative to the
 gradient's scale max |expected|), and why:
 - torch_backward, 1e-12: both sides are float64; torch sums in BLAS / its own order and uses its own
   erf, exp and (Welford) variance, so the gradients differ by rounding only. Measured: up to
@@ -47,7 +47,7 @@ OPS = {"linear_nobias": "linear"}  # the declared op of each case below (the oth
 
 
 def declared(name, kind):
-    """The declared tolerance `kind` of case `name`'s op (ops/attention.json)."""
+    """The declared tolerance `kind` of case `name`'s op (its bundle, ops/attention/<op>.json)."""
     return tolerance(OPS.get(name, name), kind)
 
 

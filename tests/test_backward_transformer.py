@@ -12,7 +12,7 @@
    gradient transposed) fails the torch comparison; and a few central differences with dropout
    on (where torch is not used) agree with the analytic gradient.
 
-Tolerances, declared in ops/attention.json (transformer; the blocks declare their own torch_backward),
+Tolerances, declared in ops/attention/transformer.json (transformer; the blocks declare their own torch_backward),
 each with its reason:
 - TORCH, torch_backward = 1e-10 absolute: float64 on both sides, but torch sums in BLAS order and masks with
   -inf where we use -1e6 (equal weights once exp underflows); differences stay near 1e-15 for

@@ -3,7 +3,7 @@ composition (Conv2d, cat <cls>, + pos, LayerNorm, bias-free MultiheadAttention, 
 with the reference's weights copied in, differentiated by torch.autograd; every parameter's
 gradient must match the reference's vit_backward / vit_loss_backward.
 
-Tolerance: the declared torch_backward of vit and vit_patch_embedding (ops/attention.json), 1e-10
+Tolerance: the declared torch_backward of vit and vit_patch_embedding (their bundles, ops/attention/vit.json and vit_patch_embedding.json), 1e-10
 absolute (the issue's bound). Both sides are float64 but sum in different orders
 and use different exp/erf; gradients here are of size <= ~1, so the differences sit near 1e-15.
 Layer-norm gammas/betas and <cls> are randomised (init makes them 1, 0 and 0), so a gradient that

@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 
 from helpers import assert_one_line_error, run_verify
+from toolkit import catalogue_cases, catalogue_fault
 from verify.tools.anchors import locate
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -74,8 +75,7 @@ def browsers(node):
 
 
 def catalogue():
-    return {spec["id"]: spec for path in sorted((ROOT / "cases" / "attention").glob("*.json"))
-            for spec in json.loads(path.read_text())["cases"]}
+    return {spec["id"]: spec for spec in catalogue_cases()}
 
 
 def engine(node, name, request, *flags, env=None, timeout=600):
@@ -361,7 +361,7 @@ FAULT_CASE = "layer_norm.random_affine"  # a case that catches it under Node (ch
 
 def _faulty_port(tmp_path):
     """port_ts copied (the core and the browser engine), the fault applied, node_modules linked."""
-    fault = next(f for f in json.loads((ROOT / "faults" / "attention.json").read_text())["faults"] if f["id"] == FAULT)
+    fault = catalogue_fault(FAULT)
     copy = _port_copy(tmp_path)
     span = locate(tmp_path, "port_ts", fault["within"], fault["find"])  # the declaration verify faults would change
     target = tmp_path / span.file

@@ -123,7 +123,7 @@ def test_a_changed_key_input_misses_every_case(kind, warm, cache, tmp_path):
 def test_a_changed_case_misses_that_case_alone(warm, cache, tmp_path):
     project = project_copy(tmp_path)
     changed, kept = "masked_softmax.lens_2d", "masked_softmax.lens_1d"
-    for path in sorted((project / "cases" / "attention").glob("*.json")):
+    for path in sorted((project / "ops" / "attention").glob("*.json")):
         catalogue = json.loads(path.read_text(encoding="utf-8"))
         for case in catalogue["cases"]:
             if case["id"] == changed:

@@ -71,7 +71,7 @@ WRAPPER = textwrap.dedent('''
 @pytest.fixture(scope="module")
 def training_cases(repo_root):
     schemas = Schemas(repo_root / "golden" / "schemas")
-    return {c.id: c for c in load(repo_root / "cases" / "attention", schemas) if c.kind == "training"
+    return {c.id: c for c in load(repo_root / "ops" / "attention", schemas) if c.kind == "training"
             and replay.segments_of(c)}
 
 
@@ -123,7 +123,7 @@ FAULT = "port.layer_norm.wasm_rows_without_eps"  # the port's training step leav
 def test_a_port_whose_free_run_parts_replays_from_the_first_differing_checkpoint(
         repo_root, node, kept_reference, training_cases, tmp_path):
     reference_cmd, reference_out = kept_reference
-    fault = {f.id: f for f in faults.load(repo_root / "faults" / "attention.json", repo_root, str)}[FAULT]
+    fault = {f.id: f for f in faults.load(None, repo_root, str)}[FAULT]
     faults.apply(fault, repo_root, tmp_path / "faulty")
     cli = tmp_path / "faulty" / "port_ts" / "src" / "cli.ts"
     proc, report, replays, digests = _verify(repo_root, reference_cmd, cli, node, tmp_path, "--case", "train.vit")

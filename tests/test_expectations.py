@@ -7,7 +7,7 @@ from verify.expectations import bound_checks, digest_checks, free_run, gradcheck
 from toolkit import tensor, tolerance
 
 OP = "gradcheck_transformer"
-BOUND = tolerance(OP, "gradcheck")  # the op's declared bound (ops/attention.json)
+BOUND = tolerance(OP, "gradcheck")  # the op's declared bound (its bundle, ops/attention/<op>.json)
 
 
 def test_gradcheck_passes_at_the_bound_and_fails_beyond():

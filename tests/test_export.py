@@ -10,6 +10,7 @@ import numpy as np
 
 from reference.models.alignment import alignment_data, alignment_loss, init_alignment_params
 from reference.core.rng import Generator
+from toolkit import catalogue_case
 
 
 def _export(repo_root, out):
@@ -52,8 +53,7 @@ def test_export_without_a_training_case_is_a_usage_error(repo_root, tmp_path):
 def test_the_export_is_asked_of_the_engine_through_the_protocol(repo_root, node, tmp_path):
     """A request of kind "export" (docs/protocol.md): both engines write the same run's export
     document, the same values but the engine's name; a case that does not train is refused by name."""
-    case = next(c for c in json.loads((repo_root / "cases/attention/training.json").read_text())["cases"]
-                if c["id"] == "train.alignment")
+    case = catalogue_case("train.alignment")
     docs = {}
     for name, argv in (("reference", [sys.executable, "-m", "reference", "run"]), ("port", [str(node), "port_ts/src/cli.ts", "run"])):
         request = {"protocol": 1, "kind": "export", "out_dir": str(tmp_path / name),

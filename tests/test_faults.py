@@ -1,4 +1,5 @@
-"""The fault catalogue and `verify faults` (docs/faults.md): every fault is a valid edit of today's
+"""The fault catalogue (each op's bundle's faults, ops/attention/<op>.json, and the shared ones of
+ops/attention.json) and `verify faults` (docs/faults.md): every fault is a valid edit of today's
 sources, anchored to the declaration that holds it (a function moved to another module keeps its
 faults), every fault is caught (a fault with a witness by that case, also end to end through
 `verify attention --port-cmd`), a harmless edit is reported missed, a broken catalogue is exit 2."""
@@ -13,10 +14,11 @@ import pytest
 from verify.tools import anchors
 from verify.tools.faults import AREAS, TREES, Fault, apply, load, widened
 from helpers import assert_one_line_error, run_verify
+from toolkit import catalogue_cases
 
 
 def test_the_catalogue_is_valid_and_covers_every_area(repo_root):
-    faults = load(repo_root / "faults" / "attention.json", repo_root, str)
+    faults = load(None, repo_root, str)  # the bundles' faults and ops/attention.json's shared ones
     port = [f for f in faults if f.engine == "port"]
     reference = [f for f in faults if f.engine == "reference"]
     assert len(port) >= 30 and len(reference) >= 5
@@ -50,7 +52,7 @@ FAULT = {"id": "x", "op": "layer_norm", "engine": "port", "within": "EPS", "find
     ([dict(FAULT, replace=FAULT["find"])], ["the same text"]),
     ([dict(FAULT, engine="reference", within="EPS", find="EPS = 1e-5", witness="layer_norm.d1")], ["only a port fault"]),
     ([dict(FAULT, area="elsewhere")], ["area one of"]),
-    ([dict(FAULT, op="layer_norms")], ["its op 'layer_norms' is not declared in ops/attention.json",
+    ([dict(FAULT, op="layer_norms")], ["its op 'layer_norms' is not declared in ops/attention/",
                                        "set 'op' to the op the fault targets", "'shared'"]),
     ([dict(FAULT, file="port_ts/src/nn/layerNorm.ts")], ["must have exactly the string fields", "not a file"]),
     ([FAULT, FAULT], ["the id is used twice"]),
@@ -59,6 +61,22 @@ FAULT = {"id": "x", "op": "layer_norm", "engine": "port", "within": "EPS", "find
 def test_a_broken_fault_catalogue_is_an_input_error(repo_root, tmp_path, faults, fragments):
     proc = run_verify(repo_root, "faults", "attention", "--catalogue", _catalogue(tmp_path, faults), timeout=60)
     assert_one_line_error(proc, *fragments)
+
+
+def test_a_broken_fault_of_a_bundle_is_named_with_its_bundle(repo_root, tmp_path, monkeypatch):
+    """Read from the bundles (no --catalogue), a broken fault is named with the file that holds it."""
+    from verify import ops
+    from verify.errors import InputError
+
+    shutil.copytree(repo_root / "ops", tmp_path / "ops")
+    path = tmp_path / "ops" / "attention" / "layer_norm.json"
+    doc = json.loads(path.read_text())
+    doc["faults"][0]["find"] = "no such text"
+    path.write_text(json.dumps(doc))
+    monkeypatch.setattr(ops, "ROOT", tmp_path)
+    with pytest.raises(InputError) as caught:
+        load(None, repo_root, lambda p: p.relative_to(tmp_path).as_posix())
+    assert str(caught.value).startswith(f"fault {doc['faults'][0]['id']!r} in ops/attention/layer_norm.json: "), caught.value
 
 
 def test_a_fault_pattern_without_a_match_is_an_input_error(repo_root):
@@ -97,8 +115,8 @@ def test_moving_a_function_to_another_module_keeps_its_faults(repo_root, tmp_pat
     (ref / "softmax_forward.py").write_text(text[at:text.index("def masked_softmax_backward")])
     (ref / "masked_softmax.py").write_text(text[:at] + text[text.index("def masked_softmax_backward"):])
 
-    faults = {f.id: f for f in load(repo_root / "faults" / "attention.json", root, str)}
-    assert len(faults) == len(load(repo_root / "faults" / "attention.json", repo_root, str))
+    faults = {f.id: f for f in load(None, root, str)}
+    assert len(faults) == len(load(None, repo_root, str))
     for fid in ("port.softmax.mask_polarity", "port.softmax.valid_len_off_by_one", "port.softmax.two_d_lens_by_batch"):
         assert faults[fid].file == "port_ts/src/nn/keptIn.ts", faults[fid]
     assert faults["port.softmax.no_max_subtraction"].file == "port_ts/src/kernels/rows.ts"
@@ -166,8 +184,7 @@ def test_typescript_declarations_read_methods_constants_and_inner_functions():
 
 # --- the faults with a witness fail `verify attention` end to end -------------------------------
 
-WITNESSED = [f for f in load(Path(__file__).resolve().parent.parent / "faults" / "attention.json",
-                             Path(__file__).resolve().parent.parent, str) if f.witness]
+WITNESSED = [f for f in load(None, Path(__file__).resolve().parent.parent, str) if f.witness]
 
 
 def test_every_witness_is_a_case_of_the_catalogue(repo_root):
@@ -190,15 +207,19 @@ def test_a_witnessed_fault_fails_verify_against_the_committed_goldens(repo_root,
     assert any(fault.witness in line for line in failing), f"no FAIL line names {fault.witness}:\n" + proc.stdout[-2000:]
 
 
+LAYERS = ("linear", "embedding", "layer_norm", "ffn", "gelu", "dropout")  # the layers' cases: a run of seconds
+
+
 def test_a_harmless_edit_is_reported_missed(repo_root, tmp_path):
-    """A missed fault runs every stage of the cases it is given: here the layer-norm cases alone
-    and the other layers of forward_layers.json (--cases-dir), so that the run takes seconds; the whole catalogue's run is the test below."""
+    """A missed fault runs every stage of the cases it is given: here the cases of the layers alone
+    (LAYERS' bundles, through --cases-dir), so that the run takes seconds; the whole catalogue's run is the test below."""
     harmless = dict(FAULT, id="comment", within="layerNormJs", find="H[o + k] = c; // xc for now",
                     replace="H[o + k] = c; // x - mean for now")
     caught = dict(FAULT, id="eps")
     cases = tmp_path / "cases"
     cases.mkdir()
-    shutil.copy(repo_root / "cases" / "attention" / "forward_layers.json", cases / "forward_layers.json")
+    layers = [c for op in LAYERS for c in catalogue_cases(op=op)]
+    (cases / "forward_layers.json").write_text(json.dumps({"cases": layers}))
     proc = run_verify(repo_root, "faults", "attention", "--catalogue", _catalogue(tmp_path, [harmless, caught]),
                       "--cases-dir", cases, timeout=300)
     assert proc.returncode == 1, proc.stdout + proc.stderr
@@ -214,7 +235,7 @@ def test_every_fault_of_the_catalogue_is_caught(repo_root):
     assert "Traceback" not in proc.stdout + proc.stderr
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr
     report = json.loads((repo_root / "reports" / "faults-attention.json").read_text())
-    catalogue = {f.id: f for f in load(repo_root / "faults" / "attention.json", repo_root, str)}
+    catalogue = {f.id: f for f in load(None, repo_root, str)}
     assert report["caught"] == report["total"] == len(catalogue)
     assert all(f["op"] == catalogue[f["id"]].op for f in report["faults"])  # each fault's op, in the account
     assert all(f["caught"] and (f["cases"] or f["engine_error"]) for f in report["faults"])
@@ -244,9 +265,8 @@ def test_a_reformatted_tree_keeps_every_fault(repo_root, tmp_path):
             shutil.copy2(source, target)
     for path in [*tree.rglob("*.py"), *tree.rglob("*.ts")]:
         path.write_text(_relaid(path.read_text()))
-    catalogue = repo_root / "faults" / "attention.json"
-    faults = load(catalogue, tree, str)
-    assert len(faults) == len(load(catalogue, repo_root, str))
+    faults = load(None, tree, str)
+    assert len(faults) == len(load(None, repo_root, str))
     for fault in faults:
         assert fault.find not in (tree / fault.file).read_text() or _relaid(fault.find) == fault.find
         edited = apply(fault, tree, tmp_path / "applied" / fault.id)
@@ -267,7 +287,7 @@ def test_a_renamed_local_keeps_every_fault_that_names_it(repo_root, tmp_path):
     a refactoring does, and its replacement is written with the new name; a name the declaration
     does not bind (a module's function) is never taken for a renamed local."""
     exercised = []
-    for fault in load(repo_root / "faults" / "attention.json", repo_root, str):
+    for fault in load(None, repo_root, str):
         span = anchors.locate(repo_root, TREES[fault.engine][0], fault.within, fault.find)
         text = (repo_root / span.file).read_text(encoding="utf-8")
         declaration = text[span.start:span.end]
@@ -296,7 +316,7 @@ def test_every_fault_applied_to_the_tree_as_it_is_is_the_literal_edit(repo_root,
     """Token matching changes nothing where the text is verbatim: applying each fault gives the
     file that replacing its `find` by its `replace` gives (indentation included), so no fault is
     "caught" only because its edit broke the syntax."""
-    for fault in load(repo_root / "faults" / "attention.json", repo_root, str):
+    for fault in load(None, repo_root, str):
         original = (repo_root / fault.file).read_text(encoding="utf-8")
         span = anchors.locate(repo_root, TREES[fault.engine][0], fault.within, fault.find)
         at = original.index(fault.find, span.start, span.end)

@@ -20,13 +20,14 @@ from pathlib import Path
 import pytest
 
 from helpers import assert_one_line_error, run_verify
+from toolkit import bundle
 from verify import assets, models
 from verify.tools import fetch_model
 from verify.catalogue import Case
 from verify.errors import InputError
 
 ROOT = Path(__file__).resolve().parent.parent
-CATALOGUE = ROOT / "cases" / "attention" / "pretrained.json"
+CATALOGUE = ROOT / "ops" / "attention" / "bert_encoder.json"  # the pretrained cases
 
 # the fake model's files (2 MiB of "weights": more than one chunk, so an extraction can die inside it)
 FILES = {"config.json": b'{"hidden_size": 4}\n', "model.safetensors": bytes(range(256)) * 8192,
@@ -280,7 +281,7 @@ def test_a_missing_model_says_not_run_with_the_command_that_fetches_it(tmp_path,
     monkeypatch.setenv(models.CACHE_ENV, str(tmp_path / "empty-cache"))
     monkeypatch.setitem(models.SOURCES, models.MODEL,
                         replace(models.SOURCES[models.MODEL], module="attention_parity_no_such_module"))
-    cases = [Case(c, CATALOGUE) for c in json.loads(CATALOGUE.read_text())["cases"]]
+    cases = [Case(c, CATALOGUE) for c in bundle("bert_encoder")["cases"]]
     extra, missing = assets.plan(cases)
     assert extra == {} and set(missing) == {c.id for c in cases}
     reason = missing[cases[0].id]

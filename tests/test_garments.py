@@ -22,9 +22,9 @@ from reference.runs.garments import (GARMENTS, batch_indices, garment_splits, ga
 from reference.core.rng import Generator
 from reference.runs.train import state_digest, train
 from reference.models.vit import init_vit_params
-from toolkit import run_port, tolerance
+from toolkit import catalogue_cases, run_port, tolerance
 
-# The train_vit case (docs/garments.md); cases/attention/training.json must hold the same.
+# The train_vit case (docs/garments.md); ops/attention/train_vit.json must hold the same.
 VIT_CASE = {
     "id": "train.vit", "kind": "training", "op": "train_vit", "seed": 602,
     "config": {"patch": 4, "d": 16, "heads": 2, "mlp_hidden": 32, "blocks": 1, "classes": 8, "dropout": 0.0,
@@ -32,7 +32,7 @@ VIT_CASE = {
                "steps": 300, "lr": 0.005, "clip": 5.0, "checkpoint_every": 50},
 }
 ACCURACY_BAR = 0.75  # chance is 1/8; docs/garments.md says why 0.75
-TORCH_TOL = tolerance("train_vit", "torch")  # declared in ops/attention.json, with its reason
+TORCH_TOL = tolerance("train_vit", "torch")  # declared in ops/attention/train_vit.json, with its reason
 RUNNER_TOL = tolerance("train_vit", "runner")
 
 
@@ -45,10 +45,8 @@ def run_node(node, repo_root, script):
 
 
 def test_catalogue_entry_matches_the_documented_case(repo_root):
-    path = repo_root / "cases" / "attention" / "training.json"
-    cases = json.loads(path.read_text())["cases"] if path.exists() else []
-    entry = [c for c in cases if c.get("op") == "train_vit"]
-    assert entry, "train_vit is missing from cases/attention/training.json (docs/garments.md describes it)"
+    entry = catalogue_cases(op="train_vit")
+    assert entry, "train_vit is missing from ops/attention/train_vit.json (docs/garments.md describes it)"
     mine = {k: VIT_CASE[k] for k in ("op", "seed", "config")}
     assert {k: entry[0][k] for k in mine} == mine, "the catalogue's train_vit differs from the case here (docs/garments.md)"
 

@@ -24,16 +24,18 @@ from reference.cases import cases_gradcheck
 from reference.runs import gradcheck as gc
 from reference.cases.cases import run_case
 from reference.core.rng import Generator
-from toolkit import tolerance
+from toolkit import catalogue_cases, tolerance
 
-# The bound on every relative error: each gradcheck op's declared `gradcheck` (ops/attention.json),
+# The bound on every relative error: each gradcheck op's declared `gradcheck` (its bundle, ops/attention/<op>.json),
 # the one the runner holds the engines to.
-CATALOGUE = "cases/attention/gradcheck.json"
+OPS = ("gradcheck_transformer", "gradcheck_vit", "gradcheck_alignment", "gradcheck_rope")
 
 
 @pytest.fixture(scope="module")
-def catalogue(repo_root):
-    return {c["id"]: c for c in json.loads((repo_root / CATALOGUE).read_text())["cases"]}
+def catalogue():
+    """The cases of the gradient checks of the three models and of RoPE (their bundles), less the
+    cases added for the fault catalogue (seeds 900-999, docs/faults.md)."""
+    return {c["id"]: c for op in OPS for c in catalogue_cases(op=op) if not 900 <= c["seed"] <= 999}
 
 
 def outputs_of(case):

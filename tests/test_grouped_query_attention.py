@@ -18,15 +18,14 @@ from reference.core.rng import Generator
 from reference.nn.grouped_query_attention import (grouped_query_attention_backward, grouped_query_attention_forward,
                                                   repeat_heads, sum_groups)
 from reference.nn.multi_head_attention import multi_head_attention_backward, multi_head_attention_forward
-from toolkit import close, t, tolerance
+from toolkit import bundle, close, t, tolerance
 
 OP = "grouped_query_attention"
-CATALOGUE = Path(__file__).resolve().parents[1] / "cases" / "attention" / f"{OP}.json"
 TORCH, TORCH_BACKWARD = tolerance(OP, "torch"), tolerance(OP, "torch_backward")
 
 
 def catalogue_cases():
-    return json.loads(CATALOGUE.read_text())["cases"]
+    return bundle(OP)["cases"]  # ops/attention/grouped_query_attention.json
 
 
 def keep_of(lens, B, Q, K):

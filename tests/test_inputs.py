@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from test_runner import cases_dir, goldens, run_verify, schemas, session_goldens  # noqa: F401 (fixtures)
+from toolkit import catalogue_case
 from verify import assets, catalogue, goldens as goldens_mod, replay
 from verify.catalogue import Case
 from verify.compare import Tensor
@@ -28,8 +29,7 @@ def _write(directory, *cases):
 def test_the_issues_collision_is_refused_naming_both_cases(repo_root, tmp_path, schemas):  # noqa: F811
     """A forward case named like the pretrained case's .full.json golden overwrote it on regen, and
     the pretrained case then passed without its hidden states being compared."""
-    doc = json.loads((repo_root / "cases" / "attention" / "pretrained.json").read_text())
-    lesson = next(c for c in doc["cases"] if c["id"] == "pretrained.minilm.lesson")
+    lesson = catalogue_case("pretrained.minilm.lesson")
     intruder = {"id": "pretrained.minilm.lesson.full", "kind": "forward", "op": "masked_softmax", "seed": 1,
                 "config": {"shape": [1, 2, 3]}}
     with pytest.raises(InputError) as caught:
@@ -41,7 +41,7 @@ def test_the_issues_collision_is_refused_naming_both_cases(repo_root, tmp_path, 
 
 
 def test_todays_catalogue_is_within_every_limit(repo_root, schemas):  # noqa: F811
-    cases = catalogue.load(repo_root / "cases" / "attention", schemas)
+    cases = catalogue.load(repo_root / "ops" / "attention", schemas)
     assert len(cases) >= 98 and not [c.id for c in cases if catalogue.size_problem(c.spec)]
 
 

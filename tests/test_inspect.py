@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from helpers import assert_one_line_error, run_verify
+from toolkit import catalogue_case
 from test_report_html import _browse, _check_self_contained, chromium  # noqa: F401 (chromium: a fixture)
 from verify import assets
 
@@ -86,8 +87,7 @@ def _request(repo_root, node, engine, request):
 def test_an_encode_request_gives_what_the_pretrained_case_computes(repo_root, node, model_directory, tmp_path, engine):
     """The lesson's ids as an encode input: the engine's hidden states and weights are those of the
     catalogue's case pretrained.minilm.lesson (itself checked against Hugging Face), bit for bit."""
-    case = next(c for c in json.loads((repo_root / "cases/attention/pretrained.json").read_text())["cases"]
-                if c["id"] == "pretrained.minilm.lesson")
+    case = catalogue_case("pretrained.minilm.lesson")
     item = {"id": "lesson", "model": assets.MODEL, "input_ids": case["config"]["input_ids"]}  # mask and types default
     request = {"protocol": 1, "out_dir": str(tmp_path / "out"), "assets": {assets.MODEL: str(model_directory)}}
     proc = _request(repo_root, node, engine, dict(request, kind="encode", inputs=[item]))

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from helpers import assert_one_line_error, run_verify
+from toolkit import catalogue_case
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -25,14 +26,6 @@ import engine_identity  # noqa: E402
 # A case with products on both sides of the "auto" threshold (4096 multiply-adds): the encoder-
 # decoder forward. Taken from the catalogue, never written here.
 MIXED_CASE = "transformer.one_plus_one"
-
-
-def catalogue_case(case_id):
-    for path in sorted((ROOT / "cases" / "attention").glob("*.json")):
-        for spec in json.loads(path.read_text())["cases"]:
-            if spec["id"] == case_id:
-                return spec
-    raise AssertionError(f"{case_id} is not in the catalogue")
 
 
 def handed(spec, tmp_path):

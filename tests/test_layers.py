@@ -1,7 +1,7 @@
 """The building-block layers against PyTorch float64 (a third oracle) and against Python's
 math.erf; dropout's statistics and its p = 0 identity; the initialiser's bounds and moments.
 
-Tolerances: each layer's declared ones (ops/attention.json: torch for linear, layer norm, FFN and
+Tolerances: each layer's declared ones (its bundle, ops/attention/<op>.json: torch for linear, layer norm, FFN and
 GELU, erf_ulps for GELU's erf), each with its reason there.
 """
 

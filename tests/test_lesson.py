@@ -3,7 +3,6 @@ their similarity depends only on the gap; Nadaraya-Watson is a softmax of -u^2/2
 PyTorch float64), the constant kernel gives the mean, a narrow width fits the training points;
 Var(q.k) = d raw and about 1 scaled by 1/sqrt(d). Catalogue cases carry no NaN."""
 
-import json
 import math
 import os
 
@@ -16,12 +15,12 @@ from reference.nn.nadaraya_watson import mean_abs_error, nadaraya_watson, regres
 from reference.nn.positional_encoding import position_similarity, positional_encoding_forward, sinusoidal_table
 from reference.core.rng import Generator
 from reference.nn.score_scaling import score_scaling
-from toolkit import close, tolerance
+from toolkit import catalogue_cases, close, tolerance
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-CATALOGUE = os.path.join(ROOT, "cases", "attention", "forward_lesson.json")
+OPS = ("sinusoidal_table", "positional_encoding", "position_similarity", "score_scaling", "nadaraya_watson")  # the lesson's
 
-# Tolerances: each op's declared ones (ops/attention.json), each with its reason there.
+# Tolerances: each op's declared ones (its bundle, ops/attention/<op>.json), each with its reason there.
 
 
 def _omega(d):
@@ -157,7 +156,7 @@ def test_raw_variance_grows_like_d_and_the_scaled_one_stays_near_1(n, dims):
 # --- the catalogue -------------------------------------------------------------------------
 
 def test_catalogue_cases_have_no_nan_and_stay_small():
-    cases = json.load(open(CATALOGUE))["cases"]
+    cases = [c for op in OPS for c in catalogue_cases(op=op)]  # their bundles, ops/attention/<op>.json
     assert len(cases) >= 12
     for case in cases:
         assert 400 <= case["seed"] <= 499, case["id"]

@@ -21,14 +21,14 @@ import pytest
 from hostile_kinds import params
 from processes import assert_nothing_left, dirs_of, kill_leftovers, running, started_by, wait_until
 from test_runner import cases_dir, goldens, session_goldens  # noqa: F401 (fixtures)
+from toolkit import catalogue_cases
 from verify import lifecycle
 
 
 @pytest.fixture(scope="module")
 def slow_cases(repo_root, tmp_path_factory):
     """A catalogue of the reversal run alone: both engines compute for several seconds."""
-    doc = json.loads((repo_root / "cases" / "attention" / "training.json").read_text())
-    [case] = [c for c in doc["cases"] if c["op"] == "train_reversal"]
+    [case] = catalogue_cases(op="train_reversal")
     directory = tmp_path_factory.mktemp("slow_cases")
     (directory / "training.json").write_text(json.dumps({"cases": [case]}))
     return directory
@@ -224,8 +224,8 @@ def test_a_signal_to_verify_faults_stops_it_before_the_next_fault(start, repo_ro
     catalogue.write_text(json.dumps({"faults": [dict(harmless, id=f"comment{i}") for i in range(200)]}))
     cases = tmp_path / "cases"
     cases.mkdir()
-    doc = json.loads((repo_root / "cases" / "attention" / "forward_layers.json").read_text())
-    (cases / "forward_layers.json").write_text(json.dumps(dict(doc, cases=doc["cases"][:4])))
+    few = (catalogue_cases(op="linear") + catalogue_cases(op="embedding"))[:4]  # cheap layers
+    (cases / "forward_layers.json").write_text(json.dumps({"cases": few}))
     run = start("faults", "attention", "--catalogue", catalogue, "--cases-dir", cases, "--jobs", "1")
     assert wait_until(lambda: run.runs(b"verify-fault-"), timeout=120), run.finish()
     os.kill(run.pid, signal.SIGTERM)

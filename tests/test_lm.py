@@ -5,7 +5,7 @@ docs/decoder_lm.md, docs/kv_cache.md).
 The oracle is the lesson's class as the lesson writes it: nn.MultiheadAttention(batch_first=True)
 (biases on the four projections), a ReLU FFN, two layer norms, pre-norm residuals; the weights are
 copied from ours. Tolerances, each with its reason:
-- ATOL, the ops' declared `torch` tolerance (1e-12, ops/attention.json): both sides are float64, but torch sums in BLAS order, scales q before the product
+- ATOL, the ops' declared `torch` tolerance (1e-12, each op's bundle, ops/attention/<op>.json): both sides are float64, but torch sums in BLAS order, scales q before the product
   (ours divides the scores) and adds -inf, not -1e6, at masked scores (both give weight +0); for
   these sizes the differences stay near 1e-15.
 - The KV cache against full recomputation, and a left-padded row against the row alone: 0, bit
@@ -26,7 +26,7 @@ from reference.nn.lesson_block import (NAMES, init_lesson_block_params, lesson_b
                                        lesson_block_param_count)
 from reference.runs.kv_cache import generate_cached, generate_full, left_pad
 
-ATOL = tolerance("lesson_block", "torch")  # ops/attention.json; the same for every op of this file
+ATOL = tolerance("lesson_block", "torch")  # ops/attention/lesson_block.json; the same for every op of this file
 
 
 

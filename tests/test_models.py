@@ -4,7 +4,7 @@ nn.TransformerDecoderLayer with copied weights, the encoder-decoder and the ViT 
 torch compositions; plus the masks' promises (the decoder is causal, padded source keys are
 ignored), which hold exactly: a masked score becomes -1e6, whose exp underflows to +0.
 
-Tolerance: each model's declared torch (ops/attention.json), 1e-12 absolute. Both sides compute in float64 but sum in different orders (torch's
+Tolerance: each model's declared torch (its bundle, ops/attention/<op>.json), 1e-12 absolute. Both sides compute in float64 but sum in different orders (torch's
 BLAS vs our index order) and use different exp/erf; a few layers of d <= 16 keep the differences
 near 1e-15. Layer norm gammas and betas are randomised here (init would make them 1 and 0), so a
 swapped gamma/beta or a missing affine step cannot pass.

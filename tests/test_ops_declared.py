@@ -1,4 +1,7 @@
-"""Each op declared once (ops/attention.json, verify/ops.py; adding one: docs/adding-an-op.md): every
+"""Each op declared once, in its bundle (ops/attention/<op>.json, with its cases and its faults;
+ops/attention.json holds the axis rules and the shared faults; verify/ops.py; adding one:
+docs/adding-an-op.md): every bundle holds one op (and its gradient check, gradcheck_<op>) and only
+that op's cases and faults; every
 catalogue op has its declaration and every declaration its cases; every declaration holds every
 field (summary, uses, axes, tolerances), or says why it has none; what an op builds on names
 declared ops, without a cycle; both engines' benchmarks list the same workloads, each timing a
@@ -22,29 +25,64 @@ from verify.documents import Schemas
 from verify.ops import FIELDS, GUIDE, Declarations
 from verify.tools.faults import SHARED
 
+from toolkit import BUNDLES, bundle, catalogue_cases
+
+SUITE = "ops/attention.json"  # the axis rules for every op and the shared faults
+
+
+def bundle_path(name):
+    """How a message names the bundle `name`: ops/attention/<name>.json."""
+    return f"ops/attention/{name}.json"
+
 
 @pytest.fixture(scope="module")
-def doc(repo_root):
-    return json.loads((repo_root / "ops" / "attention.json").read_text())
+def bundles():
+    """{name: the parsed bundle ops/attention/<name>.json}, in name order."""
+    return {path.stem: bundle(path.stem) for path in sorted(BUNDLES.glob("*.json"))}
 
 
 @pytest.fixture(scope="module")
-def declared(repo_root, doc):
+def suite(repo_root):
+    return json.loads((repo_root / SUITE).read_text())
+
+
+@pytest.fixture(scope="module")
+def doc(bundles, suite):
+    """The declarations of every op, assembled from the bundles, with the suite's axis rules:
+    {"rules", "ops"}, as Declarations reads them."""
+    return {"rules": suite["rules"], "ops": {op: entry for b in bundles.values() for op, entry in b["ops"].items()}}
+
+
+@pytest.fixture(scope="module")
+def declared(repo_root, bundles, suite, doc):
     schema = json.loads((repo_root / "golden" / "schemas" / "ops.schema.json").read_text())
-    errors = sorted(Draft202012Validator(schema).iter_errors(doc), key=lambda e: list(e.absolute_path))
-    assert not errors, f"ops/attention.json breaks ops.schema.json at {list(errors[0].absolute_path)}: {errors[0].message}"
-    return Declarations(doc)
+    checks = [(bundle_path(name), Draft202012Validator(schema), b) for name, b in bundles.items()]
+    # ops/attention.json follows the schema's $defs/suite (its $refs resolve in the same schema)
+    checks.append((SUITE, Draft202012Validator({**schema, **schema["$defs"]["suite"]}), suite))
+    for where, validator, instance in checks:
+        errors = sorted(validator.iter_errors(instance), key=lambda e: list(e.absolute_path))
+        assert not errors, f"{where} breaks ops.schema.json at {list(errors[0].absolute_path)}: {errors[0].message}"
+    declared = Declarations(doc)
+    assert declared.ops == ops.declarations().ops and declared.rules == ops.declarations().rules, (
+        "verify/ops.py's declarations are not the bundles' ops with ops/attention.json's rules")
+    return declared
 
 
 @pytest.fixture(scope="module")
 def catalogue_ops(repo_root):
-    return {c.op for c in load(repo_root / "cases" / "attention", Schemas(repo_root / "golden" / "schemas"))}
+    return {c.op for c in load(repo_root / "ops" / "attention", Schemas(repo_root / "golden" / "schemas"))}
 
 
 @pytest.fixture(scope="module")
 def targets():
-    """{op: the ids of the faults of faults/attention.json that target it}."""
+    """{op: the ids of the faults (of the bundles, and ops/attention.json's shared ones) that target it}."""
     return ops.faults()
+
+
+@pytest.fixture(scope="module")
+def fault_files(repo_root):
+    """{fault id: the file that holds it, relative to the checkout}."""
+    return {fault["id"]: path.relative_to(repo_root).as_posix() for fault, path in ops.fault_entries()}
 
 
 @pytest.fixture(scope="module")
@@ -64,15 +102,49 @@ def missing_fields(doc):
     return [f"{op}: no {', '.join(d.missing(op))}" for op in doc["ops"] if d.missing(op)]
 
 
-def fault_problems(doc, targets):
+def bundle_problems(bundles, suite):
+    """One bundle per op: each ops/attention/<name>.json declares the op <name> (and may declare
+    gradcheck_<name> beside it), each op in one bundle only; each of its cases runs an op it declares
+    and each of its faults targets one; the faults of no one op ("shared") are ops/attention.json's."""
+    problems, seen = [], {}
+    owner = {}  # {op: the bundle that declares it (the first, if several do)}
+    for name, b in bundles.items():
+        for op in b["ops"]:
+            owner.setdefault(op, name)
+
+    def home(op):
+        return bundle_path(owner.get(op, op))
+
+    for name, b in bundles.items():
+        where, own = bundle_path(name), set(b["ops"])
+        if name not in own or own - {name, f"gradcheck_{name}"}:
+            problems.append(f"{where} declares {sorted(own)}: a bundle declares the op it is named after, and "
+                            f"may declare gradcheck_{name} beside it; move each other op to its own bundle")
+        for op in sorted(own):
+            if op in seen:
+                problems.append(f"{where}: op {op!r} is declared again (also in {bundle_path(seen[op])}); "
+                                "declare each op once, in its own bundle")
+            seen.setdefault(op, name)
+        problems += [f"{where}: case {c['id']!r} runs op {c['op']!r}, which this bundle does not declare; move it "
+                     f"to {home(c['op'])}" for c in b["cases"] if c["op"] not in own]
+        problems += [f"{where}: fault {f['id']!r} targets op {f['op']!r}, not an op of this bundle; move it to "
+                     + (f"{SUITE}'s faults" if f["op"] == SHARED else home(f["op"]))
+                     for f in b.get("faults", []) if f["op"] not in own]
+    problems += [f"{SUITE}: fault {f['id']!r} targets op {f['op']!r}; only the faults of the numeric core "
+                 f"({SHARED!r}) are no one op's, move it to {home(f['op'])}"
+                 for f in suite.get("faults", []) if f["op"] != SHARED]
+    return problems
+
+
+def fault_problems(doc, targets, fault_files):
     """Each fault's op declared (or SHARED); each op targeted by a fault or saying why none is, not both."""
-    problems = [f"faults/attention.json: {', '.join(ids)} target(s) op {op!r}, which is not declared; set 'op' to "
-                f"the declared op each targets, or {SHARED!r}" for op, ids in targets.items()
-                if op != SHARED and op not in doc["ops"]]
+    problems = [f"{', '.join(sorted({fault_files[i] for i in ids}))}: {', '.join(ids)} target(s) op {op!r}, which "
+                f"is not declared; set 'op' to the declared op each targets, or {SHARED!r}"
+                for op, ids in targets.items() if op != SHARED and op not in doc["ops"]]
     for op, entry in doc["ops"].items():
         if op not in targets and "faults" not in entry:
-            problems.append(f"{op}: no fault of faults/attention.json targets it; add one with 'op' {op!r}, or say "
-                            'why none does: "faults": {"none": why}')
+            problems.append(f"{op}: no fault targets it; add one to its bundle's \"faults\" with 'op' {op!r}, or "
+                            'say why none does: "faults": {"none": why}')
         if op in targets and "faults" in entry:
             problems.append(f"{op}: says why no fault targets it, but {', '.join(targets[op])} do(es); remove "
                             'its "faults"')
@@ -95,14 +167,19 @@ def workload_problems(doc, workload_ops):
 
 
 def report(problems, what):
-    return f"{len(problems)} problem(s) with {what} in ops/attention.json ({GUIDE}):\n  " + "\n  ".join(problems)
+    return f"{len(problems)} problem(s) with {what} in ops/attention/ ({GUIDE}):\n  " + "\n  ".join(problems)
 
 
 # ---- the declarations as they are ---------------------------------------------------------
 
+def test_each_bundle_holds_one_op_with_its_own_cases_and_faults(bundles, suite):
+    problems = bundle_problems(bundles, suite)
+    assert not problems, report(problems, "the bundles")
+
+
 def test_every_op_of_the_catalogue_is_declared_and_every_declaration_has_cases(declared, catalogue_ops):
     undeclared = sorted(catalogue_ops - set(declared.ops))
-    assert not undeclared, f"ops without a declaration in ops/attention.json: {undeclared} ({GUIDE})"
+    assert not undeclared, f"ops without a declaration in their bundle, ops/attention/<op>.json: {undeclared} ({GUIDE})"
     unused = sorted(set(declared.ops) - catalogue_ops)
     assert not unused, f"declarations of ops that no case of the catalogue runs: {unused}"
 
@@ -113,8 +190,9 @@ def test_every_op_declares_every_field(doc, declared):
                                           '{"none": why} where it has no tolerances)')
 
 
-def test_every_fault_targets_a_declared_op_and_every_op_is_targeted_or_says_why_not(doc, declared, targets):
-    problems = fault_problems(doc, targets)
+def test_every_fault_targets_a_declared_op_and_every_op_is_targeted_or_says_why_not(doc, declared, targets,
+                                                                                     fault_files):
+    problems = fault_problems(doc, targets, fault_files)
     assert not problems, report(problems, "the faults")
 
 
@@ -162,8 +240,8 @@ def test_every_tensor_of_every_golden_has_axis_names(declared, repo_root, engine
                 ndim = len(tensor["shape"])
                 if ndim and declared.axes(doc["case"]["op"], name, ndim) is None:
                     missing.append(f"{doc['case']['op']}: {part}.{name} ({ndim} axes)")
-    assert not missing, (f"{len(missing)} tensors have no axis names; declare them in ops/attention.json "
-                         f"(the op's axes or a rule), first: {sorted(set(missing))[:10]}")
+    assert not missing, (f"{len(missing)} tensors have no axis names; declare them in the op's bundle, "
+                         f"ops/attention/<op>.json (its axes), or as a rule of {SUITE}, first: {sorted(set(missing))[:10]}")
 
 
 # ---- the checks fail on what they are for --------------------------------------------------
@@ -176,14 +254,52 @@ def test_an_op_declared_with_summary_uses_and_axes_only_is_named_with_what_it_la
     assert GUIDE in message and "new_op" in message
 
 
-def test_an_undeclared_target_an_op_without_one_or_a_reason_and_a_stale_reason_are_named(doc, targets, bench):
+def test_a_case_or_fault_outside_its_ops_bundle_an_op_declared_twice_and_a_misnamed_bundle_are_named(bundles, suite):
+    """The one-bundle-per-op guarantee fails on what breaks it, naming the bundle and where to move."""
+    broken, shared = copy.deepcopy(bundles), copy.deepcopy(suite)
+    case = broken["layer_norm"]["cases"].pop(0)
+    broken["gelu"]["cases"].append(case)  # a layer_norm case in gelu's bundle
+    check = next(c for c in broken["rope"]["cases"] if c["op"] == "gradcheck_rope")
+    broken["layer_norm"]["cases"].append(check)  # rope's gradient check in layer_norm's bundle
+    fault = broken["gelu"]["faults"].pop(0)
+    broken["ffn"]["faults"] = [fault]  # a gelu fault in ffn's bundle
+    broken["ffn"]["faults"].append(shared["faults"].pop(0))  # a shared fault in a bundle
+    shared["faults"].append(broken["linear"]["faults"][0])  # an op's fault among the shared ones
+    broken["rope"]["ops"]["dropout"] = broken["dropout"]["ops"]["dropout"]  # dropout declared twice
+    broken["erf"] = broken.pop("erf_bits")  # a bundle named after no op it declares
+    problems = bundle_problems(broken, shared)
+    assert any(p.startswith("ops/attention/gelu.json: case") and repr(case["id"]) in p
+               and "runs op 'layer_norm'" in p and p.endswith("move it to ops/attention/layer_norm.json")
+               for p in problems), problems
+    assert any(p.startswith("ops/attention/layer_norm.json: case") and repr(check["id"]) in p
+               and p.endswith("move it to ops/attention/rope.json") for p in problems), problems
+    assert any(p.startswith("ops/attention/ffn.json: fault") and repr(fault["id"]) in p and "targets op 'gelu'" in p
+               and p.endswith("move it to ops/attention/gelu.json") for p in problems), problems
+    assert any(p.startswith("ops/attention/ffn.json: fault") and "targets op 'shared'" in p
+               and p.endswith("move it to ops/attention.json's faults") for p in problems), problems
+    assert any(p.startswith("ops/attention.json: fault") and "targets op 'linear'" in p
+               and p.endswith("move it to ops/attention/linear.json") for p in problems), problems
+    assert any(p.startswith("ops/attention/rope.json declares ['dropout', 'gradcheck_rope', 'rope']")
+               for p in problems), problems
+    assert any(p.startswith("ops/attention/rope.json: op 'dropout' is declared again (also in "
+                            "ops/attention/dropout.json)") for p in problems), problems
+    assert any(p.startswith("ops/attention/erf.json declares ['erf_bits']") for p in problems), problems
+    assert len(problems) == 8, problems
+    assert not bundle_problems(bundles, suite)  # the bundles as they are
+    message = report(problems, "the bundles")
+    assert GUIDE in message and "8 problem(s)" in message
+
+
+def test_an_undeclared_target_an_op_without_one_or_a_reason_and_a_stale_reason_are_named(doc, targets, bench,
+                                                                                         fault_files):
     """For faults and workloads alike: the target of one that aims at no declared op, an op that
     none targets and that says no why, and a reason kept though one now targets the op."""
     broken, moved = copy.deepcopy(doc), dict(targets)
     moved["no_such_op"] = moved.pop("layer_norm")  # layer norm's faults now aim elsewhere
     broken["ops"]["gelu"]["faults"] = {"none": "a stale reason"}  # though gelu's faults target it
-    problems = fault_problems(broken, moved)
-    assert any("target(s) op 'no_such_op', which is not declared" in p for p in problems), problems
+    problems = fault_problems(broken, moved, fault_files)
+    assert any(p.startswith("ops/attention/layer_norm.json: ") and "target(s) op 'no_such_op', which is not declared" in p
+               for p in problems), problems
     assert any(p.startswith("layer_norm: no fault") and '{"none": why}' in p for p in problems), problems
     assert any(p.startswith("gelu: says why") and "port.gelu.tanh_approximation" in p for p in problems), problems
     broken, ops_of = copy.deepcopy(doc), dict(bench.OPS, gelu="gelus")  # gelu's workload now times no declared op
@@ -249,11 +365,12 @@ def test_axis_names_from_the_shared_rules_follow_their_glob_patterns():
 
 def test_every_declared_tolerance_is_read_somewhere(repo_root, declared):
     """A tolerance whose name is quoted nowhere a check could read it (the tests of both engines, the
-    benchmarks, the runner, the catalogue's expectations) bounds nothing: its declaration goes."""
+    benchmarks, the runner, the catalogue's expectations: the bundles' cases, not their declarations,
+    which name every tolerance) bounds nothing: its declaration goes."""
     import re
     sources = "".join(p.read_text(encoding="utf-8") for pattern in (
-        "tests/*.py", "bench/*.py", "bench/*.mts", "port_ts/test/**/*.ts", "verify/**/*.py", "cases/attention/*.json")
-        for p in repo_root.glob(pattern))
+        "tests/*.py", "bench/*.py", "bench/*.mts", "port_ts/test/**/*.ts", "verify/**/*.py")
+        for p in repo_root.glob(pattern)) + json.dumps(catalogue_cases())
     unread = [f"{op}.{name}" for op, entry in declared.ops.items() for name in entry.get("tolerances", {})
               if name != "none" and not re.search(rf"[\"']{re.escape(name)}[\"']", sources)]
-    assert not unread, f"declared in ops/attention.json but read by no check: {unread}"
+    assert not unread, f"declared in ops/attention/*.json but read by no check: {unread}"

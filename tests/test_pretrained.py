@@ -17,13 +17,13 @@ from reference.cases.cases_pretrained import GOLDEN_OUTPUTS, load_model
 from reference.core.safetensors import SafetensorsError, load_tensor, parse_safetensors, tensor_names
 from verify import assets, verdict
 from verify.catalogue import Case
-from toolkit import run_port, tolerance
+from toolkit import BUNDLES, bundle, run_port, tolerance
 
-ORACLE_TOL = tolerance("bert_encoder", "torch")  # declared in ops/attention.json, with its reason
+ORACLE_TOL = tolerance("bert_encoder", "torch")  # declared in ops/attention/bert_encoder.json, with its reason
 PORT_TOL = tolerance("bert_encoder", "runner")
 LESSON = "The animal didn't cross the street because it was too tired"
 ROOT = Path(__file__).resolve().parent.parent
-CATALOGUE = ROOT / "cases" / "attention" / "pretrained.json"
+CATALOGUE = BUNDLES / "bert_encoder.json"  # the pretrained cases
 
 
 @pytest.fixture(scope="session")
@@ -41,7 +41,7 @@ def model(model_directory):
 
 @pytest.fixture(scope="session")
 def catalogue_cases():
-    return json.loads(CATALOGUE.read_text())["cases"]
+    return bundle("bert_encoder")["cases"]
 
 
 # --- safetensors ---------------------------------------------------------------------------------

@@ -27,6 +27,7 @@ import pytest
 
 import port_variants
 from helpers import judged, project_copy
+from toolkit import catalogue_case, catalogue_fault
 from verify.tools import anchors
 from verify import reference_cache as rc
 
@@ -69,7 +70,7 @@ def _verdicts(report):
 
 
 def _apply_fault(copy, fault_id):
-    fault = next(f for f in json.loads((ROOT / "faults" / "attention.json").read_text())["faults"] if f["id"] == fault_id)
+    fault = catalogue_fault(fault_id)
     base = "reference" if fault["engine"] == "reference" else "port_ts/src"
     span = anchors.locate(copy, base, fault["within"], fault["find"])
     target = copy / span.file
@@ -184,8 +185,7 @@ def test_a_planted_reference_fault_is_a_miss_and_is_caught_with_a_warm_cache(tmp
 
 
 def test_a_wrong_port_fails_and_a_faithful_one_passes_with_the_reference_from_the_cache(tmp_path, node, cache):
-    fault = next(f for f in json.loads((ROOT / "faults" / "attention.json").read_text())["faults"]
-                 if f["id"] == "port.layer_norm.eps_1e-6")
+    fault = catalogue_fault("port.layer_norm.eps_1e-6")
     wrong = port_variants.build(ROOT, "reciprocal", tmp_path / "wrong",
                                 [port_variants.Edit("layerNorm.ts", "", fault["find"], fault["replace"])])
     failed = _verify(ROOT, cache, *CHEAP, "--port-cmd", f"{node} {wrong} run", "--report", tmp_path / "w.json")
@@ -287,8 +287,7 @@ def test_verify_cache_shows_prunes_and_clears(tmp_path, cache):
 
 def _spec(case_id):
     """The case as the catalogue writes it (what the runner hands the cache)."""
-    return next(c for path in sorted((ROOT / "cases" / "attention").glob("*.json"))
-                for c in json.loads(path.read_text(encoding="utf-8"))["cases"] if c["id"] == case_id)
+    return catalogue_case(case_id)
 
 
 def test_a_hit_is_written_as_the_bytes_read_and_checked_not_a_link_to_the_cache(tmp_path, cache):

@@ -12,6 +12,7 @@ import zlib
 import pytest
 
 from test_runner import (cases_dir, case_ids, mutated_port, run_verify, session_goldens)  # noqa: F401 (fixtures)
+from toolkit import catalogue_cases
 from verify.documents import parse
 
 CHROMIUM = "/usr/bin/chromium"
@@ -103,11 +104,11 @@ def test_the_failing_report_renders_in_chromium(chromium, failing_html, tmp_path
     assert "(batch 0, query 0, key 0)" in dom  # the greatest difference of masked_softmax.lens_1d, labelled
 
 
-def _page_of(repo_root, tmp, chosen, *options):
-    """The HTML report of a passing run of the catalogue's cases that chosen(case) keeps, its
-    goldens regenerated into tmp first: (the page, the cases' ids)."""
-    cases = [c for f in sorted((repo_root / "cases" / "attention").glob("*.json"))
-             for c in json.loads(f.read_text())["cases"] if chosen(c)]
+def _page_of(repo_root, tmp, chosen, *options, order=None):
+    """The HTML report of a passing run of the catalogue's cases that chosen(case) keeps (in the
+    catalogue's order, or sorted by the key `order`), its goldens regenerated into tmp first:
+    (the page, the cases' ids)."""
+    cases = sorted((c for c in catalogue_cases() if chosen(c)), key=order or (lambda c: 0))
     assert cases, "no case of the catalogue is chosen"
     (tmp / "cases").mkdir()
     (tmp / "cases" / "some.json").write_text(json.dumps({"cases": cases}))
@@ -148,8 +149,9 @@ def folded_html(repo_root, tmp_path_factory):
     """A passing report of more cases than OPEN_ALL_UP_TO, so that the passing ones are folded.
     --fresh: the page (the reference cache's lines above the cases) must not depend on what the
     session's earlier tests left in the cache; the screenshot below counts what fits in the window."""
-    return _page_of(repo_root, tmp_path_factory.mktemp("folded"),
-                    lambda c: c["op"] in ("masked_softmax", "dot_product_attention"), "--fresh")
+    ops = ("masked_softmax", "dot_product_attention")  # in this order: the last case, the link's target, a dot-product one
+    return _page_of(repo_root, tmp_path_factory.mktemp("folded"), lambda c: c["op"] in ops, "--fresh",
+                    order=lambda c: ops.index(c["op"]))
 
 
 def test_a_link_to_a_folded_case_opens_it(chromium, folded_html, tmp_path):

@@ -13,7 +13,7 @@
   of the held-out inputs are reversed exactly, and the port decodes the reference's final
   parameters token for token as the reference does.
 
-Tolerances, declared in ops/attention.json (train_reversal), each with its reason:
+Tolerances, declared in ops/attention/train_reversal.json, each with its reason:
 - TORCH = 1e-9 absolute (the issue's bar): float64 on both sides; torch sums in BLAS order, so
   20 Adam steps leave differences near 1e-13 (Adam divides by sqrt(v), which can magnify a
   last-bit difference of a small gradient entry to a few ulps of lr).
@@ -42,12 +42,12 @@ from reference.runs.reversal import LAB_EXAMPLE, reversal_model_config, reversal
 from reference.core.rng import Generator
 from reference.runs.train import state_digest, train
 from reference.models.transformer import init_transformer_params, transformer_encode, transformer_forward
-from toolkit import run_port, tolerance
+from toolkit import catalogue_cases, run_port, tolerance
 
-TORCH = tolerance("train_reversal", "torch")  # declared in ops/attention.json
+TORCH = tolerance("train_reversal", "torch")  # declared in ops/attention/train_reversal.json
 MARGIN = tolerance("train_reversal", "margin")
 
-# The baked run (cases/attention/training.json, train.reversal); docs/reversal.md says why.
+# The baked run (ops/attention/train_reversal.json, train.reversal); docs/reversal.md says why.
 RUN_SEED = 601
 RUN_CONFIG = {"d": 16, "heads": 2, "ffn_hidden": 64, "enc_blocks": 1, "dec_blocks": 1,
               "min_digits": 6, "max_digits": 6, "n_train": 9600, "n_test": 256, "batch": 96,
@@ -62,9 +62,8 @@ def run_node(node, repo_root, script, arg):
 # ---- data ----
 
 def test_catalogue_case_is_the_documented_run(repo_root):
-    cases = json.loads((repo_root / "cases" / "attention" / "training.json").read_text())["cases"]
-    found = [c for c in cases if c["op"] == "train_reversal"]
-    assert len(found) == 1, "cases/attention/training.json needs one train_reversal case (docs/reversal.md has it)"
+    found = catalogue_cases(op="train_reversal")
+    assert len(found) == 1, "ops/attention/train_reversal.json needs one train_reversal case (docs/reversal.md has it)"
     assert found[0]["seed"] == RUN_SEED and found[0]["config"] == RUN_CONFIG, \
         f"the catalogue's train_reversal {found[0]['seed']} {found[0]['config']} is not this file's {RUN_SEED} {RUN_CONFIG}"
 

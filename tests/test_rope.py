@@ -3,9 +3,8 @@ here from the formula: rotate each (even, odd) pair of step t by positions[t] * 
 forward and backward, alone and inside dot-product attention; the lesson's facts about it (the
 angles are the sinusoidal table's, position 0 is the identity, a rotation keeps each pair's length,
 scores depend on the gap between positions alone); the catalogue's cases against torch. Each
-tolerance is the op's declared one (ops/attention.json), with its reason there."""
+tolerance is the op's declared one (its bundle, ops/attention/rope.json or rope_attention.json), with its reason there."""
 
-import json
 
 import numpy as np
 import pytest
@@ -17,6 +16,7 @@ from reference.core.rng import Generator
 from reference.nn.positional_encoding import sinusoidal_table
 from reference.nn.rope import rope_angles, rope_attention_backward, rope_attention_forward, rope_backward, rope_forward
 from toolkit import close, t, tolerance
+import toolkit
 
 ROPE, ATTENTION = "rope", "rope_attention"
 WRONG = 1e-3  # not a tolerance: a wrong convention moves the output by far more than rounding
@@ -160,7 +160,8 @@ def test_shifting_every_position_leaves_rope_attention_unchanged():
 # ---------------------------------------------------------------- the catalogue against torch
 
 def catalogue_cases(repo_root):
-    return json.loads((repo_root / "cases" / "attention" / "forward_rope.json").read_text())["cases"]
+    """The forward cases of both ops (their bundles, ops/attention/rope.json and rope_attention.json)."""
+    return toolkit.catalogue_cases(op=ROPE, kind="forward") + toolkit.catalogue_cases(op=ATTENTION, kind="forward")
 
 
 def test_the_catalogue_holds_both_ops_and_the_edge_positions(repo_root):

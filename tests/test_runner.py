@@ -15,6 +15,7 @@ import pytest
 from reference.core import golden as golden_text
 from verify.documents import Schemas, parse
 from helpers import assert_one_line_error, run_verify, split_output
+from toolkit import catalogue_cases
 
 OP = "masked_softmax"
 
@@ -32,9 +33,8 @@ def schemas(repo_root):
 def cases_dir(repo_root, tmp_path_factory):
     """A catalogue of the masked-softmax cases only, so these tests do not depend on the cases
     and engine modules of the other families."""
-    cases = [c for f in sorted((repo_root / "cases" / "attention").glob("*.json"))
-             for c in json.loads(f.read_text())["cases"] if c["op"] == OP]
-    assert cases, f"no {OP} case in cases/attention: these runner tests need the masked-softmax cases"
+    cases = catalogue_cases(op=OP)
+    assert cases, f"no {OP} case in ops/attention/{OP}.json: these runner tests need the masked-softmax cases"
     directory = tmp_path_factory.mktemp("cases")
     (directory / "masked_softmax.json").write_text(json.dumps({"cases": cases}, indent=2))
     return directory

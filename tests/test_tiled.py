@@ -3,7 +3,7 @@
 (docs/tiled_attention.md).
 
 Tolerances, each with its reason:
-- ATOL against torch, tiled_attention's declared `torch` tolerance (1e-12, ops/attention.json): float64 on both sides, summed in other orders; for these sizes the
+- ATOL against torch, tiled_attention's declared `torch` tolerance (1e-12, ops/attention/tiled_attention.json): float64 on both sides, summed in other orders; for these sizes the
   differences stay near 1e-15.
 - Tiled against plain: the same maths rounded differently, so within a few ULP of each other and,
   on these data, not bit-identical (which is why the catalogue's cases hold the pair to the rule,
@@ -21,7 +21,7 @@ from reference.nn.dot_product_attention import dot_product_attention_forward
 from reference.nn.sliding_window import sliding_window_forward, sliding_window_plain_forward, window_keep
 from reference.nn.tiled_attention import band_keep, key_tiles, tiled_attention_backward, tiled_attention_forward
 
-ATOL = tolerance("tiled_attention", "torch")  # ops/attention.json; the same for every op of this file
+ATOL = tolerance("tiled_attention", "torch")  # ops/attention/tiled_attention.json; the same for every op of this file
 
 
 

@@ -1,4 +1,4 @@
-"""The alignment run (cases/attention/training.json, train.alignment): its first 20 steps
+"""The alignment run (ops/attention/train_alignment.json, train.alignment): its first 20 steps
 reproduced in PyTorch (autograd for the scorer, torch.optim.Adam, the book's clipping written by
 hand), the final argmax alignment, replay of every checkpoint segment in the reference, and the
 port's free run and replay through both command lines."""
@@ -17,18 +17,15 @@ from reference.cases.cases import run_case_with_states
 from reference.cases.cases_training import replay_segment
 from reference.core.rng import Generator
 from reference.runs.train import state_from_document
-from toolkit import tolerance
+from toolkit import catalogue_case, tolerance
 
 TOL = tolerance("train_alignment", "runner")  # the runner's rule: |port - reference| <= TOL * (1 + |reference|)
 NAMES = ["W_q", "W_k", "w_v"]
 
 
 @pytest.fixture(scope="module")
-def case(repo_root):
-    cases = json.loads((repo_root / "cases" / "attention" / "training.json").read_text())["cases"]
-    found = [c for c in cases if c["id"] == "train.alignment"]
-    assert len(found) == 1, "cases/attention/training.json must hold the case train.alignment"
-    return found[0]
+def case():
+    return catalogue_case("train.alignment")  # fails unless the catalogue holds it once
 
 
 @pytest.fixture(scope="module")

@@ -29,6 +29,7 @@ import pytest
 import port_variants
 from helpers import project_copy
 from hostile_kinds import params
+from toolkit import catalogue_fault
 
 ROOT = Path(__file__).resolve().parent.parent
 CHEAP = ("--case", "layer_norm.*")
@@ -199,8 +200,7 @@ def test_a_fault_planted_behind_a_symlinked_reference_folder_is_never_answered_f
     env = _env(tmp_path / "cache", tmp_path / "config", PYTHONPATH=copy)
     first = _run(env, "attention", *CHEAP, root=copy)
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr
-    fault = next(f for f in json.loads((ROOT / "faults" / "attention.json").read_text())["faults"]
-                 if f["id"] == "reference.layer_norm.eps_1e-6")  # in reference/nn/layer_norm.py: behind the link
+    fault = catalogue_fault("reference.layer_norm.eps_1e-6")  # in reference/nn/layer_norm.py: behind the link
     target = elsewhere / "nn" / "layer_norm.py"
     text = target.read_text(encoding="utf-8")
     assert text.count(fault["find"]) == 1, f"update this test: {fault['find']!r} is not once in {target}"
@@ -404,7 +404,7 @@ def _set_clear_checkout(s):
     copy = project_copy(s.tmp)
     s.root, s.env = copy, _env(copy, s.config, PYTHONPATH=copy)
     s.args = ["cache", "--clear"]
-    s.check = lambda s, proc: all((copy / p).is_dir() for p in ("verify", "reference", "cases", "golden"))
+    s.check = lambda s, proc: all((copy / p).is_dir() for p in ("verify", "reference", "ops", "golden"))
 
 
 def _set_clear_parent(s):

@@ -22,6 +22,7 @@ import pytest
 
 from hostile_kinds import params
 from test_hostile_table import ENGINE
+from toolkit import catalogue_case
 from verify import cli, regen
 from verify.errors import InputError
 
@@ -40,8 +41,7 @@ def t(repo_root, tmp_path, capsys, monkeypatch):
     committed = repo_root / "golden" / "attention"
     cases = tmp_path / "cases"
     cases.mkdir()
-    [case] = [c for f in sorted((repo_root / "cases" / "attention").glob("*.json"))
-              for c in json.loads(f.read_text())["cases"] if c["id"] == CASE_ID]
+    case = catalogue_case(CASE_ID)
     (cases / "one.json").write_text(json.dumps({"cases": [case]}))
     golden = tmp_path / "golden" / "attention"
     for engine in ("reference", "port"):

@@ -3,7 +3,7 @@ waits on (or reads without bound) the previous report, and says what went wrong 
 
 - 10: `--report` / `--html` / `--junit` (and `verify show`'s, inspect's `--html`, export's `--out`)
   are refused before anything runs when the path is not a regular file (a device, a pipe, a
-  directory, or a symbolic link to one), lies in golden/ or cases/ (or the --golden-dir /
+  directory, or a symbolic link to one), lies in golden/ or ops/ (or the --golden-dir /
   --cases-dir in use), or is given for two outputs; writing stays atomic, nothing left behind.
 - 11: a named pipe, /dev/zero, a 3 GB file or a report nested 100,000 deep at
   reports/verify-attention.json (or a pipe at the old seconds file beside it) is no estimate: the
@@ -11,7 +11,7 @@ waits on (or reads without bound) the previous report, and says what went wrong 
 - 14: `--jobs 100000` runs a thread per process that can run (at most MAX_JOBS, said);
   without a home directory the cache is not used (one note) and `--list` works; "not run:" once.
 
-Every run is a subprocess in a scratch checkout (verify/, golden/ and cases/ copied; reports/ its
+Every run is a subprocess in a scratch checkout (verify/, golden/ and ops/ copied; reports/ its
 own), so nothing here writes into the checkout under test, with a timeout so that a hang fails
 instead of blocking, and an address space limit so that a read without bound fails instead of
 exhausting the machine. The hostile rows of the area "outputs" (tests/hostile_kinds.py) run here.
@@ -37,15 +37,15 @@ from verify import cli, engines
 
 REPO = Path(verify.__file__).resolve().parent.parent  # the checkout under test
 CASE = "masked_softmax.lens_1d"
-LINKED = ("ops", "port_ts", "reference", "faults", "pyproject.toml")  # read only, by the engines and the runner
-COPIED = ("verify", "golden", "cases")
+LINKED = ("port_ts", "reference", "pyproject.toml")  # read only, by the engines and the runner
+COPIED = ("verify", "golden", "ops")  # ops/: the catalogue (each op's bundle), where outputs are refused
 LIMIT = 2 << 30  # the runner's address space (soft): enough for a run, far less than a read of /dev/zero takes
 TIMEOUT = 60  # a run of one case takes about 1 s; a named pipe read without O_NONBLOCK waits for ever
 
 
 @pytest.fixture
 def checkout(tmp_path):
-    """A scratch checkout of the code under test: verify/, golden/, cases/ copied, the engines'
+    """A scratch checkout of the code under test: verify/, golden/, ops/ copied, the engines'
     sources linked, reports/ empty."""
     return _make_checkout(tmp_path / "checkout")
 
@@ -126,7 +126,7 @@ def test_a_report_onto_a_committed_golden_is_refused_and_the_golden_kept(checkou
 
 
 def test_an_html_report_into_the_catalogue_is_refused_and_the_next_run_reads_it_as_before(checkout):
-    target = checkout / "cases" / "attention" / "zz.json"
+    target = checkout / "ops" / "attention" / "zz.json"
     one_line(run(checkout, "attention", "--case", CASE, "--html", target), "lies in the catalogue")
     assert not target.exists()
     listed = run(checkout, "attention", "--list", "--case", CASE)

@@ -23,6 +23,7 @@ import pytest
 
 from helpers import main_in_process, run_verify
 from hostile_kinds import _claim_pass, params  # the failing report edited to say pass
+from toolkit import catalogue_case
 from verify import cli
 from verify.engines import node_binary
 
@@ -58,8 +59,7 @@ sys.exit(proc.returncode)
 
 def _catalogue(directory, tolerance=None):
     """directory/one.json: the committed CASE_ID, with expect.tolerance when given."""
-    case = next(c for f in sorted((ROOT / "cases" / "attention").glob("*.json"))
-                for c in json.loads(f.read_text())["cases"] if c["id"] == CASE_ID)
+    case = catalogue_case(CASE_ID)
     case = copy.deepcopy(case)
     if tolerance is not None:
         case.setdefault("expect", {})["tolerance"] = tolerance

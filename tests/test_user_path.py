@@ -13,7 +13,6 @@ the session's cache (conftest.py) is shared by every test, and here the first ru
 empty. The cache key is the session's.
 """
 
-import json
 import os
 import shutil
 from pathlib import Path
@@ -21,11 +20,13 @@ from types import SimpleNamespace
 
 import pytest
 
-from helpers import ROOT, judged, project_copy, split_output, user_attention
+from helpers import judged, project_copy, split_output, user_attention
+from toolkit import catalogue_fault
 
 CASES = ("--case", "masked_softmax.lens_*", "--case", "gradcheck.alignment.act4", "--case", "train.alignment")
-IDS = ["masked_softmax.lens_1d", "masked_softmax.lens_2d", "gradcheck.alignment.act4", "train.alignment"]
-WRONG_PORT = "port.softmax.valid_len_off_by_one"  # a fault of faults/attention.json, witnessed by lens_1d
+# in the runner's order: the bundles' (ops/attention/<op>.json) by name, then each one's own
+IDS = ["gradcheck.alignment.act4", "masked_softmax.lens_1d", "masked_softmax.lens_2d", "train.alignment"]
+WRONG_PORT = "port.softmax.valid_len_off_by_one"  # a fault of ops/attention/masked_softmax.json, witnessed by lens_1d
 
 
 def _own_cache(cache):
@@ -93,10 +94,9 @@ def test_fresh_runs_the_reference_and_gives_the_same_verdicts(runs):
 
 
 def _plant(project, fault_id):
-    """Apply one fault of faults/attention.json to the copy's port: its `find` text, found once
+    """Apply one fault of the catalogue (an op's bundle, ops/attention/<op>.json) to the copy's port: its `find` text, found once
     under port_ts/src, replaced."""
-    fault = next(f for f in json.loads((ROOT / "faults" / "attention.json").read_text(encoding="utf-8"))["faults"]
-                 if f["id"] == fault_id)
+    fault = catalogue_fault(fault_id)
     assert fault["engine"] == "port", fault
     found = [p for p in sorted((project / "port_ts" / "src").rglob("*.ts")) if fault["find"] in p.read_text(encoding="utf-8")]
     assert len(found) == 1 and found[0].read_text(encoding="utf-8").count(fault["find"]) == 1, \

@@ -31,7 +31,7 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def catalogue_specs(repo_root):
     schemas = Schemas(repo_root / "golden" / "schemas")
-    return [c.spec for c in load(repo_root / "cases" / "attention", schemas)]
+    return [c.spec for c in load(repo_root / "ops" / "attention", schemas)]
 
 
 @pytest.fixture(scope="module")
@@ -95,7 +95,7 @@ FAULTS_ON_A_VARIANT = {
 
 @pytest.fixture(scope="module")
 def fault_catalogue(repo_root):
-    return {f.id: f for f in faults.load(repo_root / "faults" / "attention.json", repo_root, str)}
+    return {f.id: f for f in faults.load(None, repo_root, str)}
 
 
 @pytest.mark.parametrize("fault_id", sorted(FAULTS_ON_A_VARIANT))

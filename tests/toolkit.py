@@ -1,5 +1,6 @@
 """The tests' toolkit for the reference (and the benchmarks' torch side): the tolerances each op
-declares (ops/attention.json, with their rules and reasons; docs/adding-an-op.md), closeness with one message
+declares (in their bundles, ops/attention/*.json, with their rules and reasons; docs/adding-an-op.md), the
+catalogue's cases (the bundles' cases), closeness with one message
 shape (verify/compare's figures: how many elements are beyond the tolerance, the greatest absolute
 difference at its index, what was allowed there, both values), torch tensors of our arrays, golden
 tensors for the runner's tests, central finite differences, and a port script run in Node. Its twin for the port is
@@ -7,8 +8,43 @@ port_ts/test/toolkit.ts."""
 
 import json
 import subprocess
+from pathlib import Path
 
 import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+BUNDLES = ROOT / "ops" / "attention"  # one file per op: its declarations, its cases, its faults
+
+
+def bundle(name):
+    """The bundle ops/attention/<name>.json, parsed (an op's gradient check, gradcheck_<op>, is in <op>'s)."""
+    path = BUNDLES / f"{name}.json"
+    assert path.is_file(), f"no bundle {path.relative_to(ROOT)}; each op's cases live in ops/attention/<op>.json"
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def catalogue_cases(op=None, kind=None):
+    """The catalogue's case objects in the runner's order (the bundles by file name, then each one's
+    order): all of them, or those of `op` and/or `kind`."""
+    found = [c for path in sorted(BUNDLES.glob("*.json")) for c in json.loads(path.read_text(encoding="utf-8"))["cases"]]
+    return [c for c in found if (op is None or c["op"] == op) and (kind is None or c["kind"] == kind)]
+
+
+def catalogue_case(case_id):
+    """The catalogue's case object `case_id`; a missing one fails the test, naming it."""
+    found = [c for c in catalogue_cases() if c["id"] == case_id]
+    assert len(found) == 1, f"the catalogue (ops/attention/*.json) must hold one case {case_id!r}, found {len(found)}"
+    return found[0]
+
+
+def catalogue_fault(fault_id):
+    """The fault object `fault_id` as written (a bundle's, or one of ops/attention.json's shared
+    ones); a missing one fails the test, naming it."""
+    found = [f for path in [*sorted(BUNDLES.glob("*.json")), ROOT / "ops" / "attention.json"]
+             for f in json.loads(path.read_text(encoding="utf-8")).get("faults", []) if f["id"] == fault_id]
+    assert len(found) == 1, (f"the faults (ops/attention/*.json, ops/attention.json) must hold one fault "
+                             f"{fault_id!r}, found {len(found)}")
+    return found[0]
 
 
 def array(x):
@@ -47,7 +83,7 @@ class Tolerance(float):
 
 
 def tolerance(op, name):
-    """The op's declared tolerance `name` (ops/attention.json); a missing one fails the test, naming
+    """The op's declared tolerance `name` (its bundle); a missing one fails the test, naming
     what to declare."""
     from verify.ops import Undeclared, declarations
 

@@ -1,4 +1,5 @@
-"""The case catalogue: every cases/<suite>/*.json, validated, ids unique, selected by --case."""
+"""The case catalogue: the cases of every ops/<suite>/*.json (each op's bundle), validated, ids unique,
+selected by --case."""
 
 import fnmatch
 import json

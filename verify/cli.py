@@ -32,7 +32,7 @@ SIDE_COMMANDS = {
     "export": ("tools.export", "write the baked training runs in the form a site replays"),
     "inspect": ("tools.inspect", "where each head of all-MiniLM-L6-v2 looks, in one sentence or two"),
     "fetch-model": ("tools.fetch_model", f"download {models.MODEL}'s weights for the pretrained cases into the cache"),
-    "faults": ("tools.faults", "apply each fault of faults/<suite>.json to a copy of its engine and report which "
+    "faults": ("tools.faults", "apply each fault of ops/<suite>/ to a copy of its engine and report which "
                                "cases catch it (docs/faults.md)"),
     "show": ("tools.show", "re-render a saved JSON report (terminal, and optionally HTML or JUnit)"),
     "diff": ("tools.diff", "the worst change per tensor between two goldens or two golden directories, or between "
@@ -49,9 +49,9 @@ def side_command(name):
 
 def repo_root():
     """The checkout this package was installed from (editable install): the directory above
-    verify/, which must hold cases/ and port_ts/."""
+    verify/, which must hold ops/ and port_ts/."""
     root = Path(__file__).resolve().parent.parent
-    missing = [p for p in ("cases/attention", "port_ts") if not (root / p).is_dir()]
+    missing = [p for p in ("ops/attention", "port_ts") if not (root / p).is_dir()]
     if missing:
         raise InputError(
             f"{root} is not the project checkout (it lacks {' and '.join(missing)}); "
@@ -89,7 +89,7 @@ def build_parser():
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in SUITES:
         report = DEFAULT_REPORT.format(suite=name)
-        p = sub.add_parser(name, help=f"verify the {name} suite (cases/{name}/*.json)",
+        p = sub.add_parser(name, help=f"verify the {name} suite (the cases of ops/{name}/*.json)",
                            description=f"Run both engines on the {name} cases, compare every input and output "
                                        "tensor, check the committed goldens, print one line per case and "
                                        "a summary 'N passed, M failed'. The JSON report is always written to "
@@ -130,7 +130,7 @@ class Project:
         self.root = repo_root()
         self.suite = suite_name
         self.schemas = load_schemas(self.root)
-        self.cases_dir = getattr(args, "cases_dir", None) or self.root / "cases" / suite_name
+        self.cases_dir = getattr(args, "cases_dir", None) or self.root / "ops" / suite_name
         self.golden_dir = getattr(args, "golden_dir", None) or self.root / "golden" / suite_name
         for option, path in (("--cases-dir", self.cases_dir), ("--golden-dir", self.golden_dir)):
             try:
@@ -177,10 +177,10 @@ def _json_paths(args, root):
 
 
 def protected(args):
-    """[(what, directory)] no output of a command may lie in: golden/ and cases/, and the
+    """[(what, directory)] no output of a command may lie in: golden/ and ops/, and the
     --golden-dir / --cases-dir in use."""
     root = repo_root()
-    found = [("the goldens", root / "golden"), ("the catalogue", root / "cases")]
+    found = [("the goldens", root / "golden"), ("the catalogue", root / "ops")]
     if getattr(args, "golden_dir", None):
         found.append(("the goldens in use (--golden-dir)", args.golden_dir))
     if getattr(args, "cases_dir", None):

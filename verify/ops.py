@@ -1,9 +1,11 @@
-"""Each op declared once: ops/<suite>.json (schema golden/schemas/ops.schema.json; adding an op:
-docs/adding-an-op.md): the axis names of its tensors (verify/axes.py), the ops it builds on (the
-report names the primitive that explains the others first), its tolerances with their reasons.
-Its benchmark workloads are bench/workloads.py's (OPS names each one's op) and the faults that
-target it the fault catalogue's (faults(): each fault of faults/<suite>.json names its op); an op
-with none says why under "workloads" or "faults": {"none": why}. tests/test_ops_declared.py fails
+"""Each op in one bundle: ops/<suite>/<op>.json (schema golden/schemas/ops.schema.json; adding an
+op: docs/adding-an-op.md) declares the op (and its gradient check, gradcheck_<op>, beside it): the
+axis names of its tensors (verify/axes.py), the ops it builds on (the report names the primitive
+that explains the others first), its tolerances with their reasons; and holds its cases (the
+catalogue, verify/catalogue.py) and its faults (verify/tools/faults.py). ops/<suite>.json holds
+what is no one op's: the axis rules for every op and the faults of the shared numeric core. Its
+benchmark workloads are bench/workloads.py's (OPS names each one's op); an op with no workload or
+no fault says why under "workloads" or "faults": {"none": why}. tests/test_ops_declared.py fails
 when a catalogue op lacks its declaration or any of FIELDS."""
 
 import fnmatch
@@ -37,11 +39,11 @@ class Declarations:
         """The op's tolerance `name`: {value, rule, why[, step, min_grad, floor]}; Undeclared when
         the op or the tolerance is not declared."""
         if op not in self.ops:
-            raise Undeclared(f"op {op!r} is not declared in ops/attention.json; declare it ({GUIDE})")
+            raise Undeclared(f"op {op!r} is not declared in ops/attention/; declare it in its bundle ({GUIDE})")
         own = self.ops[op].get("tolerances")
         if not isinstance(own, dict) or name not in own or name == "none":
             have = sorted(k for k in own if k != "none") if isinstance(own, dict) else []
-            raise Undeclared(f"op {op!r} declares no tolerance {name!r} in ops/attention.json (it declares "
+            raise Undeclared(f"op {op!r} declares no tolerance {name!r} in its bundle, ops/attention/ (it declares "
                              f"{have or 'none'}); add it with its rule and its reason ({GUIDE})")
         return dict(own[name])
 
@@ -84,11 +86,31 @@ class Declarations:
         return 0 if not direct else 1 + max(self.depth(u, seen + (op,)) for u in direct)
 
 
+def bundles(suite="attention"):
+    """The suite's bundle files, ops/<suite>/*.json, in name order."""
+    return sorted((ROOT / "ops" / suite).glob("*.json"))
+
+
+def suite_file(suite="attention"):
+    """ops/<suite>.json: the axis rules for every op and the shared faults."""
+    return ROOT / "ops" / f"{suite}.json"
+
+
+def fault_entries(suite="attention"):
+    """[(fault object, the file that holds it)]: each bundle's faults in name order, then the
+    shared ones of ops/<suite>.json."""
+    found = []
+    for path in bundles(suite) + [suite_file(suite)]:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        found += [(fault, path) for fault in doc.get("faults", [])]
+    return found
+
+
 def faults(suite="attention"):
-    """{op: the ids of the faults that target it} from the fault catalogue, faults/<suite>.json
-    (op "shared": the faults of the numeric core every op runs on)."""
+    """{op: the ids of the faults that target it} (op "shared": the faults of the numeric core
+    every op runs on)."""
     by_op = {}
-    for fault in json.loads((ROOT / "faults" / f"{suite}.json").read_text(encoding="utf-8"))["faults"]:
+    for fault, _ in fault_entries(suite):
         by_op.setdefault(fault["op"], []).append(fault["id"])
     return by_op
 
@@ -102,6 +124,10 @@ def declarations(suite="attention"):
 @functools.cache
 def _read(suite):
     try:
-        return Declarations(json.loads((ROOT / "ops" / f"{suite}.json").read_text(encoding="utf-8")))
+        declared = {}
+        for path in bundles(suite):
+            declared.update(json.loads(path.read_text(encoding="utf-8")).get("ops", {}))
+        rules = json.loads(suite_file(suite).read_text(encoding="utf-8")).get("rules", [])
+        return Declarations({"rules": rules, "ops": declared})
     except (OSError, ValueError):
         return Declarations({})

@@ -101,7 +101,7 @@ def run_options(p):
     p.add_argument("--golden-dir", type=Path, metavar="DIR",
                    help="read (or regenerate) goldens in DIR/reference and DIR/port instead of golden/<suite>")
     p.add_argument("--cases-dir", type=Path, metavar="DIR",
-                   help="read the catalogue from DIR/*.json instead of cases/<suite>")
+                   help="read the cases from DIR/*.json instead of the bundles, ops/<suite>")
 
 
 def engine_options(p):

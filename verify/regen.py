@@ -52,7 +52,7 @@ def run(args, out):
     project, policy = cli.Project(args, args.suite), verdict.Policy(args.tol, args.bitwise)
     check_target(project.golden_dir, display=project.display)  # a symlinked golden tree: refused up front
     check_lock(project.golden_dir, display=project.display)  # a lock that is a link, a pipe ...: likewise
-    own_catalogue = Path(project.cases_dir).resolve() == (project.root / "cases" / args.suite).resolve()
+    own_catalogue = Path(project.cases_dir).resolve() == (project.root / "ops" / args.suite).resolve()
     every, selected = project.cases(args.case)
     progress, kept, style = Progress(out), {}, Style(out)
     try:
@@ -123,7 +123,7 @@ def _account(args, out, project, planned, changed, leftovers, disagree):
     if left:
         counts = ", ".join(f"{name} {n}" for name, n in left.items())
         print(f"note: kept {sum(left.values())} golden(s) of cases not in {project.display(project.cases_dir)} ({counts}): "
-              f"only a regeneration of the project's own catalogue (cases/{args.suite}/) removes the goldens of cases "
+              f"only a regeneration of the project's own catalogue (ops/{args.suite}/) removes the goldens of cases "
               "removed from it; delete them by hand if they are stale", file=out)
     for path in leftovers:
         print(f"note: {project.display(path)} is left over from an interrupted regeneration; the goldens were "
@@ -145,7 +145,7 @@ class Change:
 def plan(golden_dir, fresh_files, catalogue_ids, own_catalogue=True):
     """What a regen would do. fresh_files: {engine: {id: bytes}}. Catalogue goldens that were not
     regenerated (--case) are kept. Goldens of ids outside the catalogue are removed only when it
-    is the project's own (own_catalogue: cases/<suite>/, from which their cases were removed); a
+    is the project's own (own_catalogue: ops/<suite>/, from which their cases were removed); a
     regeneration over another catalogue (--cases-dir) was not asked about them and keeps them."""
     result = {}
     for engine, fresh in fresh_files.items():

@@ -1,6 +1,6 @@
 // The port's fast verification, for mutation testing (docs/faults.md, "Mutation testing"):
 //   node mutation/check.ts [--all]
-// runs the port in-process on every forward and gradcheck case of cases/attention, on the
+// runs the port in-process on every forward and gradcheck case of ops/attention/*.json, on the
 // training runs train.alignment and train.vit (not the 600-step reversal, 3 s: too slow to run
 // once per mutant) and on the pretrained cases when MUTATION_MODEL_DIR names the model's
 // directory, serialises each document as the command line writes it (golden.ts's dumps), and
@@ -13,7 +13,7 @@
 // path never reached the active mutant in the dry run is not run (coverage.ts).
 //
 // The checkout is found by walking up from the working directory (Stryker runs this from a
-// sandbox copy of port_ts inside the checkout) to the directory that holds cases/attention.
+// sandbox copy of port_ts inside the checkout) to the directory that holds ops/attention.
 
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
@@ -43,9 +43,9 @@ type Doc = { [key: string]: unknown };
 
 function checkout(): string {
   let dir = resolve(process.cwd());
-  while (!existsSync(join(dir, "cases", "attention")) || !existsSync(join(dir, "golden", "attention"))) {
+  while (!existsSync(join(dir, "ops", "attention")) || !existsSync(join(dir, "golden", "attention"))) {
     const up = dirname(dir);
-    if (up === dir) throw new Error("mutation/check.ts: no checkout (cases/attention, golden/attention) above the working directory");
+    if (up === dir) throw new Error("mutation/check.ts: no checkout (ops/attention, golden/attention) above the working directory");
     dir = up;
   }
   return dir;
@@ -103,7 +103,7 @@ function main(): number {
   }
   const all = process.argv.includes("--all");
   const root = checkout();
-  const casesDir = join(root, "cases", "attention");
+  const casesDir = join(root, "ops", "attention"); // the op bundles: their cases are the catalogue
   const specs: CaseSpec[] = [];
   for (const file of readdirSync(casesDir).filter((f) => f.endsWith(".json")).sort()) {
     specs.push(...(JSON.parse(readFileSync(join(casesDir, file), "utf8")).cases as CaseSpec[]));

@@ -1,10 +1,10 @@
 // The port's test toolkit (twin of tests/toolkit.py): the tolerances each op declares
-// (ops/attention.json, with their rules and reasons; docs/adding-an-op.md), the same bits from the
+// (in their bundles, ops/attention/*.json, with their rules and reasons; docs/adding-an-op.md), the same bits from the
 // product kernels and the JavaScript loops, and the test data files beside this one. The port's
 // values are the catalogue's to check (bit for bit against the reference), so it has no closeness
 // or finite-difference helpers.
 import assert from "node:assert/strict";
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { type Tensor, sizeOf, zeros } from "../src/core/ops.ts";
 import { inWorkspace, newWorkspace } from "../src/kernels/memory.ts";
@@ -23,30 +23,35 @@ export interface Tolerance { value: number; rule: string; why: string; step?: nu
 type Entry = { value: number; rule: string; why: string; step?: number; min_grad?: number; floor?: number };
 let declared: Record<string, { tolerances?: Record<string, Entry | string> }> | null = null;
 
-/** ops/attention.json, found from this file upwards (the checkout, or the one above Stryker's sandbox). */
+/** The declarations of every bundle, ops/attention/*.json, found from this file upwards (the
+ *  checkout, or the one above Stryker's sandbox). */
 function declarations(): Record<string, { tolerances?: Record<string, Entry | string> }> {
   if (declared === null) {
     let dir = import.meta.dirname;
-    while (!existsSync(join(dir, "ops", "attention.json"))) {
+    while (!existsSync(join(dir, "ops", "attention"))) {
       const up = dirname(dir);
-      if (up === dir) throw new Error("toolkit.ts: no ops/attention.json above port_ts/test (the checkout's op declarations)");
+      if (up === dir) throw new Error("toolkit.ts: no ops/attention/ above port_ts/test (the checkout's op bundles)");
       dir = up;
     }
-    declared = (JSON.parse(readFileSync(join(dir, "ops", "attention.json"), "utf8")) as { ops: typeof declared }).ops;
+    const bundles = join(dir, "ops", "attention");
+    declared = {};
+    for (const file of readdirSync(bundles).filter((f) => f.endsWith(".json")).sort()) {
+      Object.assign(declared, (JSON.parse(readFileSync(join(bundles, file), "utf8")) as { ops: typeof declared }).ops);
+    }
   }
   return declared!;
 }
 
-/** The op's declared tolerance `name` (ops/attention.json); throws, naming what to declare, when it
+/** The op's declared tolerance `name` (its bundle); throws, naming what to declare, when it
  *  is missing. */
 export function tolerance(op: string, name: string): Tolerance {
   const ops = declarations();
-  if (!Object.hasOwn(ops, op)) throw new Error(`op '${op}' is not declared in ops/attention.json; declare it (docs/adding-an-op.md)`);
+  if (!Object.hasOwn(ops, op)) throw new Error(`op '${op}' is not declared in ops/attention/; declare it in its bundle (docs/adding-an-op.md)`);
   const own = ops[op].tolerances ?? {};
   const e = name !== "none" && Object.hasOwn(own, name) ? own[name] : undefined;
   if (e === undefined || typeof e === "string") {
     const have = Object.keys(own).filter((k) => k !== "none");
-    throw new Error(`op '${op}' declares no tolerance '${name}' in ops/attention.json (it declares ${have.length ? have.join(", ") : "none"}); ` +
+    throw new Error(`op '${op}' declares no tolerance '${name}' in its bundle, ops/attention/ (it declares ${have.length ? have.join(", ") : "none"}); ` +
       "add it with its rule and its reason (docs/adding-an-op.md)");
   }
   return { value: e.value, rule: e.rule, why: e.why, step: e.step, minGrad: e.min_grad, floor: e.floor };

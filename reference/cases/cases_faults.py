@@ -1,7 +1,7 @@
 """Cheap forward cases that reach what otherwise only the training runs reach (twin:
 casesFaults.ts; docs/faults.md): the digits data, greedy decoding on a small untrained model,
 a few steps of clipping and Adam on drawn gradients, the garment images, and the bits of erf
-and GELU. Each exists so that a fault of the catalogue (faults/attention.json) is caught in
+and GELU. Each exists so that a fault of the catalogue (each op's bundle, ops/attention/<op>.json) is caught in
 seconds instead of by a 600-step run, or at all (erf_bits: a 1e-7-accurate erf moves GELU by
 less than the tolerance; its digests are bit-exact)."""
 

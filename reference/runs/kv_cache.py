@@ -25,7 +25,7 @@ to any sum. For the same reason a left-padded row generates exactly what it gene
 rows run on, unread; generation stops when every row has stopped.
 
 The book's cached decoder adds position 0's code to every generated token, and a cache can be
-read one slot off (the new token left out of its own keys): faults/attention.json has both.
+read one slot off (the new token left out of its own keys): ops/attention/kv_generate.json has both.
 Shape legend: N prompts, P padded prompt length, G generated tokens, S slots, H heads, D head dim,
 d model dim, V vocabulary.
 """

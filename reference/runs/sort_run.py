@@ -2,7 +2,7 @@
 its prompt's digits in ascending order, then generated greedily through the KV cache
 (twin: port_ts/src/runs/sortRun.ts; docs/decoder_lm.md).
 
-Config (cases/attention/training_lm.json, train_sort):
+Config (ops/attention/train_sort.json):
     alphabet (A), min_len, max_len            inputs of min_len..max_len digits below A
     d, heads, ffn_hidden, blocks               the model (vocab A + 2, max_len 2 max_len + 1 positions)
     n_train, n_test, batch                     distinct training inputs, held-out ones, rows per step

@@ -1,7 +1,7 @@
 """`verify faults attention`: does the verification catch porting bugs? (docs/faults.md)
 
-The catalogue (faults/<suite>.json) lists faults, each one text edit of one engine's source
-aimed at one op of ops/<suite>.json (op; "shared": the numeric core every op runs on),
+Each op's bundle (ops/<suite>/<op>.json, "faults") lists its faults, each one text edit of one
+engine's source aimed at one op (op; "shared", in ops/<suite>.json: the numeric core every op runs on),
 anchored to the declaration that holds it (within: a function, Class.method or constant; find,
 exactly once in that declaration's text; replace), wherever in the engine's tree the declaration
 lives (verify/tools/anchors.py), so moving a function to another module keeps its faults. For each fault
@@ -85,32 +85,29 @@ class Outcome:
 
 
 def load(path, root, display, suite="attention"):
-    """The catalogue's faults, checked: every key present, a declared op (or SHARED), a known
-    engine and area, and one declaration of `within` in that engine's tree whose text holds `find`
-    exactly once."""
-    try:
-        doc = read(path)  # bounded and without blocking: a pipe or /dev/zero is said at once
-    except DocumentError as exc:
-        raise InputError(f"the fault catalogue {display(path)} cannot be read: {exc}; fix it or give another "
-                         "--catalogue (it lists the faults, one text edit each: docs/faults.md)") from None
-    entries = doc.get("faults") if isinstance(doc, dict) else None
-    if not isinstance(entries, list) or not entries:
-        raise InputError(f"the fault catalogue {display(path)} needs a non-empty list 'faults' (docs/faults.md)")
+    """The faults, checked: those of the suite's bundles (ops/<suite>/*.json, then ops/<suite>.json's
+    shared ones), or of the file `path` (--catalogue); every key present, a declared op (or SHARED),
+    a known engine and area, and one declaration of `within` in that engine's tree whose text holds
+    `find` exactly once."""
+    if path is None:
+        entries = [(entry, display(file)) for entry, file in ops.fault_entries(suite)]
+    else:
+        entries = [(entry, display(path)) for entry in read_list(path, display)]
     faults, seen, declared = [], set(), ops.declarations(suite).ops
-    for n, entry in enumerate(entries):
-        where = f"fault {n} of {display(path)}"
+    for n, (entry, source) in enumerate(entries):
+        where = f"fault {n} of {source}"
         if (not isinstance(entry, dict) or not KEYS <= set(entry) <= KEYS | OPTIONAL
                 or not all(isinstance(v, str) for v in entry.values())):
             raise InputError(f"{where} must have exactly the string fields {sorted(KEYS)} (and optionally "
                              f"{sorted(OPTIONAL)}); a fault names the declaration that holds its text, not a file")
         fault = Fault(**entry)
-        where = f"fault '{fault.id}' in {display(path)}"
+        where = f"fault '{fault.id}' in {source}"
         if fault.id in seen:
             raise InputError(f"{where}: the id is used twice")
         seen.add(fault.id)
         if fault.op != SHARED and fault.op not in declared:
-            raise InputError(f"{where}: its op {fault.op!r} is not declared in ops/{suite}.json; set 'op' to the op "
-                             f"the fault targets, one declared there, or {SHARED!r} for the numeric core every op "
+            raise InputError(f"{where}: its op {fault.op!r} is not declared in ops/{suite}/; set 'op' to the op "
+                             f"the fault targets, one declared in its bundle, or {SHARED!r} for the numeric core every op "
                              "runs on (docs/faults.md)")
         if fault.engine not in ENGINES or fault.area not in AREAS:
             raise InputError(f"{where}: engine must be one of {ENGINES} and area one of {AREAS}")
@@ -124,6 +121,19 @@ def load(path, root, display, suite="attention"):
             raise InputError(f"{where}: {exc}") from None
         faults.append(fault)
     return faults
+
+
+def read_list(path, display):
+    """The non-empty list 'faults' of the file `path`."""
+    try:
+        doc = read(path)  # bounded and without blocking: a pipe or /dev/zero is said at once
+    except DocumentError as exc:
+        raise InputError(f"the fault catalogue {display(path)} cannot be read: {exc}; fix it or give another "
+                         "--catalogue (it lists the faults, one text edit each: docs/faults.md)") from None
+    entries = doc.get("faults") if isinstance(doc, dict) else None
+    if not isinstance(entries, list) or not entries:
+        raise InputError(f"the fault catalogue {display(path)} needs a non-empty list 'faults' (docs/faults.md)")
+    return entries
 
 
 def apply(fault, root, into):
@@ -308,9 +318,9 @@ def parser():
                    help="run every stage for every fault, also after a stage has caught it")
     options.bitwise_option(p)
     p.add_argument("--catalogue", type=Path, metavar="FILE",
-                   help="read the faults from FILE instead of faults/<suite>.json")
+                   help="read the faults from FILE (a list 'faults') instead of the bundles, ops/<suite>/")
     p.add_argument("--cases-dir", type=Path, metavar="DIR",
-                   help="run the cases of DIR/*.json instead of cases/<suite> (a smaller catalogue of cases)")
+                   help="run the cases of DIR/*.json instead of ops/<suite> (a smaller catalogue of cases)")
     p.add_argument("--golden-dir", type=Path, metavar="DIR",
                    help="judge against the goldens in DIR/reference and DIR/port instead of golden/<suite>")
     return p
@@ -320,15 +330,15 @@ def run(args, out):
     """The `verify faults SUITE` command; returns the exit code."""
     project = cli.Project(args, args.suite)
     started = time.monotonic()
-    path = args.catalogue or project.root / "faults" / f"{project.suite}.json"
-    faults = load(path, project.root, project.display, project.suite)
+    faults = load(args.catalogue, project.root, project.display, project.suite)
+    source = project.display(args.catalogue) if args.catalogue else f"ops/{project.suite}/"
     if args.fault:
         faults = [f for f in faults if any(catalogue.matches(f.id, p) for p in args.fault)]
         if not faults:
-            raise InputError(f"no fault in {project.display(path)} matches {', '.join(map(repr, args.fault))}")
+            raise InputError(f"no fault in {source} matches {', '.join(map(repr, args.fault))}")
     every, _ = project.cases([])
     stages = [name for name, _ in STAGES]
-    report = {"suite": project.suite, "catalogue": project.display(path), "faults": []}
+    report = {"suite": project.suite, "catalogue": source, "faults": []}
     with lifecycle.temp_dir("verify-faults-") as work:
         baselines = Baselines(project.context(args.timeout), every, work, args.timeout,
                               verdict.Policy(args.tol, args.bitwise), project.display, out)

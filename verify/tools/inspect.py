@@ -37,7 +37,7 @@ from ..errors import EXIT_MISMATCH, EXIT_PASS, InputError
 from ..files import write_atomically
 from .inspect_tables import SPECIAL, answer_text
 
-OP = "bert_encoder"  # the op an encode answer is written as (its axis names: ops/attention.json)
+OP = "bert_encoder"  # the op an encode answer is written as (its axis names: ops/attention/bert_encoder.json)
 
 
 @dataclass

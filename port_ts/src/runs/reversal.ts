@@ -1,7 +1,7 @@
 // The reverse-the-digits run: an encoder-decoder Transformer trained with Adam to reverse digit
 // strings, then decoded greedily (twin: reference/runs/reversal.py; docs/reversal.md).
 //
-// Config (cases/attention/training.json, train_reversal):
+// Config (ops/attention/train_reversal.json):
 //   d, heads, ffn_hidden, enc_blocks, dec_blocks   the model (vocabularies: digits VOCAB; dropout 0)
 //   min_digits, max_digits                         input lengths, drawn uniformly in that range
 //   n_train, n_test                                distinct training inputs, then held-out ones
