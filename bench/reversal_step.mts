@@ -1,23 +1,29 @@
 // One training step of the reverse-the-digits model in the port, timed inside Node
 // (docs/performance.md; twin of bench/reversal_step.py: the same config, seed and batches,
-// read from the case train.reversal in cases/attention/training.json).
+// read from the case train.reversal of the catalogue through bench/catalogue.py, with the Python
+// of $PYTHON, default python3: the project's environment).
 // A step is the loss and gradients of batch t (stepFn), no Adam update, so repeats are the same work.
 //   node bench/reversal_step.mts [steps] [warmup]  -> JSON {median_ms, min_ms, median_cpu_ms, times_ms}
 //   node bench/reversal_step.mts serve             -> reads one step number t per line, runs that
 //                                                     step, answers the step's time in ms (a line)
 //   node --cpu-prof bench/reversal_step.mts 300    -> a .cpuprofile for the profile
-import { readFileSync } from "node:fs";
+import { execFileSync } from "node:child_process";
 import { createInterface } from "node:readline";
 import { Generator } from "../port_ts/src/core/rng.ts";
 import { reversalSetup } from "../port_ts/src/runs/reversal.ts";
 
 // The real case's seed and config, read from the catalogue so the benchmark cannot drift from it.
 const CASE_ID = "train.reversal";
-const catalogue = JSON.parse(readFileSync(new URL("../cases/attention/training.json", import.meta.url), "utf8"));
-const entry = (catalogue.cases as { id: string; seed: number; config: Record<string, unknown> }[]).find((c) => c.id === CASE_ID);
-if (entry === undefined) throw new Error(`${CASE_ID} not found in cases/attention/training.json`);
-const SEED = entry.seed;
-const CONFIG = entry.config;
+const PYTHON = process.env.PYTHON ?? "python3";
+function catalogueCase(id: string): { seed: number; config: Record<string, unknown> } {
+  try {
+    return JSON.parse(execFileSync(PYTHON, [new URL("./catalogue.py", import.meta.url).pathname, id], { encoding: "utf8" }));
+  } catch (e) {
+    throw new Error(`expected \`${PYTHON} bench/catalogue.py ${id}\` to print the case, but it failed (${(e as Error).message.split("\n")[0]}); `
+      + "activate the project's environment (pip install -e '.[test]'), or set PYTHON to its python");
+  }
+}
+const { seed: SEED, config: CONFIG } = catalogueCase(CASE_ID);
 
 const run = reversalSetup(CONFIG, new Generator(SEED));
 

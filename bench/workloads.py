@@ -24,13 +24,15 @@ Every setup returns a Case:
     backward(dout, cache) -> {"d<input name>": array}   (None where there is no backward)
 """
 
-import json
 import math
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/catalogue.py, when this file is loaded by its path
+from catalogue import case as catalogue_case
 from reference.runs import digits as dg
 from reference.nn.additive_attention import additive_attention_backward, additive_attention_forward
 from reference.models.alignment import alignment_data, init_alignment_params
@@ -60,7 +62,6 @@ from reference.core.rng import Generator
 from reference.models.transformer import init_transformer_params
 from reference.models.vit import init_vit_params
 
-ROOT = Path(__file__).resolve().parent.parent
 DROPOUT_P = 0.1  # the dropout and positional-encoding workloads (the other ops run with p = 0, as the models train)
 ADAM_LR = 0.01
 STEP_CYCLE = 10  # a step workload cycles over the batches of steps t = 1..STEP_CYCLE
@@ -79,11 +80,11 @@ PRIMITIVES = ["masked_softmax", "dot_product_attention", "additive_attention", "
               "cross_entropy", "encoder_block", "decoder_block", "adam", "rope"]
 PARTS = {"adam": ("update",)}  # the others: ("forward", "backward")
 
-# The models' steps and the gradient check: (op, catalogue file, case id). Seed and config are the case's.
-CASES = [("reversal_step", "training.json", "train.reversal"),
-         ("vit_step", "training.json", "train.vit"),
-         ("alignment_step", "training.json", "train.alignment"),
-         ("gradcheck_alignment", "gradcheck.json", "gradcheck.alignment.act4")]
+# The models' steps and the gradient check: (op, catalogue case id). Seed and config are the case's.
+CASES = [("reversal_step", "train.reversal"),
+         ("vit_step", "train.vit"),
+         ("alignment_step", "train.alignment"),
+         ("gradcheck_alignment", "gradcheck.alignment.act4")]
 
 # Time per engine and workload (seconds of calls after the warm-up; the rounds follow from the
 # warm-up's mean call time), and the bounds on the rounds. BENCH_BUDGET_SCALE scales the budgets
@@ -109,13 +110,6 @@ class Workload:
         return f"{self.op}[{self.label}]" if self.part in ("step", "gradcheck") else f"{self.op}.{self.part}[{self.label}]"
 
 
-def _case(file, case_id):
-    for case in json.loads((ROOT / "cases" / "attention" / file).read_text())["cases"]:
-        if case["id"] == case_id:
-            return case
-    raise LookupError(f"{case_id} not found in cases/attention/{file}")
-
-
 def workloads():
     """Every workload, in table order: each primitive's forward then backward per shape, then the
     models' steps and the gradient check."""
@@ -124,8 +118,8 @@ def workloads():
         for label, shape in SHAPES.items():
             for part in PARTS.get(op, ("forward", "backward")):
                 out.append(Workload(op, part, label, shape, 800 + 10 * i))
-    for op, file, case_id in CASES:
-        case = _case(file, case_id)
+    for op, case_id in CASES:
+        case = catalogue_case(case_id)
         out.append(Workload(op, "gradcheck" if op.startswith("gradcheck") else "step", case_id, case["config"], case["seed"]))
     return out
 
@@ -135,7 +129,7 @@ WORKLOADS = workloads()
 # (Adam's, optim_steps), a case's the catalogue case's op. The one list of an op's workloads
 # (tests/test_ops_declared.py, docs/reference/ops.md).
 OPS = {**{name: name for name in PRIMITIVES}, "adam": "optim_steps",
-       **{name: _case(file, case_id)["op"] for name, file, case_id in CASES}}
+       **{name: catalogue_case(case_id)["op"] for name, case_id in CASES}}
 
 
 @dataclass
@@ -347,7 +341,7 @@ def gradcheck_alignment(config, g):
     return Case({"params": params, **data}, forward)
 
 
-REFERENCE = {name: globals()[name] for name in PRIMITIVES + [op for op, _, _ in CASES]}  # op -> its setup above
+REFERENCE = {name: globals()[name] for name in PRIMITIVES + [op for op, _ in CASES]}  # op -> its setup above
 
 
 # ---- the width sweep (bench/scale.py; docs/performance.md, "Scale") --------------------------
