@@ -57,10 +57,9 @@ CASE_ID = "train.reversal"
 
 
 def _case():
-    for case in json.loads((ROOT / "ops" / "attention" / "train_reversal.json").read_text())["cases"]:
-        if case["id"] == CASE_ID:
-            return case
-    raise LookupError(f"{CASE_ID} not found in ops/attention/train_reversal.json")
+    from catalogue import case
+
+    return case(CASE_ID)
 
 
 def yardstick():

@@ -17,14 +17,12 @@ import tempfile
 import time
 from pathlib import Path
 
+from catalogue import catalogue_cases
+
 
 def catalogue(root, substring):
-    cases = []
-    for path in sorted((root / "ops" / "attention").glob("*.json")):
-        for case in json.loads(path.read_text())["cases"]:
-            if case.get("kind") != "pretrained" and not case["id"].startswith("pretrained") and substring in case["id"]:
-                cases.append(case)
-    return cases
+    return [case for case in catalogue_cases(root)
+            if case.get("kind") != "pretrained" and not case["id"].startswith("pretrained") and substring in case["id"]]
 
 
 def run_engine(cmd, root, cases):

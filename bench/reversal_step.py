@@ -1,6 +1,6 @@
 """One training step of the reverse-the-digits model (docs/performance.md), in the reference.
 
-The seed and config of the case train.reversal, read from its bundle, ops/attention/train_reversal.json, so the
+The seed and config of the case train.reversal, read from the catalogue (bench/catalogue.py) so the
 benchmark cannot drift from the real run (today d 16, heads 2, FFN 64, 1 + 1 blocks, batch 96 of
 six-digit inputs, T 7). `step(t)` is the loss and gradients of batch t, no Adam update, so repeats
 are the same work.
@@ -9,27 +9,15 @@ are the same work.
 """
 
 import argparse
-import json
 import statistics
 import time
-from pathlib import Path
 
+from catalogue import case
 from reference.runs.reversal import reversal_setup
 from reference.core.rng import Generator
 
 CASE_ID = "train.reversal"
-
-
-def _case():
-    path = Path(__file__).resolve().parent.parent / "ops" / "attention" / "train_reversal.json"
-    for case in json.loads(path.read_text())["cases"]:
-        if case["id"] == CASE_ID:
-            return case
-    raise LookupError(f"{CASE_ID} not found in {path}")
-
-
-SEED = _case()["seed"]
-CONFIG = _case()["config"]
+SEED, CONFIG = case(CASE_ID)["seed"], case(CASE_ID)["config"]
 
 
 def make_step():

@@ -290,7 +290,7 @@ def gradcheck_alignment(config, a, cache):
     return TorchCase(forward)
 
 
-TORCH = {name: globals()[name] for name in PRIMITIVES + [op for op, _, _ in CASES]}  # op -> its setup above
+TORCH = {name: globals()[name] for name in PRIMITIVES + [op for op, _ in CASES]}  # op -> its setup above
 
 
 def torch_call(workload, inputs, cache):

@@ -1,12 +1,16 @@
 // The port's side of the benchmarks' workloads (twin of REFERENCE in bench/workloads.py, which
 // holds the list of workloads and explains the parts; docs/performance.md, "Benchmarks: every
 // primitive, each model's step, a gradient check"). Each setup draws the op's inputs from
-// new Generator(seed) in the reference's order, so both engines compute on the same numbers.
+// new Generator(seed) in the reference's order, so both engines compute on the same numbers. A
+// derived workload (part "compute") has no setup here: the request hands the document the
+// reference hands the port for the case (`id`, `handed`), and each call runs the port's COMPUTE
+// on it with a fresh generator at its position, as port_ts/src/cases/cases.ts runs a case.
 //
-//   node bench/workloads.mts list    prints the workloads' op names, {primitives, cases}
+//   node bench/workloads.mts list      prints the workloads' op names, {primitives, cases}
+//   node bench/workloads.mts compute   prints the ops of the port's COMPUTE (the derived workloads' ops)
 //   node bench/workloads.mts serve
 // reads one request per line, {op, part, config, seed, budget_ms, min_rounds, max_rounds,
-// warmup_calls, warmup_ms}, and answers one line per request:
+// warmup_calls, warmup_ms} (and id, handed for part "compute"), and answers one line per request:
 //   {outputs: {name: number[]}, times_ms: number[], warmup_calls: number}   or   {error: string}
 // outputs are those of the first call (compared with the reference's by bench/test_workloads.py);
 // then the call is repeated as a warm-up (at least warmup_calls calls and warmup_ms ms, so the
@@ -15,7 +19,8 @@
 import { createInterface } from "node:readline";
 import { Generator } from "../port_ts/src/core/rng.ts";
 import type { IntTensor, Tensor } from "../port_ts/src/core/ops.ts";
-import type { Config } from "../port_ts/src/core/caseConfig.ts";
+import { type Config, handedDocument } from "../port_ts/src/core/caseConfig.ts";
+import { COMPUTE } from "../port_ts/src/cases/cases.ts";
 import { linearParams, embeddingParams } from "../port_ts/src/nn/init.ts";
 import { maskedSoftmaxForward, maskedSoftmaxBackward } from "../port_ts/src/nn/maskedSoftmax.ts";
 import { dotProductAttentionForward, dotProductAttentionBackward } from "../port_ts/src/nn/dotProductAttention.ts";
@@ -200,6 +205,22 @@ const CASES: Record<string, (config: Config, g: Generator) => Case> = {
 interface Request {
   op: string; part: string; config: Config; seed: number;
   budget_ms: number; min_rounds: number; max_rounds: number; warmup_calls: number; warmup_ms: number;
+  id?: string; handed?: unknown; // part "compute": the case's id and the document handed for it
+}
+
+// ---- the derived workloads: the port's COMPUTE on the handed document ------------------------
+
+function computeCall(req: Request): () => Outputs {
+  if (!Object.hasOwn(COMPUTE, req.op)) {
+    throw new Error(`expected op '${req.op}' in the port's COMPUTE (port_ts/src/cases/cases.ts) for the derived workload of case '${req.id}', found none; add its compute there`);
+  }
+  const { inputs, params, position } = handedDocument(req.handed, req.id ?? "");
+  const compute = COMPUTE[req.op];
+  return () => {
+    const rng = new Generator(req.seed);
+    rng.counter = position; // the dropout masks follow the inputs in the stream, the same every call
+    return compute(inputs, req.config, rng, params);
+  };
 }
 
 const now = () => Number(process.hrtime.bigint()) / 1e6; // ms
@@ -213,7 +234,13 @@ function median(xs: number[]): number {
   return s.length % 2 ? s[h] : (s[h - 1] + s[h]) / 2;
 }
 
-function run(req: Request): { outputs: Record<string, number[]>; times_ms: number[]; warmup_calls: number } {
+type Answer = { outputs: Record<string, number[]>; times_ms: number[]; warmup_calls: number };
+
+function run(req: Request): Answer {
+  if (req.part === "compute") {
+    const call = computeCall(req);
+    return timed(call, flat(call()), req);
+  }
   const g = new Generator(req.seed);
   const c = Object.hasOwn(PRIMITIVES, req.op) ? PRIMITIVES[req.op](req.config as unknown as Shape, g)
     : Object.hasOwn(CASES, req.op) ? CASES[req.op](req.config, g) : null;
@@ -229,6 +256,11 @@ function run(req: Request): { outputs: Record<string, number[]>; times_ms: numbe
     outputs = flat(backward(dout, cache));
     call = () => backward(dout, cache);
   }
+  return timed(call, outputs, req);
+}
+
+// The warm-up, then the timed rounds (outputs: those of the first call, already made).
+function timed(call: () => unknown, outputs: Record<string, number[]>, req: Request): Answer {
   const warm: number[] = [];
   for (const t0 = now(); warm.length < req.warmup_calls || now() - t0 < req.warmup_ms;) {
     const t1 = now();
@@ -248,6 +280,8 @@ function run(req: Request): { outputs: Record<string, number[]>; times_ms: numbe
 
 if (process.argv[2] === "list") { // the workloads' names (tests/test_ops_declared.py: bench/workloads.py's, in its order)
   process.stdout.write(`${JSON.stringify({ primitives: Object.keys(PRIMITIVES), cases: Object.keys(CASES) })}\n`);
+} else if (process.argv[2] === "compute") { // the ops a derived workload can time in the port (bench/test_workloads.py)
+  process.stdout.write(`${JSON.stringify(Object.keys(COMPUTE))}\n`);
 } else if (process.argv[2] === "serve") {
   for await (const line of createInterface({ input: process.stdin })) {
     if (line.trim() === "") continue;
@@ -260,6 +294,6 @@ if (process.argv[2] === "list") { // the workloads' names (tests/test_ops_declar
     process.stdout.write(`${JSON.stringify(answer)}\n`);
   }
 } else {
-  console.error("usage: node bench/workloads.mts serve   (driven by bench/test_workloads.py), or list (the workloads' names)");
+  console.error("usage: node bench/workloads.mts serve   (driven by bench/test_workloads.py), list (the workloads' names), or compute (the port's COMPUTE ops)");
   process.exit(2);
 }

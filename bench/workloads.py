@@ -9,6 +9,15 @@ A workload is one op, its config (shapes, or a catalogue case's config), a seed 
     step       one training step of a model: loss and every parameter's gradient (no Adam update,
                so every round is the same work), batches cycling over the run's steps t = 1..10
     gradcheck  one finite-difference gradient check, the whole catalogue case
+    compute    a derived workload: an op's COMPUTE (reference/cases/cases.py, its twin in the port)
+               on the inputs the reference hands the port for the op's largest forward case
+
+The derived workloads come from the catalogue, not from bench/: every op with forward cases and a
+COMPUTE entry gets one, `<op>.compute[<case id>]`, from its largest forward case (most elements of
+the handed inputs; ties by id). Both engines compute from the same handed document
+(docs/protocol.md, "Handed inputs"), each call with a fresh generator at its position, so a
+dropout mask is the same every call. torch has no derived workloads (it would need each op
+written again).
 
 Same inputs in every engine: the reference (REFERENCE below) and the port (bench/workloads.mts,
 PORT, the same setups in camelCase) each draw the op's inputs from Generator(seed) in the same
@@ -26,15 +35,20 @@ Every setup returns a Case:
 
 import json
 import math
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/catalogue.py, when this file is loaded by its path
+from catalogue import case as catalogue_case, catalogue_cases
 from reference.runs import digits as dg
 from reference.nn.additive_attention import additive_attention_backward, additive_attention_forward
 from reference.models.alignment import alignment_data, init_alignment_params
-from reference.cases.cases import build
+from reference.cases.cases import COMPUTE, build, compute, draw, run_case_with_states
+from reference.core.case_config import handed_document
+from reference.core.golden import dumps
 from reference.runs.alignment_run import alignment_setup
 from reference.nn.decoder_block import decoder_block_backward, decoder_block_forward, init_decoder_block_params
 from reference.nn.dot_product_attention import dot_product_attention_backward, dot_product_attention_forward
@@ -60,7 +74,6 @@ from reference.core.rng import Generator
 from reference.models.transformer import init_transformer_params
 from reference.models.vit import init_vit_params
 
-ROOT = Path(__file__).resolve().parent.parent
 DROPOUT_P = 0.1  # the dropout and positional-encoding workloads (the other ops run with p = 0, as the models train)
 ADAM_LR = 0.01
 STEP_CYCLE = 10  # a step workload cycles over the batches of steps t = 1..STEP_CYCLE
@@ -79,17 +92,16 @@ PRIMITIVES = ["masked_softmax", "dot_product_attention", "additive_attention", "
               "cross_entropy", "encoder_block", "decoder_block", "adam", "rope"]
 PARTS = {"adam": ("update",)}  # the others: ("forward", "backward")
 
-# The models' steps and the gradient check: (op, the bundle that holds the case, case id). Seed and
-# config are the case's.
-CASES = [("reversal_step", "train_reversal", "train.reversal"),
-         ("vit_step", "train_vit", "train.vit"),
-         ("alignment_step", "train_alignment", "train.alignment"),
-         ("gradcheck_alignment", "gradcheck_alignment", "gradcheck.alignment.act4")]
+# The models' steps and the gradient check: (op, catalogue case id). Seed and config are the case's.
+CASES = [("reversal_step", "train.reversal"),
+         ("vit_step", "train.vit"),
+         ("alignment_step", "train.alignment"),
+         ("gradcheck_alignment", "gradcheck.alignment.act4")]
 
 # Time per engine and workload (seconds of calls after the warm-up; the rounds follow from the
 # warm-up's mean call time), and the bounds on the rounds. BENCH_BUDGET_SCALE scales the budgets
 # (e.g. 0.2 for a quick look).
-BUDGET_S = {"forward": 0.25, "backward": 0.25, "update": 0.25, "step": 2.5, "gradcheck": 1.5}
+BUDGET_S = {"forward": 0.25, "backward": 0.25, "update": 0.25, "step": 2.5, "gradcheck": 1.5, "compute": 0.25}
 MIN_ROUNDS, MAX_ROUNDS = 5, 200
 # The warm-up before the timed rounds: at least this many calls and this long. Node's is longer,
 # so that V8 has compiled the hot functions (its JIT tiers up after some hundred calls).
@@ -100,7 +112,7 @@ MAX_WARMUP_CALLS = 5000
 @dataclass(frozen=True)
 class Workload:
     op: str
-    part: str  # forward | backward | step | gradcheck
+    part: str  # forward | backward | update | step | gradcheck | compute
     label: str  # the shape's name or the case id
     config: dict = field(hash=False)
     seed: int = 0
@@ -110,33 +122,44 @@ class Workload:
         return f"{self.op}[{self.label}]" if self.part in ("step", "gradcheck") else f"{self.op}.{self.part}[{self.label}]"
 
 
-def _case(file, case_id):
-    for case in json.loads((ROOT / "ops" / "attention" / f"{file}.json").read_text())["cases"]:
-        if case["id"] == case_id:
-            return case
-    raise LookupError(f"{case_id} not found in ops/attention/{file}.json")
+def derived_workloads(cases):
+    """The derived workloads of the catalogue's cases: for each op with forward cases and a COMPUTE
+    entry, one from its largest forward case, in the order of the ops' first forward cases."""
+    largest = {}  # op -> ((-elements of the handed inputs, case id), case): the smallest key wins
+    for case in cases:
+        op = case["op"]
+        if case["kind"] != "forward" or op not in COMPUTE:
+            continue
+        inputs, _ = draw(op, case.get("config", {}), Generator(case["seed"]))  # the inputs handed to the port
+        key = (-sum(np.size(value) for value in inputs.values()), case["id"])
+        if op not in largest or key < largest[op][0]:
+            largest[op] = (key, case)
+    return [Workload(op, "compute", case["id"], case.get("config", {}), case["seed"]) for op, (_, case) in largest.items()]
 
 
 def workloads():
     """Every workload, in table order: each primitive's forward then backward per shape, then the
-    models' steps and the gradient check."""
+    models' steps and the gradient check, then the derived workloads."""
     out = []
     for i, op in enumerate(PRIMITIVES):
         for label, shape in SHAPES.items():
             for part in PARTS.get(op, ("forward", "backward")):
                 out.append(Workload(op, part, label, shape, 800 + 10 * i))
-    for op, file, case_id in CASES:
-        case = _case(file, case_id)
+    for op, case_id in CASES:
+        case = catalogue_case(case_id)
         out.append(Workload(op, "gradcheck" if op.startswith("gradcheck") else "step", case_id, case["config"], case["seed"]))
-    return out
+    return out + derived_workloads(catalogue_cases())
 
 
 WORKLOADS = workloads()
-# {name of PRIMITIVES or CASES: the op of ops/attention.json it times}: a primitive's is its name
-# (Adam's, optim_steps), a case's the catalogue case's op. The one list of an op's workloads
-# (tests/test_ops_declared.py, docs/reference/ops.md).
+DERIVED = [w for w in WORKLOADS if w.part == "compute"]
+# {name of PRIMITIVES or CASES, or a derived workload's name: the declared op it
+# times}: a primitive's is its name (Adam's, optim_steps), a case's the catalogue case's op, a
+# derived workload's its op. The one list of an op's workloads (tests/test_ops_declared.py,
+# docs/reference/ops.md).
 OPS = {**{name: name for name in PRIMITIVES}, "adam": "optim_steps",
-       **{name: _case(file, case_id)["op"] for name, file, case_id in CASES}}
+       **{name: catalogue_case(case_id)["op"] for name, case_id in CASES},
+       **{w.name: w.op for w in DERIVED}}
 
 
 @dataclass
@@ -348,7 +371,7 @@ def gradcheck_alignment(config, g):
     return Case({"params": params, **data}, forward)
 
 
-REFERENCE = {name: globals()[name] for name in PRIMITIVES + [op for op, _, _ in CASES]}  # op -> its setup above
+REFERENCE = {name: globals()[name] for name in PRIMITIVES + [op for op, _ in CASES]}  # op -> its setup above
 
 
 # ---- the width sweep (bench/scale.py; docs/performance.md, "Scale") --------------------------
@@ -390,8 +413,32 @@ def dout_for(workload, outputs):
     return Generator(workload.seed + 1).normal(outputs["out"].shape) if "out" in outputs else None
 
 
+def handed(workload):
+    """The document the reference hands the port for a derived workload's case (docs/protocol.md,
+    "Handed inputs"): {inputs, position}, as JSON text reads it back (a NaN or an infinity as a
+    string, as the runner writes it)."""
+    case = {"id": workload.label, "kind": "forward", "op": workload.op, "seed": workload.seed, "config": workload.config}
+    _, _, given = run_case_with_states(case)
+    return json.loads(dumps(given))
+
+
+def compute_call(workload, document):
+    """call() computes the derived workload's op from the handed document, with a fresh generator
+    at the handed position, as the runner has each engine do (reference/cases/cases.py)."""
+    inputs, params, position = handed_document(document, workload.label)
+
+    def call():
+        rng = Generator(workload.seed)
+        rng.counter = position
+        return compute(workload.op, inputs, params, workload.config, rng)
+    return call
+
+
 def reference_call(workload):
     """(call, outputs): call() runs the timed work once; outputs are those of its first run."""
+    if workload.part == "compute":
+        call = compute_call(workload, handed(workload))
+        return call, call()
     case = REFERENCE[workload.op](workload.config, Generator(workload.seed))
     outputs, cache = case.forward()
     if workload.part != "backward":

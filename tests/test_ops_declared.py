@@ -158,7 +158,8 @@ def workload_problems(doc, workload_ops):
     for op, entry in doc["ops"].items():
         names = [name for name, of in workload_ops.items() if of == op]
         if not names and "workloads" not in entry:
-            problems.append(f"{op}: no workload of bench/workloads.py times it; add one, or say why none does: "
+            problems.append(f"{op}: no workload of bench/workloads.py times it; add one (an op with forward cases "
+                            "and a COMPUTE entry in both engines has a derived one), or say why none does: "
                             '"workloads": {"none": why}')
         if names and "workloads" in entry:
             problems.append(f"{op}: says why no workload times it, but {', '.join(names)} do(es); remove its "
@@ -201,12 +202,12 @@ def test_both_engines_benchmark_the_same_workloads(repo_root, node, bench):
                           timeout=120)
     assert done.returncode == 0, done.stderr
     port = json.loads(done.stdout)
-    python = {"primitives": list(bench.PRIMITIVES), "cases": [name for name, _, _ in bench.CASES]}
+    python = {"primitives": list(bench.PRIMITIVES), "cases": [name for name, _ in bench.CASES]}
     assert port == python, f"bench/workloads.mts lists {port}, bench/workloads.py {python}: make them the same"
 
 
 def test_every_workload_times_a_declared_op_and_every_op_is_benchmarked_or_says_why_not(doc, declared, bench):
-    assert set(bench.OPS) == set(bench.PRIMITIVES) | {name for name, _, _ in bench.CASES}
+    assert set(bench.OPS) == set(bench.PRIMITIVES) | {name for name, _ in bench.CASES} | {w.name for w in bench.DERIVED}
     problems = workload_problems(doc, bench.OPS)
     assert not problems, report(problems, "the workloads")
 
@@ -302,13 +303,15 @@ def test_an_undeclared_target_an_op_without_one_or_a_reason_and_a_stale_reason_a
                for p in problems), problems
     assert any(p.startswith("layer_norm: no fault") and '{"none": why}' in p for p in problems), problems
     assert any(p.startswith("gelu: says why") and "port.gelu.tanh_approximation" in p for p in problems), problems
-    broken, ops_of = copy.deepcopy(doc), dict(bench.OPS, gelu="gelus")  # gelu's workload now times no declared op
+    # gelu's workloads (its primitive's and its derived one) now time no declared op
+    broken, ops_of = copy.deepcopy(doc), {name: "gelus" if op == "gelu" else op for name, op in bench.OPS.items()}
     broken["ops"]["ffn"]["workloads"] = {"none": "a stale reason"}  # though the ffn workload times it
     problems += workload_problems(broken, ops_of)
     assert any("workload 'gelu' times op 'gelus', which is not declared" in p for p in problems), problems
+    assert any("workload 'gelu.compute[gelu.grid]' times op 'gelus'" in p for p in problems), problems
     assert any(p.startswith("gelu: no workload") and '{"none": why}' in p for p in problems), problems
-    assert any(p.startswith("ffn: says why") and "but ffn do(es)" in p for p in problems), problems
-    assert len(problems) == 6, problems
+    assert any(p.startswith("ffn: says why") and "but ffn, ffn.compute[ffn.wide] do(es)" in p for p in problems), problems
+    assert len(problems) == 7, problems
 
 
 def test_a_tolerance_a_test_reads_but_no_op_declares_fails_naming_what_to_declare(node, repo_root):
