@@ -9,7 +9,7 @@ from collections import Counter
 from dataclasses import replace
 from functools import partialmethod
 
-from . import advice, ops
+from . import advice, known_faults, ops
 from .axes import label
 from .compare import DEFAULT_TOL
 from .text import clean, clean_data
@@ -351,6 +351,9 @@ def closing_lines(report, style, timings=False, written=()):
                          f"(verify {suite} --case {own[0]['id']})")
             for op, own, explained in roots[1:]:
                 lines.append(f"  also failing on its own: {op} ({len(own)} case(s){f', used by {len(explained)}' if explained else ''})")
+        found = known_faults.closest(failing, known_faults.read(ops.ROOT / "reports" / f"faults-{suite}.json"))
+        if found:
+            lines.append(known_faults.line(found))
         lines.append("short summary:")
         for case in failing:
             lines.append(f"{style.bad('NOT RUN' if case.get('status') == 'not run' else 'FAILED')} {case['kind']:<8} "

@@ -33,12 +33,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import assets, catalogue, cli, layout, lifecycle, ops, options, schedule, suite, verdict
+from .. import assets, catalogue, cli, known_faults, layout, lifecycle, ops, options, schedule, suite, verdict
 from .. import engines as engines_mod
 from ..documents import DocumentError, read
 from ..errors import EXIT_MISMATCH, EXIT_PASS, InputError
 from ..files import write_atomically
-from ..records import error_kind
 from . import anchors
 
 AREAS = ("forward", "backward", "optimiser", "generator", "init", "decoding", "data")
@@ -73,7 +72,7 @@ class Fault:
 @dataclass
 class Outcome:
     fault: Fault
-    caught: list = field(default_factory=list)  # [(case id, [how, ...])]
+    caught: list = field(default_factory=list)  # [(case id, [how, ...], {failing tensor: failing elements})]
     engine_error: str = None
     stage: str = None
     seconds: float = 0.0
@@ -177,35 +176,6 @@ def faulty_engine(fault, copy_root, root):
     return engines_mod.Engine("reference", [sys.executable, "-m", "reference", "run"], Path(copy_root))
 
 
-def how(case, policy):
-    """How a failing case (a decided report entry) failed: the kinds of evidence, in a fixed order."""
-    kinds = []
-    if any(t.get("status") == verdict.FAILED for t in case.get("tensors", [])):
-        kinds.append("tensor mismatch")
-    for check in case.get("checks", []):
-        if check["passed"] or not (check.get("required", "always") == "always" or policy.bitwise):
-            continue
-        if check["name"].startswith("digest"):
-            kinds.append("digest")
-        elif check["name"].endswith("rel_err") or check["name"] == "coverage":
-            kinds.append("gradcheck bound")
-        elif check["name"].startswith("free run "):
-            kinds.append("free-run band")
-        elif check["name"].startswith("agree "):
-            kinds.append("two ways disagree")
-        else:
-            kinds.append("quality bar")
-    if any(not r["passed"] for r in case.get("replay", [])):
-        kinds.append("replay")
-    evaluation = case.get("evaluation")
-    if evaluation and (evaluation["error"] or any(t.get("status") == verdict.FAILED and not t.get("near_tie")
-                                                  for t in evaluation["tensors"])):
-        kinds.append("evaluation")
-    for error in case.get("errors", []):
-        kinds.append(error_kind(case, error).value)  # "golden" or "engine error"
-    return list(dict.fromkeys(kinds)) or ["failed"]
-
-
 class Baselines:
     """The unmodified engines' outputs per stage, run once (lazily, one stage at a time). Every
     verification of the command shares one verdict.Reader that remembers the kept documents, so
@@ -281,8 +251,8 @@ def run_fault(fault, root, baselines, all_ids, stages, timeout):
             except InputError as exc:
                 outcome.engine_error = str(exc)
                 break
-            outcome.caught += [(c["id"], how(c, baselines.policy)) for c in report.cases
-                               if not c["passed"] and c["id"] in passing]
+            outcome.caught += [(c["id"], known_faults.how(c, baselines.policy.bitwise), known_faults.failed_tensors(c))
+                               for c in report.cases if not c["passed"] and c["id"] in passing]
             if outcome.caught and not baselines.all_stages:
                 break
     outcome.seconds = time.monotonic() - started
@@ -296,7 +266,7 @@ def line(outcome):
         return f"{head}: engine error in stage {outcome.stage}: {outcome.engine_error[:160]} ({outcome.seconds:.1f} s)"
     if not outcome.caught:
         return f"{head}: no case failed in any stage ({outcome.seconds:.1f} s): {f.description}"
-    shown = ", ".join(f"{cid} ({'; '.join(kinds)})" for cid, kinds in outcome.caught[:4])
+    shown = ", ".join(f"{cid} ({'; '.join(kinds)})" for cid, kinds, _ in outcome.caught[:4])
     more = f" and {len(outcome.caught) - 4} more" if len(outcome.caught) > 4 else ""
     return f"{head}: {len(outcome.caught)} case(s) in stage {outcome.stage}: {shown}{more} ({outcome.seconds:.1f} s)"
 
@@ -363,9 +333,10 @@ def run(args, out):
             "id": o.fault.id, "op": o.fault.op, "engine": o.fault.engine, "area": o.fault.area,
             "description": o.fault.description,
             "caught": o.is_caught, "stage": o.stage, "engine_error": o.engine_error, "seconds": round(o.seconds, 2),
-            "cases": [{"id": cid, "how": kinds} for cid, kinds in o.caught],
+            "cases": [{"id": cid, "how": kinds, "tensors": tensors} for cid, kinds, tensors in o.caught],
         })
-    report.update(caught=caught, total=len(outcomes), seconds=round(wall, 1), baseline_seconds=round(baselines.seconds, 1))
+    report.update(caught=caught, total=len(outcomes), seconds=round(wall, 1), baseline_seconds=round(baselines.seconds, 1),
+                  stages={stage: sorted(baselines.done[stage][1]) for stage, _ in STAGES if stage in baselines.done})
     target = project.root / "reports" / f"faults-{project.suite}.json"
     target.parent.mkdir(parents=True, exist_ok=True)
     write_atomically(target, json.dumps(report, indent=2) + "\n")
