@@ -132,6 +132,12 @@ def test_revisions_that_cannot_be_searched(history, good, bad, says):
     assert_one_line_error(verify(repo, "bisect", good, bad, "--case", CASE), says)
 
 
+def test_a_copy_outside_git_is_refused(tmp_path):
+    repo = project_copy(tmp_path)
+    assert_one_line_error(verify(repo, "bisect", "HEAD~1", "--case", CASE), "is not a git checkout",
+                          "run it from a clone of the project")
+
+
 def test_without_bad_the_cases_come_from_the_last_report(history):
     repo, commits = history
     run = verify(repo, "attention", "--case", CASE)  # at HEAD, commit 8: the case fails

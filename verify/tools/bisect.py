@@ -335,7 +335,8 @@ def bisect_command(args, out):
     try:
         git(root, "rev-parse", "--show-toplevel")
     except GitError as exc:
-        raise InputError(f"{root} is not a git checkout ({exc}); verify bisect searches the history of one") from None
+        raise InputError(f"{root} is not a git checkout ({exc}); verify bisect searches the history of one: run it "
+                         "from a clone of the project") from None
     good = commit_of(root, args.good)
     bad = commit_of(root, args.bad or "HEAD")
     try:
