@@ -71,7 +71,7 @@ def _synopsis(name, parser):
             continue
         value = _value(action)
         if not action.option_strings:
-            words.append(value if action.nargs != "*" else f"[{value}]")
+            words.append(value if action.nargs not in ("*", "?") else f"[{value}]")  # optional: bracketed
         else:
             words.append(f"[{action.option_strings[-1]}{' ' + value if value else ''}]")
     lines = [words[0]]

@@ -1,4 +1,4 @@
-"""The side commands (`verify show`, `inspect`, `export`, `diff`, `faults`, `fetch-model`, `cache`) live
+"""The side commands (`verify show`, `inspect`, `export`, `diff`, `faults`, `fetch-model`, `cache`, `bisect`) live
 beside the verification core, in verify/tools/, and the renderers import nothing of the run (issue 31):
 
 - `verify attention` imports no module of verify/tools/ (what a run loaded, read from sys.modules
@@ -21,10 +21,10 @@ from helpers import main_in_process, project_copy
 from verify import models
 
 ROOT = Path(__file__).resolve().parent.parent
-SIDE = ("show", "inspect", "export", "diff", "faults", "fetch-model", "cache")
+SIDE = ("show", "inspect", "export", "diff", "faults", "fetch-model", "cache", "bisect")
 # The side commands' modules, by their name wherever they live (verify/tools/<name>.py).
 SIDE_MODULES = ("show", "inspect", "inspect_page", "inspect_tables", "export", "diff", "faults", "anchors",
-                "fetch_model", "cache")
+                "fetch_model", "cache", "bisect")
 
 # Runs `verify ARGS...` as `python -m verify` does, then writes the names of every module loaded to
 # the file given first (atexit: after the command's own exit).

@@ -37,6 +37,8 @@ SIDE_COMMANDS = {
     "show": ("tools.show", "re-render a saved JSON report (terminal, and optionally HTML or JUnit)"),
     "diff": ("tools.diff", "the worst change per tensor between two goldens or two golden directories, or between "
                            "a git revision's goldens and the working tree's"),
+    "bisect": ("tools.bisect", "the first commit at which the failing cases start to fail, each commit's own verify "
+                               "run in a temporary worktree"),
     "cache": ("tools.cache", "show (or empty) the reference cache that `verify attention` answers unchanged cases "
                              "from"),
 }
