@@ -155,3 +155,14 @@ def test_only_a_failing_run_starts_the_arbiter(repo_root, cases_dir, goldens, tm
     assert failing["timings"]["sections"]["arbiter: torch"] > 0  # the marker a failing run leaves
     off = _run(repo_root, cases_dir, goldens, tmp_path, "--port-cmd", port, "--oracle", "none")[1]
     assert "arbiter: torch" not in off["timings"]["sections"] and not any("arbitration" in c for c in off["cases"])
+
+
+def test_the_runner_never_imports_pytorch_even_when_it_arbitrates(repo_root, cases_dir, goldens, tmp_path):  # noqa: F811
+    """The arbiter is a process of its own: the runner's process holds no torch after a run that
+    PyTorch arbitrated."""
+    script = ("import sys; from verify.cli import main; code = main(); "
+              "print('torch imported' if 'torch' in sys.modules else 'torch not imported'); sys.exit(code)")
+    port = _faulty("port.softmax.mask_polarity", repo_root, tmp_path / "faulty")
+    proc, report = _run(repo_root, cases_dir, goldens, tmp_path, "--port-cmd", port, python=script)
+    assert proc.returncode == 1 and any("arbitration" in c for c in report["cases"])
+    assert proc.stdout.splitlines()[-1] == "torch not imported", proc.stdout[-300:]
