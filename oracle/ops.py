@@ -29,9 +29,13 @@ def _keep(shape, lens):
     return keep.reshape((B,) + (1,) * (len(shape) - 3) + (Q, K))
 
 
-def _softmax(scores, lens):
-    keep = _keep(scores.shape, lens)
+def _masked_softmax(scores, keep):
+    """Softmax over the last axis, a score where keep is False replaced by MASK_VALUE."""
     return torch.softmax(scores if keep is None else scores.masked_fill(~keep, MASK_VALUE), dim=-1)
+
+
+def _softmax(scores, lens):
+    return _masked_softmax(scores, _keep(scores.shape, lens))
 
 
 def _attention(q, k, v, lens):
@@ -236,28 +240,52 @@ def vit(a, config):
     return {"logits": F.linear(_norm(x[:, 0], a, "head.ln."), a["head.W"], a["head.b"]), **outputs}
 
 
-def lesson_attention(a, config):
-    """The lesson's attention is PyTorch's nn.MultiheadAttention itself (biases on the packed input
-    projection and the output), the handed weights copied in; causal: a boolean mask, True blocked."""
-    x = a["x"]
+def _causal(T, pads=None):
+    """Bool (1|B, 1, T, T): key k kept for query q when pads[b] <= k <= q."""
+    t = torch.arange(T)
+    keep = (t[None, :] <= t[:, None])[None, None]
+    return keep if pads is None else keep & (t[None, None, None, :] >= pads[:, None, None, None])
+
+
+def _lesson_attention(a, x, heads, keep):
+    """PyTorch's nn.MultiheadAttention maths: the packed input projection W_in (3d, d) with its
+    bias, split into q, k, v and into heads, masked softmax, the output projection with its bias."""
     B, T, d = x.shape
-    module = torch.nn.MultiheadAttention(d, config["heads"], batch_first=True, dtype=torch.float64).eval()
-    for target, name in ((module.in_proj_weight, "W_in"), (module.in_proj_bias, "b_in"),
-                         (module.out_proj.weight, "W_o"), (module.out_proj.bias, "b_o")):
-        target.data.copy_(a[name])
-    blocked = ~torch.ones(T, T, dtype=torch.bool).tril() if config.get("causal", False) else None
-    out, weights = module(x, x, x, attn_mask=blocked, need_weights=True, average_attn_weights=False)
-    return {"out": out, "weights": weights}
+    q, k, v = (t.reshape(B, T, heads, -1).transpose(1, 2) for t in F.linear(x, a["W_in"], a["b_in"]).chunk(3, dim=-1))
+    weights = _masked_softmax(q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1]), keep)
+    return {"out": F.linear((weights @ v).transpose(1, 2).reshape(B, T, d), a["W_o"], a["b_o"]), "weights": weights}
+
+
+def lesson_attention(a, config):
+    keep = _causal(a["x"].shape[1]) if config.get("causal", False) else None
+    return _lesson_attention(a, a["x"], config["heads"], keep)
+
+
+def _lesson_block(a, x, heads, keep):
+    """The lesson's pre-norm block: x1 = x + attention(LN1 x), out = x1 + FFN(LN2 x1)."""
+    attn = _lesson_attention(_block(a, "attn."), _norm(x, a, "ln1."), heads, keep)
+    x1 = x + attn["out"]
+    return {"out": x1 + ffn(dict(_block(a, "ffn."), x=_norm(x1, a, "ln2.")), {})["out"], "weights": attn["weights"]}
 
 
 def lesson_block(a, config):
-    """The lesson's pre-norm block: x1 = x + attention(LN1 x), out = x1 + FFN(LN2 x1)."""
-    x = a["x"]
-    attn = lesson_attention(dict(_block(a, "attn."), x=_norm(x, a, "ln1.")), config)
-    x1 = x + attn["out"]
-    out = x1 + ffn(dict(_block(a, "ffn."), x=_norm(x1, a, "ln2.")), config)["out"]
+    keep = _causal(a["x"].shape[1]) if config.get("causal", False) else None
     count = sum(t.numel() for name, t in a.items() if name != "x")  # every handed tensor but x is a parameter
-    return {"out": out, "weights": attn["weights"], "param_count": torch.tensor(count)}
+    return {**_lesson_block(a, a["x"], config["heads"], keep), "param_count": torch.tensor(count)}
+
+
+def decoder_lm(a, config):
+    """The decoder-only model of lesson blocks on a left-padded batch: token and position
+    embeddings (position t - pads[b], 0 on a pad), causal blocks that mask the pads, the final
+    norm and the head."""
+    tokens, pads = a["tokens"], a.get("pads")
+    T = tokens.shape[1]
+    positions = torch.arange(T)[None, :] if pads is None else (torch.arange(T)[None, :] - pads[:, None]).clamp(min=0)
+    x, keep, outputs = F.embedding(tokens, a["tok"]) + F.embedding(positions, a["pos"]), _causal(T, pads), {}
+    for i in range(config["blocks"]):
+        found = _lesson_block(_block(a, f"blk{i}."), x, config["heads"], keep)
+        x, outputs[f"blk{i}.weights"] = found["out"], found["weights"]
+    return {"logits": F.linear(_norm(x, a, "ln_f."), a["head.W"], a["head.b"]), **outputs}
 
 
 def _banded(a, keep):
@@ -293,7 +321,7 @@ TWINS = {"masked_softmax": masked_softmax, "dot_product_attention": dot_product_
          "layer_norm": layer_norm, "ffn": ffn, "gelu": gelu, "dropout": dropout, "encoder_block": encoder_block,
          "decoder_block": decoder_block, "transformer": transformer, "vit_patch_embedding": vit_patch_embedding,
          "vit": vit, "tiled_attention": tiled_attention, "sliding_window_attention": sliding_window_attention,
-         "lesson_attention": lesson_attention, "lesson_block": lesson_block}
+         "lesson_attention": lesson_attention, "lesson_block": lesson_block, "decoder_lm": decoder_lm}
 
 
 def refusal(case):

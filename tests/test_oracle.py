@@ -55,7 +55,7 @@ def test_each_twin_agrees_with_the_reference_on_its_cases(case, tmp_path):
 
 
 def test_what_the_twins_refuse_is_said():
-    assert refusal({"op": "decoder_lm", "config": {}}) == "PyTorch has no twin of op decoder_lm: not arbitrated"
+    assert refusal({"op": "cross_entropy", "config": {}}) == "PyTorch has no twin of op cross_entropy: not arbitrated"
     said = refusal({"op": "dot_product_attention", "config": {"dropout_p": 0.1}})
     assert said.startswith("dropout (p = 0.1)") and said.endswith(": not arbitrated")
     assert refusal({"op": "dropout", "config": {"p": 0.0}}) is None
