@@ -1,7 +1,7 @@
 """A report (verify/records.py's Report, golden/schemas/report.schema.json) with a chosen text in every string a case, an
 engine or a golden can put there: ids, files, errors, tensor names and messages, golden details,
-check names and details, replay errors, free-run and decode names, engine commands, unused
-goldens. The tensors are compared by verify/compare.py, so their figures are real. Used by the
+check names and details, replay errors, free-run and decode names, the arbiter's advice, engine
+commands, unused goldens. The tensors are compared by verify/compare.py, so their figures are real. Used by the
 sanitising tests (tests/test_text.py) and the report writers' fuzzing (tests/test_fuzz_reports.py)."""
 
 import numpy as np
@@ -51,6 +51,8 @@ def sample_case(text, case_id=None, passed=False):
                                "margins": {"reference": [2.0, 1.5], "port": [2.0, 0.5]}}]}],
         "curves": [{"tensor": text, "steps": 3, "first_step_different": 2, "first_step_beyond": 2,
                     "reference": [1.0, 0.5, 0.25], "port": [1.0, 0.5, 0.75]}],
+        "arbitration": {"engine": text, "outcome": "could not arbitrate", "advice": f"could not arbitrate: {text}",
+                        "tensors": [text], "reference_max_abs": None, "port_max_abs": 0.5},
     }
 
 

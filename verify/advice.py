@@ -9,7 +9,7 @@ CASE_CHANGED, BOTH_CHANGED, GOLDEN_STALE = "case changed", "both changed", "gold
 NEW_CASE, DRIFT = "new case", "golden drift"
 
 
-def _disagreement(entry):
+def disagreement(entry):
     """Evidence that the engines disagree (anything but the goldens and the engines' own errors)."""
     found = [t for t in entry["tensors"] if t.get("status") == FAILED]
     found += [c for c in entry["checks"] if not c["passed"] and c.get("required", "always") == "always"]
@@ -34,7 +34,7 @@ def situation(entry):
     if any(not c["passed"] and c["engine"] == "reference" for c in entry["checks"]):  # a gradcheck bound, a bar
         return PORT_DIFFERS, (f"the reference breaks its own check here: fix the reference "
                               f"(verify attention --case {case_id})")
-    if _disagreement(entry):
+    if disagreement(entry):
         if "reference" in stale and "port" not in stale and details.get("port", {}).get("status") != "missing":
             return REFERENCE_CHANGED, ("the reference no longer computes what its golden holds, the port still does: "
                                        "if the reference's change is intended, change the port to follow it, then "

@@ -12,7 +12,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from . import catalogue, engines, files, lifecycle, models, options, reference_cache, suite, verdict
+from . import arbiter, catalogue, engines, files, lifecycle, models, options, reference_cache, suite, verdict
 from .documents import DocumentError, Schemas
 from .errors import EXIT_INPUT, EXIT_MISMATCH, EXIT_PASS, InputError
 from .progress import Progress
@@ -111,6 +111,12 @@ def build_parser():
                             "in the reference cache under the same key (the reference's sources, the case, Python, "
                             "NumPy, the platform) is answered from there and the report says so (`verify cache`; "
                             f"{reference_cache.FRESH_ENV}=1 does the same as --fresh). The port always runs afresh")
+        p.add_argument("--oracle", choices=arbiter.MODES, default="auto",
+                       help="the arbiter of failing forward cases: PyTorch float64 computes them from the same inputs "
+                            "and each one's advice says whether it agrees with the reference or the port (docs/runner.md, "
+                            "The arbiter). auto (the default): when PyTorch is installed, else the advice says how to "
+                            f"install it ({arbiter.INSTALL}); torch: required (exit 2 without it); none: off. "
+                            "It runs only when a forward case fails")
         p.add_argument("--list", action="store_true", help="list the (selected) case ids and exit")
         p.set_defaults(suite=name)
     for name, (_, help_text) in SIDE_COMMANDS.items():
@@ -219,6 +225,7 @@ def cmd_verify(args, out):
     json_paths = _json_paths(args, repo_root())
     if not args.list:  # refused before anything is read or run
         check_outputs(args, [("the JSON report", json_paths[0])] + [("--report", p) for p in json_paths[1:]])
+        arbiter.check(args.oracle)
     # Nothing from a cache with --fresh, VERIFY_FRESH, or a --reference-cmd (whose sources are unknown).
     fresh = args.fresh or reference_cache.fresh_requested() or args.reference_cmd
     note = None if fresh else models.cache_note()
@@ -250,7 +257,7 @@ def cmd_verify(args, out):
         browsers_on = dict(keep=node_kept, keep_reference=Path(work) / "reference") if args.browser else {}
         run_options = suite.RunOptions(verdict.Policy(args.tol, args.bitwise), check_unused=not args.case,
                                        jobs=args.jobs, progress=progress, timings=timings, previous_report=previous,
-                                       on_case=on_case, on_cache=on_cache, **browsers_on,
+                                       on_case=on_case, on_cache=on_cache, oracle=args.oracle, **browsers_on,
                                        reference_cache=None if fresh else reference_cache.ReferenceCache(project.root))
         try:
             report = suite.run(project.context(args.timeout), selected, {c.id for c in every}, engine_list, run_options)

@@ -272,8 +272,8 @@ def case_lines(case, style, tol):
 
 
 def failure_lines(case, style, tol):
-    """Why a failing case failed: its errors, its failures, the block of every failing tensor, and
-    what to do (verify/advice.py)."""
+    """Why a failing case failed: its errors, its failures, the block of every failing tensor, what
+    to do (verify/advice.py) and, for a forward case, which side PyTorch agrees with (verify/arbiter.py)."""
     lines = [case_line(case, style, tol)]
     for error in case["errors"]:
         lines.append(f"  {style.bad('error:')} {error}")
@@ -286,6 +286,8 @@ def failure_lines(case, style, tol):
     found = advice.situation(case)
     if found:
         lines.append(f"  what to do ({found[0]}): {found[1]}")
+    if case.get("arbitration"):  # verify/arbiter.py: which side PyTorch agrees with
+        lines.append(f"  arbiter ({case['arbitration']['outcome']}): {case['arbitration']['advice']}")
     return lines
 
 

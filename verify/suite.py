@@ -1,8 +1,9 @@
 """One verification run (`run`), top to bottom: 1. the catalogue's selected cases, less those that
 cannot run here ("not run"); 2. the engine runs, scheduled as processes (verify/schedule.py);
 3. each case judged once as both engines report it (verify/judge.py); 4. every entry decided
-(verify/verdict.py), in catalogue order; 5. the report (verify/records.py's Report), which the
-renderers draw. `verify attention`, `regen`, `faults` and the browsers all run this."""
+(verify/verdict.py), in catalogue order, and the failing forward cases arbitrated by PyTorch
+(verify/arbiter.py); 5. the report (verify/records.py's Report), which the renderers draw.
+`verify attention`, `regen`, `faults` and the browsers all run this."""
 
 import json
 import shutil
@@ -10,7 +11,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import assets, goldens, layout, lifecycle, schedule, verdict
+from . import arbiter, assets, goldens, layout, lifecycle, schedule, verdict
 from .errors import InputError
 from .judge import Judge
 from .plain import plain
@@ -44,6 +45,7 @@ class RunOptions:
     keep_reference: Path = None  # where to keep the reference's run for verify/cached_engine.py (browsers)
     reference_cache: object = None  # a reference_cache.ReferenceCache answering the reference's side
     on_cache: object = None  # on_cache(outcome, cases to run): told once the cache has answered
+    oracle: str = "none"  # the arbiter of failing forward cases (verify/arbiter.py): "auto", "torch" or "none"
 
 
 def run(ctx, selected, all_ids, engines, options):
@@ -75,6 +77,9 @@ def run(ctx, selected, all_ids, engines, options):
         # 4. verdict: every case decided, in catalogue order
         with timings.section("comparison: after the engines"):
             judged = judge.finish()
+        # 4b. the arbiter: PyTorch on the failing forward cases only, from the same handed inputs
+        arbiter.arbitrate(ctx, [(c, judged[c.id]) for c in to_run], {i: judge.cases[i].fresh for i in judged},
+                          runs["reference"].out_dir, work, options.oracle, timings)
         if options.keep is not None:
             options.keep.update({case_id: judge.cases[case_id].fresh for case_id in judged})
     # 5. report
