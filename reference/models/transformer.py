@@ -75,7 +75,7 @@ def embed_positions_backward(dout, cache):
 def transformer_encode(src, src_valid_lens, params, config, rng=None):
     """src int (B, S), src_valid_lens None | (B,) -> (enc_out (B, S, d), cache)."""
     p = config["dropout"]
-    x, emb = sublayer("enc.embedding", embed_positions, 0, src, param(params, "enc.embed"), p, rng)  # (B, S, d)
+    x, emb = sublayer("enc.embedding", embed_positions, src, param(params, "enc.embed"), p, rng)  # (B, S, d)
     blocks = []
     for i in range(config["enc_blocks"]):
         scope(f"enc.blk{i}.")  # names the block's traced sub-layers
@@ -101,7 +101,7 @@ def transformer_encode_backward(denc_out, cache):
 def transformer_decode(tgt_in, enc_out, src_valid_lens, params, config, rng=None):
     """tgt_in int (B, T), enc_out (B, S, d) -> (logits (B, T, V_tgt), cache)."""
     p = config["dropout"]
-    y, emb = sublayer("dec.embedding", embed_positions, 0, tgt_in, param(params, "dec.embed"), p, rng)  # (B, T, d)
+    y, emb = sublayer("dec.embedding", embed_positions, tgt_in, param(params, "dec.embed"), p, rng)  # (B, T, d)
     blocks = []
     for j in range(config["dec_blocks"]):
         scope(f"dec.blk{j}.")  # names the block's traced sub-layers
@@ -109,7 +109,7 @@ def transformer_decode(tgt_in, enc_out, src_valid_lens, params, config, rng=None
                                        config["heads"], p, rng)  # (B, T, d)
         blocks.append(blk)
     scope("")
-    logits, out = sublayer("dec.head", linear_forward, 1, y, param(params, "dec.out.W"), param(params, "dec.out.b"))  # (B, T, V_tgt)
+    logits, out = sublayer("dec.head", linear_forward, y, param(params, "dec.out.W"), param(params, "dec.out.b"))  # (B, T, V_tgt)
     return logits, {"embed": emb, "blocks": blocks, "out": out}
 
 

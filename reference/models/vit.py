@@ -138,8 +138,8 @@ def vit_feedforward_forward(x1, params, dropout_p=0.0, rng=None):
 def vit_block_forward(x, params, num_heads, dropout_p=0.0, rng=None):
     """Pre-norm block, params stripped of blk{i}.: x (B, T, d) -> (out (B, T, d), cache).
     Traced sub-layers (core/trace.py): attention (the first half), mlp (the second)."""
-    x1, first = sublayer("attention", vit_attention_forward, 1, x, params, num_heads, dropout_p, rng)  # (B, T, d)
-    out, second = sublayer("mlp", vit_feedforward_forward, 1, x1, params, dropout_p, rng)  # (B, T, d)
+    x1, first = sublayer("attention", vit_attention_forward, x, params, num_heads, dropout_p, rng)  # (B, T, d)
+    out, second = sublayer("mlp", vit_feedforward_forward, x1, params, dropout_p, rng)  # (B, T, d)
     return out, {"x": x, "ln1": first["ln1"], "attn": first["attn"], "ln2": second["ln2"], "mlp": second["mlp"],
                  "weights": first["attn"]["weights"]}
 
@@ -168,14 +168,14 @@ def vit_forward(images, params, config, rng=None):
     """images (B, C, H, W) -> (logits (B, classes), cache); cache["weights"][i] (B, H, N+1, N+1)
     is block i's attention, row 0 the <cls> query."""
     p = config["dropout"]
-    x, embed = sublayer("embedding", vit_embed_forward, 1, images, params, p, rng)  # (B, N+1, d)
+    x, embed = sublayer("embedding", vit_embed_forward, images, params, p, rng)  # (B, N+1, d)
     blocks = []
     for i in range(config["blocks"]):
         scope(f"blk{i}.")  # names the block's traced sub-layers
         x, blk = vit_block_forward(x, sub_params(params, f"blk{i}."), config["heads"], p, rng)  # (B, N+1, d)
         blocks.append(blk)
     scope("")
-    logits, head = sublayer("head", vit_head_forward, 1, x, params)  # (B, classes)
+    logits, head = sublayer("head", vit_head_forward, x, params)  # (B, classes)
     cache = {"patch": embed["patch"], "dropout": embed["dropout"], "blocks": blocks, "head_ln": head["head_ln"],
              "head": head["head"], "weights": [blk["weights"] for blk in blocks], "tokens": x.shape}
     return logits, cache

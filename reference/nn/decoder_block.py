@@ -53,16 +53,16 @@ def decoder_block_forward(x, enc_out, enc_valid_lens, params, num_heads, dropout
     x = np.asarray(x, dtype=np.float64)
     enc_out = np.asarray(enc_out, dtype=np.float64)
     B, T, _ = x.shape
-    s, self_attn = sublayer("self_attention", multi_head_attention_forward, 2, x, x, sub_params(params, "self_attn."),
+    s, self_attn = sublayer("self_attention", multi_head_attention_forward, x, x, sub_params(params, "self_attn."),
                             num_heads, causal_valid_lens(B, T), dropout_p, rng)  # (B, T, d)
-    y, norm1 = sublayer("addnorm1", add_norm_forward, 2, x, s, param(params, "ln1.gamma"), param(params, "ln1.beta"),
+    y, norm1 = sublayer("addnorm1", add_norm_forward, x, s, param(params, "ln1.gamma"), param(params, "ln1.beta"),
                         dropout_p, rng)  # (B, T, d)
-    c, cross_attn = sublayer("cross_attention", multi_head_attention_forward, 2, y, enc_out,
+    c, cross_attn = sublayer("cross_attention", multi_head_attention_forward, y, enc_out,
                              sub_params(params, "cross_attn."), num_heads, enc_valid_lens, dropout_p, rng)  # (B, T, d)
-    z, norm2 = sublayer("addnorm2", add_norm_forward, 2, y, c, param(params, "ln2.gamma"), param(params, "ln2.beta"),
+    z, norm2 = sublayer("addnorm2", add_norm_forward, y, c, param(params, "ln2.gamma"), param(params, "ln2.beta"),
                         dropout_p, rng)  # (B, T, d)
-    g, ffn = sublayer("ffn", ffn_forward, 1, z, sub_params(params, "ffn."))  # (B, T, d)
-    out, norm3 = sublayer("addnorm3", add_norm_forward, 2, z, g, param(params, "ln3.gamma"), param(params, "ln3.beta"),
+    g, ffn = sublayer("ffn", ffn_forward, z, sub_params(params, "ffn."))  # (B, T, d)
+    out, norm3 = sublayer("addnorm3", add_norm_forward, z, g, param(params, "ln3.gamma"), param(params, "ln3.beta"),
                           dropout_p, rng)  # (B, T, d)
     cache = {"x": x, "enc_out": enc_out, "self_attn": self_attn, "norm1": norm1,
              "cross_attn": cross_attn, "norm2": norm2, "ffn": ffn, "norm3": norm3,

@@ -78,12 +78,12 @@ def add_norm_backward(dout, cache):
 def encoder_block_forward(x, valid_lens, params, num_heads, dropout_p=0.0, rng=None):
     """x (B, T, d), valid_lens None | (B,) -> (out (B, T, d), cache)."""
     x = np.asarray(x, dtype=np.float64)
-    a, attn = sublayer("attention", multi_head_attention_forward, 2, x, x, sub_params(params, "attn."), num_heads,
+    a, attn = sublayer("attention", multi_head_attention_forward, x, x, sub_params(params, "attn."), num_heads,
                        valid_lens, dropout_p, rng)  # (B, T, d)
-    y, norm1 = sublayer("addnorm1", add_norm_forward, 2, x, a, param(params, "ln1.gamma"), param(params, "ln1.beta"),
+    y, norm1 = sublayer("addnorm1", add_norm_forward, x, a, param(params, "ln1.gamma"), param(params, "ln1.beta"),
                         dropout_p, rng)  # (B, T, d)
-    g, ffn = sublayer("ffn", ffn_forward, 1, y, sub_params(params, "ffn."))  # (B, T, d)
-    out, norm2 = sublayer("addnorm2", add_norm_forward, 2, y, g, param(params, "ln2.gamma"), param(params, "ln2.beta"),
+    g, ffn = sublayer("ffn", ffn_forward, y, sub_params(params, "ffn."))  # (B, T, d)
+    out, norm2 = sublayer("addnorm2", add_norm_forward, y, g, param(params, "ln2.gamma"), param(params, "ln2.beta"),
                           dropout_p, rng)  # (B, T, d)
     cache = {"x": x, "attn": attn, "norm1": norm1, "ffn": ffn, "norm2": norm2,
              "weights": attn["weights"]}  # weights (B, H, T, T)

@@ -99,7 +99,7 @@ export function transformerEncode(
   src: IntTensor, srcValidLens: IntTensor | null, params: Params, config: TransformerConfig, rng: Generator | null = null,
 ): { out: Tensor; cache: EncodeCache } {
   const p = config.dropout;
-  const { out: x0, cache: embed } = sublayer("enc.embedding", embedPositions, 0, src, param(params, "enc.embed"), p, rng); // (B, S, d)
+  const { out: x0, cache: embed } = sublayer("enc.embedding", embedPositions, src, param(params, "enc.embed"), p, rng); // (B, S, d)
   let x = x0;
   const blocks: EncoderBlockCache[] = [];
   for (let i = 0; i < config.enc_blocks; i++) {
@@ -141,7 +141,7 @@ export function transformerDecode(
   rng: Generator | null = null,
 ): { out: Tensor; cache: DecodeCache } {
   const p = config.dropout;
-  const { out: y0, cache: embed } = sublayer("dec.embedding", embedPositions, 0, tgtIn, param(params, "dec.embed"), p, rng); // (B, T, d)
+  const { out: y0, cache: embed } = sublayer("dec.embedding", embedPositions, tgtIn, param(params, "dec.embed"), p, rng); // (B, T, d)
   let y = y0;
   const blocks: DecoderBlockCache[] = [];
   for (let j = 0; j < config.dec_blocks; j++) {
@@ -151,7 +151,7 @@ export function transformerDecode(
     blocks.push(blk.cache);
   }
   scope("");
-  const { out: logits, cache: out } = sublayer("dec.head", linearForward, 1, y, param(params, "dec.out.W"), param(params, "dec.out.b")); // (B, T, V_tgt)
+  const { out: logits, cache: out } = sublayer("dec.head", linearForward, y, param(params, "dec.out.W"), param(params, "dec.out.b")); // (B, T, V_tgt)
   return { out: logits, cache: { embed, blocks, out } };
 }
 

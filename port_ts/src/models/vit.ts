@@ -179,8 +179,8 @@ export function vitFeedforwardForward(x1: Tensor, params: Params, dropoutP = 0, 
 
 /** Traced sub-layers (core/trace.ts): attention (the first half), mlp (the second). */
 export function vitBlockForward(x: Tensor, params: Params, numHeads: number, dropoutP = 0, rng: Generator | null = null): { out: Tensor; cache: VitBlockCache } {
-  const { out: x1, cache: first } = sublayer("attention", vitAttentionForward, 1, x, params, numHeads, dropoutP, rng); // (B, T, d)
-  const { out, cache: second } = sublayer("mlp", vitFeedforwardForward, 1, x1, params, dropoutP, rng); // (B, T, d)
+  const { out: x1, cache: first } = sublayer("attention", vitAttentionForward, x, params, numHeads, dropoutP, rng); // (B, T, d)
+  const { out, cache: second } = sublayer("mlp", vitFeedforwardForward, x1, params, dropoutP, rng); // (B, T, d)
   return { out, cache: { x, ln1: first.ln1, attn: first.attn, ln2: second.ln2, mlp: second.mlp, weights: first.attn.weights } };
 }
 
@@ -209,7 +209,7 @@ export function vitBlockBackward(dout: Tensor, cache: VitBlockCache): { dx: Tens
  *  attention, row 0 the <cls> query. */
 export function vitForward(images: Tensor, params: Params, config: VitConfig, rng: Generator | null = null): { out: Tensor; cache: VitCache } {
   const p = config.dropout;
-  const { out: xd, cache: embed } = sublayer("embedding", vitEmbedForward, 1, images, params, p, rng); // (B, N+1, d)
+  const { out: xd, cache: embed } = sublayer("embedding", vitEmbedForward, images, params, p, rng); // (B, N+1, d)
   let x = xd;
   const blocks: VitBlockCache[] = [];
   for (let i = 0; i < config.blocks; i++) {
@@ -219,7 +219,7 @@ export function vitForward(images: Tensor, params: Params, config: VitConfig, rn
     blocks.push(blk.cache);
   }
   scope("");
-  const { out: logits, cache: head } = sublayer("head", vitHeadForward, 1, x, params); // (B, classes)
+  const { out: logits, cache: head } = sublayer("head", vitHeadForward, x, params); // (B, classes)
   const cache: VitCache = {
     patch: embed.patch, dropout: embed.dropout, blocks, headLn: head.headLn, head: head.head,
     weights: blocks.map((blk) => blk.weights), tokens: [...x.shape],

@@ -69,14 +69,14 @@ export function decoderBlockForward(
   dropoutP = 0, rng: Generator | null = null,
 ): { out: Tensor; cache: DecoderBlockCache } {
   const [B, T] = x.shape;
-  const { out: s, cache: selfAttn } = sublayer("self_attention", multiHeadAttentionForward, 2, x, x, subParams(params, "self_attn."),
+  const { out: s, cache: selfAttn } = sublayer("self_attention", multiHeadAttentionForward, x, x, subParams(params, "self_attn."),
     numHeads, causalValidLens(B, T), dropoutP, rng); // (B, T, d)
-  const { out: y, cache: norm1 } = sublayer("addnorm1", addNormForward, 2, x, s, param(params, "ln1.gamma"), param(params, "ln1.beta"), dropoutP, rng); // (B, T, d)
-  const { out: c, cache: crossAttn } = sublayer("cross_attention", multiHeadAttentionForward, 2, y, encOut,
+  const { out: y, cache: norm1 } = sublayer("addnorm1", addNormForward, x, s, param(params, "ln1.gamma"), param(params, "ln1.beta"), dropoutP, rng); // (B, T, d)
+  const { out: c, cache: crossAttn } = sublayer("cross_attention", multiHeadAttentionForward, y, encOut,
     subParams(params, "cross_attn."), numHeads, encValidLens, dropoutP, rng); // (B, T, d)
-  const { out: z, cache: norm2 } = sublayer("addnorm2", addNormForward, 2, y, c, param(params, "ln2.gamma"), param(params, "ln2.beta"), dropoutP, rng); // (B, T, d)
-  const { out: g, cache: ffn } = sublayer("ffn", ffnForward, 1, z, subParams(params, "ffn.")); // (B, T, d)
-  const { out, cache: norm3 } = sublayer("addnorm3", addNormForward, 2, z, g, param(params, "ln3.gamma"), param(params, "ln3.beta"), dropoutP, rng); // (B, T, d)
+  const { out: z, cache: norm2 } = sublayer("addnorm2", addNormForward, y, c, param(params, "ln2.gamma"), param(params, "ln2.beta"), dropoutP, rng); // (B, T, d)
+  const { out: g, cache: ffn } = sublayer("ffn", ffnForward, z, subParams(params, "ffn.")); // (B, T, d)
+  const { out, cache: norm3 } = sublayer("addnorm3", addNormForward, z, g, param(params, "ln3.gamma"), param(params, "ln3.beta"), dropoutP, rng); // (B, T, d)
   const cache = {
     x, encOut, selfAttn, norm1, crossAttn, norm2, ffn, norm3,
     selfWeights: selfAttn.weights, crossWeights: crossAttn.weights,

@@ -102,11 +102,11 @@ export function encoderBlockForward(
   x: Tensor, validLens: IntTensor | null, params: Params, numHeads: number,
   dropoutP = 0, rng: Generator | null = null,
 ): { out: Tensor; cache: EncoderBlockCache } {
-  const { out: a, cache: attn } = sublayer("attention", multiHeadAttentionForward, 2, x, x, subParams(params, "attn."), numHeads,
+  const { out: a, cache: attn } = sublayer("attention", multiHeadAttentionForward, x, x, subParams(params, "attn."), numHeads,
     validLens, dropoutP, rng); // (B, T, d)
-  const { out: y, cache: norm1 } = sublayer("addnorm1", addNormForward, 2, x, a, param(params, "ln1.gamma"), param(params, "ln1.beta"), dropoutP, rng); // (B, T, d)
-  const { out: g, cache: ffn } = sublayer("ffn", ffnForward, 1, y, subParams(params, "ffn.")); // (B, T, d)
-  const { out, cache: norm2 } = sublayer("addnorm2", addNormForward, 2, y, g, param(params, "ln2.gamma"), param(params, "ln2.beta"), dropoutP, rng); // (B, T, d)
+  const { out: y, cache: norm1 } = sublayer("addnorm1", addNormForward, x, a, param(params, "ln1.gamma"), param(params, "ln1.beta"), dropoutP, rng); // (B, T, d)
+  const { out: g, cache: ffn } = sublayer("ffn", ffnForward, y, subParams(params, "ffn.")); // (B, T, d)
+  const { out, cache: norm2 } = sublayer("addnorm2", addNormForward, y, g, param(params, "ln2.gamma"), param(params, "ln2.beta"), dropoutP, rng); // (B, T, d)
   return { out, cache: { x, attn, norm1, ffn, norm2, weights: attn.weights } };
 }
 
