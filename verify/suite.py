@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import assets, goldens, layout, lifecycle, schedule, verdict
+from . import assets, attribution, goldens, layout, lifecycle, schedule, verdict
 from .errors import InputError
 from .judge import Judge
 from .plain import plain
@@ -44,6 +44,7 @@ class RunOptions:
     keep_reference: Path = None  # where to keep the reference's run for verify/cached_engine.py (browsers)
     reference_cache: object = None  # a reference_cache.ReferenceCache answering the reference's side
     on_cache: object = None  # on_cache(outcome, cases to run): told once the cache has answered
+    attribute: bool = False  # the failing cases of a composed op attributed to a sub-layer (verify/attribution.py)
 
 
 def run(ctx, selected, all_ids, engines, options):
@@ -75,6 +76,9 @@ def run(ctx, selected, all_ids, engines, options):
         # 4. verdict: every case decided, in catalogue order
         with timings.section("comparison: after the engines"):
             judged = judge.finish()
+        if options.attribute and attribution.wanted(to_run, judged):  # only on failure: a passing run traces nothing
+            with timings.section("attribution: the failing cases' sub-layers"):
+                attribution.attribute(to_run, judged, engines, work, ctx.timeout, options.policy.tol)
         if options.keep is not None:
             options.keep.update({case_id: judge.cases[case_id].fresh for case_id in judged})
     # 5. report
