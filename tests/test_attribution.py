@@ -18,6 +18,8 @@ FAULTS = {
     "port.decoder.cross_attention_reads_decoder": ("decoder_block.b1_tgt4_src6", "cross_attention"),
     "port.transformer.block1_reads_block0_parameters": ("transformer.two_plus_two_head_dim2", "enc.blk1.attention"),
     "port.vit.head_reads_first_patch": ("vit.p2_d16_two_blocks", "head"),
+    "port.lesson_block.ffn_reads_block_input": ("lesson_block.d8_h2", "ffn"),
+    "port.decoder_lm.head_reads_embedding": ("decoder_lm.two_blocks", "head"),
 }
 
 

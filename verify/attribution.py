@@ -16,7 +16,7 @@ from .compare import close
 from .documents import DocumentError, decode_tensor, read
 from .errors import InputError
 
-TRACED_OPS = ("encoder_block", "decoder_block", "transformer", "vit")  # their sub-layers named in both engines
+TRACED_OPS = ("encoder_block", "decoder_block", "transformer", "vit", "lesson_block", "decoder_lm")  # their sub-layers named in both engines
 RUNS = ("reference", "port", "fed")
 
 
