@@ -8,7 +8,7 @@ import pytest
 
 import port_variants
 from helpers import run_verify
-from verify import attribution
+from verify import advice, attribution
 from verify.tools.faults import apply, load
 
 # fault -> (the case that shows it, the sub-layer it sits in)
@@ -60,14 +60,16 @@ def test_a_faithful_port_passes_and_traces_nothing(repo_root, node, tmp_path):
     assert "attribution" not in proc.stdout
 
 
-def test_only_failing_forward_cases_of_traced_ops_are_wanted():
+def test_only_failing_forward_cases_of_traced_ops_where_the_engines_disagree_are_wanted(monkeypatch):
     class Case:
         def __init__(self, id, kind, op):
             self.id, self.kind, self.spec = id, kind, {"op": op}
 
     cases = [Case("a", "forward", "vit"), Case("b", "forward", "vit"), Case("c", "gradcheck", "vit"),
-             Case("d", "forward", "layer_norm")]
-    entries = {"a": {"passed": True}, "b": {"passed": False}, "c": {"passed": False}, "d": {"passed": False}}
+             Case("d", "forward", "layer_norm"), Case("e", "forward", "vit")]
+    entries = {i: {"id": i, "passed": i == "a"} for i in "abcde"}
+    situations = {"b": advice.PORT_DIFFERS, "c": advice.PORT_DIFFERS, "d": advice.PORT_DIFFERS, "e": advice.GOLDEN_STALE}
+    monkeypatch.setattr(advice, "situation", lambda entry: (situations.get(entry["id"]), ""))
     assert [c.id for c in attribution.wanted(cases, entries)] == ["b"]
 
 
@@ -84,3 +86,25 @@ def test_figures_name_the_first_sublayer_beyond_the_tolerance():
     assert found["amplification"] == 4.0
     assert "blk0.attention introduces it" in attribution.lines(found)[0]
     assert "x4" in attribution.lines(found)[0]
+
+
+def test_a_fed_trace_without_a_sublayer_fails_the_case_saying_which(repo_root, node, tmp_path):
+    """Both engines: a trace that lacks a sub-layer's output fails that case (ok: false), naming it."""
+    import subprocess
+    import sys
+
+    from toolkit import catalogue_case
+
+    case = catalogue_case("encoder_block.lens_full_and_short")
+    first = {"protocol": 1, "out_dir": str(tmp_path / "ref"), "cases": [case]}
+    subprocess.run([sys.executable, "-m", "reference", "run"], input=json.dumps(first), cwd=repo_root,
+                   capture_output=True, text=True, check=True)
+    (tmp_path / "empty.trace.json").write_text(json.dumps({"sublayers": [], "tensors": {}}))
+    request = {"protocol": 1, "cases": [case], "trace": {case["id"]: {"fed": str(tmp_path / "empty.trace.json")}},
+               "inputs_from": {case["id"]: str(tmp_path / "ref" / f"{case['id']}.handed.json")}}
+    for name, argv in (("reference", [sys.executable, "-m", "reference", "run"]), ("port", [str(node), "port_ts/src/cli.ts", "run"])):
+        done = subprocess.run(argv, input=json.dumps({**request, "out_dir": str(tmp_path / name)}), cwd=repo_root,
+                              capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        status = json.loads(done.stdout)
+        assert status["ok"] is False and "lacks 'attention.out'" in status["error"], (name, status)

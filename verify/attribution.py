@@ -11,7 +11,7 @@ amplify its fed difference to the own-input difference at the model's output."""
 
 import numpy as np
 
-from . import engines, layout
+from . import advice, engines, layout
 from .compare import close
 from .documents import DocumentError, decode_tensor, read
 from .errors import InputError
@@ -21,9 +21,11 @@ RUNS = ("reference", "port", "fed")
 
 
 def wanted(cases, entries):
-    """The cases to attribute: failing forward cases of a traced op whose inputs were handed."""
+    """The cases to attribute: failing forward cases of a traced op on which the engines disagree
+    (not a stale golden, not an engine that could not answer)."""
     return [c for c in cases if c.kind == "forward" and c.spec.get("op") in TRACED_OPS
-            and not entries[c.id]["passed"] and entries[c.id].get("status") != "not run"]
+            and not entries[c.id]["passed"]
+            and (advice.situation(entries[c.id]) or ("",))[0] in (advice.PORT_DIFFERS, advice.REFERENCE_CHANGED)]
 
 
 def attribute(cases, entries, engine_list, work, timeout, tol):
@@ -56,6 +58,11 @@ def attribute(cases, entries, engine_list, work, timeout, tol):
                   if not statuses[run].get(c.id, {}).get("ok")]
         if failed:
             entry["attribution"] = {"error": "an engine failed the traced case (" + "; ".join(failed) + ")"}
+            continue
+        missing = [run for run in RUNS if not layout.trace(dirs[run], c.id).is_file()]
+        if missing:
+            entry["attribution"] = {"error": f"the {' and '.join(missing)} run(s) wrote no {c.id}.trace.json: that engine "
+                                             "does not speak the protocol's 'trace' field (docs/protocol.md, \"Traces\")"}
             continue
         try:
             traces = {run: read(layout.trace(dirs[run], c.id)) for run in RUNS}
