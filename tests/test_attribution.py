@@ -20,6 +20,10 @@ FAULTS = {
     "port.vit.head_reads_first_patch": ("vit.p2_d16_two_blocks", "head"),
     "port.lesson_block.ffn_reads_block_input": ("lesson_block.d8_h2", "ffn"),
     "port.decoder_lm.head_reads_embedding": ("decoder_lm.two_blocks", "head"),
+    # faults the catalogue held before: the sub-layers' own code
+    "port.vit.cls_appended": ("vit.p2_d16_two_blocks", "embedding"),
+    "port.vit.norm_after_attention": ("vit.p2_d16_two_blocks", "blk0.attention"),
+    "port.transformer.embedding_not_scaled": ("transformer.one_plus_one", "enc.embedding"),
 }
 
 
