@@ -2,9 +2,10 @@
 (docs/runner.md, "Attribution").
 
 Only after the verdict, only for the failing forward cases of a traced op, on the inputs the port
-was handed: the reference runs the case recording every sub-layer's inputs and output, the port
-runs it twice, recording (each sub-layer on the port's own input: inherited + introduced) and fed
-(each sub-layer on the reference's own input to it: introduced alone). Per sub-layer, in
+was handed: the reference runs the case recording every sub-layer's output, the port runs it
+twice, recording (each sub-layer on the port's own input: inherited + introduced) and fed (the
+reference's output of each sub-layer handed on in place of the port's, so that each sub-layer
+computes from the reference's input to it: introduced alone). Per sub-layer, in
 data-flow order, max|port - reference| of its output both ways; the first sub-layer whose fed
 output breaks the rule at the case's tolerance is where the fault is, and the layers after it
 amplify its fed difference to the own-input difference at the model's output."""
@@ -16,7 +17,8 @@ from .compare import close
 from .documents import DocumentError, decode_tensor, read
 from .errors import InputError
 
-TRACED_OPS = ("encoder_block", "decoder_block", "transformer", "vit", "lesson_block", "decoder_lm")  # their sub-layers named in both engines
+# the ops whose models call their sub-layers through the tracer in both engines (core/trace.py)
+TRACED_OPS = ("encoder_block", "decoder_block", "transformer", "vit", "lesson_block", "decoder_lm")
 RUNS = ("reference", "port", "fed")
 
 
