@@ -8,6 +8,8 @@
                                      and, for its "evaluate" steps, out_dir/<id>.replay/evaluate_<t>.json;
                                      a pretrained case reads the request's "assets" {model: directory}
                                      and writes out_dir/<id>.full.json beside its golden view;
+                                     the request's "trace" {id: "record" | {"fed": path}} writes
+                                     out_dir/<id>.trace.json, its sub-layers' tensors (core/trace.py);
                                      a request of "kind" encode or export writes out_dir/<id>.json,
                                      the document of that kind, per item: cases/requests.py)
   python -m reference rng-hash --seed S --count N --kind uniform|normal
@@ -21,8 +23,8 @@ import sys
 import threading
 import time
 
-from .core import golden
-from .core.case_config import CaseError, error_fields
+from .core import golden, trace
+from .core.case_config import CaseError, error_fields, handed_inputs
 from .cases.cases import run_case_with_states
 from .cases.cases_pretrained import split_documents
 from .cases import requests
@@ -60,6 +62,27 @@ def _handed(inputs, ident):
     except (OSError, ValueError) as exc:
         raise CaseError(f"cannot read the inputs handed to {ident!r}: {exc}") from None
     return doc
+
+
+def _tracer(mode, ident):
+    """Turn tracing on for case `ident` as the request's "trace" asks: "record", or {"fed": the
+    path of another engine's <id>.trace.json} (docs/protocol.md, "Traces")."""
+    if mode == "record":
+        return trace.start()
+    if not (isinstance(mode, dict) and isinstance(mode.get("fed"), str)):
+        raise CaseError(f"'trace' of {ident!r} must be \"record\" or {{\"fed\": a path}}, got {json.dumps(mode)}")
+    try:
+        with open(mode["fed"], encoding="utf-8") as fh:
+            tensors = json.load(fh)["tensors"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise CaseError(f"cannot read the trace fed to {ident!r} from {mode['fed']}: {exc}") from None
+    return trace.start(handed_inputs(tensors, ident))
+
+
+def _trace_document(tracer):
+    """The sub-layers' tensors as a document: {"sublayers": names in data-flow order, "tensors"}."""
+    names = [name[:-len(".out")] for name in tracer.tensors if name.endswith(".out")]
+    return {"sublayers": names, "tensors": {name: golden.tensor_doc(t) for name, t in tracer.tensors.items()}}
 
 
 def _steps(value):
@@ -147,6 +170,9 @@ def _run(stream_in, stream_out):
         handed = request.get("inputs_from", {}) if kind == "cases" else {}
         if not isinstance(handed, dict):
             raise TypeError("'inputs_from' must be an object {id: the path of a document with the case's inputs}")
+        traced = request.get("trace", {}) if kind == "cases" else {}
+        if not isinstance(traced, dict):
+            raise TypeError("'trace' must be an object {id: \"record\" | {\"fed\": a path}}")
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         print(f"reference: the request on stdin must be JSON with 'out_dir' and 'cases' (or, of kind encode, "
               f"'inputs'): {exc}", file=sys.stderr)
@@ -161,7 +187,13 @@ def _run(stream_in, stream_out):
                 doc = requests.document(kind, case, assets)
                 golden.write(os.path.join(out_dir, f"{requests.item_id(case)}.json"), doc)
             elif entry is None or entry.get("free_run", True):
-                doc, states, given = run_case_with_states(case, assets, _handed(handed, case.get("id")))
+                tracer = _tracer(traced[case["id"]], case["id"]) if case.get("id") in traced else None
+                try:
+                    doc, states, given = run_case_with_states(case, assets, _handed(handed, case.get("id")))
+                finally:
+                    trace.stop()
+                if tracer is not None:
+                    golden.write(os.path.join(out_dir, f"{case['id']}.trace.json"), _trace_document(tracer))
                 if given is not None:  # what the runner hands the port: docs/protocol.md, "Handed inputs"
                     golden.write(os.path.join(out_dir, f"{case['id']}.handed.json"), given)
                 if case.get("kind") == "pretrained":  # docs/pretrained.md: the golden keeps a view

@@ -121,7 +121,7 @@ LIMITS = [
     ("any integer in a case's config", "verify.catalogue", "MAX_INTEGER", "{:,}".format,
      "exit 2 before any engine runs"),
     ("a case id that is another id plus one of these suffixes, or another id but for letter case", "verify.catalogue",
-     "RESERVED_SUFFIXES", ", ".join, "exit 2: the engines' files (`<id>.full.json`, `<id>.handed.json`, `<id>.states/`, `<id>.replay/`) "
+     "RESERVED_SUFFIXES", ", ".join, "exit 2: the engines' files (`<id>.full.json`, `<id>.handed.json`, `<id>.states/`, `<id>.replay/`, `<id>.trace.json`) "
      "would collide"),
     ("a document the runner reads (golden, engine output, report, state)", "verify.documents", "MAX_BYTES", _size,
      "refused unread (a regular file only: a pipe, a device, a directory are refused too); a golden is exit 2, "

@@ -257,7 +257,8 @@ def cmd_verify(args, out):
         browsers_on = dict(keep=node_kept, keep_reference=Path(work) / "reference") if args.browser else {}
         run_options = suite.RunOptions(verdict.Policy(args.tol, args.bitwise), check_unused=not args.case,
                                        jobs=args.jobs, progress=progress, timings=timings, previous_report=previous,
-                                       on_case=on_case, on_cache=on_cache, oracle=args.oracle, **browsers_on,
+                                       on_case=on_case, on_cache=on_cache, oracle=args.oracle, attribute=True,
+                                       **browsers_on,
                                        reference_cache=None if fresh else reference_cache.ReferenceCache(project.root))
         try:
             report = suite.run(project.context(args.timeout), selected, {c.id for c in every}, engine_list, run_options)

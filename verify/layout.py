@@ -7,6 +7,7 @@ directory and a kept run: the one module that spells these names.
     <out_dir>/<id>.states/step_<t>.json   a training run's state at step t (its checkpoints)
     <out_dir>/<id>.replay/step_<t>.json   the port's state at t1 after replaying a segment [t0, t1]
     <out_dir>/<id>.replay/evaluate_<t>.json  the port's evaluation of the reference's state at t
+    <out_dir>/<id>.trace.json             a traced case's sub-layers' tensors (docs/protocol.md, "Traces")
 
 A run's work directory holds one out_dir per engine (`engine_dir`) and the port's replays
 (`replay_dir`); a kept run (verify/cached_engine.py answers from it) is <dir>/out and
@@ -15,7 +16,7 @@ A run's work directory holds one out_dir per engine (`engine_dir`) and the port'
 from pathlib import Path
 
 # An id that is another id plus one of these suffixes would share its files (verify/catalogue.py).
-RESERVED_SUFFIXES = (".full", ".handed", ".states", ".replay")
+RESERVED_SUFFIXES = (".full", ".handed", ".states", ".replay", ".trace")
 STATUSES = "statuses.json"  # a kept run's status lines, {case id: status}
 KEPT_OUT = "out"  # a kept run's output directory
 
@@ -48,6 +49,10 @@ def evaluation(out_dir, case_id, step):
     return Path(out_dir) / f"{case_id}.replay" / f"evaluate_{step}.json"
 
 
+def trace(out_dir, case_id):
+    return Path(out_dir) / f"{case_id}.trace.json"
+
+
 def case_files(case_id):
     """The names a case's free run may leave in its engine's directory (the replay's are apart)."""
     return (f"{case_id}.json", f"{case_id}.full.json", f"{case_id}.handed.json", f"{case_id}.states")
@@ -61,6 +66,11 @@ def engine_dir(work_dir, name):
 def handed(work_dir, case_id):
     """The inputs of a case the runner hands to the port (docs/protocol.md)."""
     return Path(work_dir) / "handed" / f"{case_id}.json"
+
+
+def attribution_dir(work_dir, name):
+    """Where the attribution's engine runs of one run write (reference, port, fed)."""
+    return Path(work_dir) / "attribution" / name
 
 
 def replay_dir(work_dir):

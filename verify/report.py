@@ -9,7 +9,7 @@ from collections import Counter
 from dataclasses import replace
 from functools import partialmethod
 
-from . import advice, known_faults, ops
+from . import advice, attribution, known_faults, ops
 from .axes import label
 from .compare import DEFAULT_TOL
 from .text import clean, clean_data
@@ -286,6 +286,8 @@ def failure_lines(case, style, tol):
     found = advice.situation(case)
     if found:
         lines.append(f"  what to do ({found[0]}): {found[1]}")
+    if case.get("attribution"):
+        lines += attribution.lines(case["attribution"])
     if case.get("arbitration"):  # verify/arbiter.py: which side PyTorch agrees with
         lines.append(f"  arbiter ({case['arbitration']['outcome']}): {case['arbitration']['advice']}")
     return lines

@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import arbiter, assets, goldens, layout, lifecycle, schedule, verdict
+from . import arbiter, assets, attribution, goldens, layout, lifecycle, schedule, verdict
 from .errors import InputError
 from .judge import Judge
 from .plain import plain
@@ -46,6 +46,7 @@ class RunOptions:
     reference_cache: object = None  # a reference_cache.ReferenceCache answering the reference's side
     on_cache: object = None  # on_cache(outcome, cases to run): told once the cache has answered
     oracle: str = "none"  # the arbiter of failing forward cases (verify/arbiter.py): "auto", "torch" or "none"
+    attribute: bool = False  # the failing cases of a composed op attributed to a sub-layer (verify/attribution.py)
 
 
 def run(ctx, selected, all_ids, engines, options):
@@ -80,6 +81,9 @@ def run(ctx, selected, all_ids, engines, options):
         # 4b. the arbiter: PyTorch on the failing forward cases only, from the same handed inputs
         arbiter.arbitrate(ctx, [(c, judged[c.id]) for c in to_run], {i: judge.cases[i].fresh for i in judged},
                           runs["reference"].out_dir, work, options.oracle, timings)
+        if options.attribute and attribution.wanted(to_run, judged):  # only on failure: a passing run traces nothing
+            with timings.section("attribution: the failing cases' sub-layers"):
+                attribution.attribute(to_run, judged, engines, work, ctx.timeout, options.policy.tol)
         if options.keep is not None:
             options.keep.update({case_id: judge.cases[case_id].fresh for case_id in judged})
     # 5. report

@@ -8,6 +8,8 @@
 //                                          and, for its "evaluate" steps, out_dir/<id>.replay/evaluate_<t>.json;
 //                                          a pretrained case reads the request's "assets" {model: directory}
 //                                          and writes out_dir/<id>.full.json beside its golden view;
+//                                          the request's "trace" {id: "record" | {"fed": path}} writes out_dir/<id>.trace.json,
+//                                          its sub-layers' tensors (core/trace.ts);
 //                                          the request's "kernel", or --kernel, picks the product kernel,
 //                                          and each status line counts the products each kernel ran)
 //                                          a request of "kind" encode or export writes out_dir/<id>.json,
@@ -23,8 +25,9 @@ import { caseStatus, runCaseWithStates, writeCase, type CaseSpec } from "./cases
 import type { Assets } from "./cases/casesPretrained.ts";
 import { evaluateState, replaySegment } from "./cases/casesTraining.ts";
 import { document, ITEMS, itemId, KINDS } from "./cases/requests.ts";
-import { CaseError } from "./core/caseConfig.ts";
-import { caseDocument, dumps, type Json } from "./core/golden.ts";
+import { CaseError, handedInputs } from "./core/caseConfig.ts";
+import { caseDocument, dumps, tensorDoc, type Json } from "./core/golden.ts";
+import * as trace from "./core/trace.ts";
 import { productEngine } from "./kernels/product.ts";
 import type { StateDocument } from "./runs/train.ts";
 import { Generator } from "./core/rng.ts";
@@ -82,6 +85,27 @@ function handed(inputs: Record<string, unknown>, id: string): unknown {
   } catch (err) {
     throw new CaseError(`cannot read the inputs handed to '${id}': ${(err as Error).message}`);
   }
+}
+
+/** Turn tracing on for case `id` as the request's "trace" asks: "record", or {"fed": the path of
+ *  another engine's <id>.trace.json} (docs/protocol.md, "Traces"; twin: reference/__main__.py). */
+function tracer(mode: unknown, id: string): trace.Tracer {
+  if (mode === "record") return trace.start();
+  const path = (mode as { fed?: unknown } | null)?.fed;
+  if (typeof path !== "string") throw new CaseError(`'trace' of '${id}' must be "record" or {"fed": a path}, got ${JSON.stringify(mode)}`);
+  let tensors: unknown;
+  try {
+    tensors = (JSON.parse(readFileSync(path, "utf8")) as { tensors?: unknown }).tensors;
+  } catch (err) {
+    throw new CaseError(`cannot read the trace fed to '${id}' from ${path}: ${(err as Error).message}`);
+  }
+  return trace.start(handedInputs(tensors, id));
+}
+
+/** The sub-layers' tensors as a document: {"sublayers": names in data-flow order, "tensors"}. */
+function traceDocument(t: trace.Tracer): Json {
+  const names = Object.keys(t.tensors).filter((n) => n.endsWith(".out")).map((n) => n.slice(0, -".out".length));
+  return { sublayers: names, tensors: Object.fromEntries(Object.entries(t.tensors).map(([n, v]) => [n, tensorDoc(v)])) };
 }
 
 /** The request's assets {model name: directory} as the core takes them: bytes of a file, read on demand. */
@@ -146,7 +170,7 @@ function run(args: string[]): number {
     process.stderr.write(`usage: cli.ts run [--kernel ${KERNELS.join("|")}]: ${(err as Error).message}\n`);
     return 2;
   }
-  let request: { out_dir: string; kind?: string; cases: CaseSpec[]; replay?: Record<string, ReplayEntry>; assets?: Record<string, unknown>; inputs_from?: Record<string, unknown>; kernel?: unknown };
+  let request: { out_dir: string; kind?: string; cases: CaseSpec[]; replay?: Record<string, ReplayEntry>; assets?: Record<string, unknown>; inputs_from?: Record<string, unknown>; trace?: Record<string, unknown>; kernel?: unknown };
   let kind: string;
   try {
     request = JSON.parse(readFileSync(0, "utf8"));
@@ -162,6 +186,9 @@ function run(args: string[]): number {
     }
     if (kind === "cases" && request.inputs_from !== undefined && (typeof request.inputs_from !== "object" || request.inputs_from === null || Array.isArray(request.inputs_from))) {
       throw new Error("'inputs_from' must be an object {id: the path of a document with the case's inputs}");
+    }
+    if (kind === "cases" && request.trace !== undefined && (typeof request.trace !== "object" || request.trace === null || Array.isArray(request.trace))) {
+      throw new Error("'trace' must be an object {id: \"record\" | {\"fed\": a path}}");
     }
   } catch (err) {
     process.stderr.write(`port: the request on stdin must be JSON with 'out_dir' and 'cases' (or, of kind encode, 'inputs'): ${(err as Error).message}\n`);
@@ -188,8 +215,15 @@ function run(args: string[]): number {
         const doc = document(kind, spec as unknown as { [key: string]: Json }, assets);
         write(`${itemId(spec)}.json`, dumps(doc) + "\n");
       } else if (entry === undefined || entry.free_run !== false) {
-        const { doc, states } = runCaseWithStates(spec, assets, handed(request.inputs_from ?? {}, spec.id));
-        writeCase(spec, doc, states, write);
+        const traced = kind === "cases" && request.trace !== undefined && Object.hasOwn(request.trace, spec.id) ? tracer(request.trace[spec.id], spec.id) : null;
+        let result;
+        try {
+          result = runCaseWithStates(spec, assets, handed(request.inputs_from ?? {}, spec.id));
+        } finally {
+          trace.stop();
+        }
+        writeCase(spec, result.doc, result.states, write);
+        if (traced !== null) write(`${spec.id}.trace.json`, dumps(traceDocument(traced)) + "\n");
       }
       if (entry !== undefined && kind === "cases") [status.replayed, status.evaluated] = replay(spec, entry, request.out_dir);
     });

@@ -24,6 +24,7 @@ weighted cross-entropy (nn/loss.py: weight 1 for a counted position, 0 otherwise
 import numpy as np
 
 from ..core.params import param, prefixed_params, sub_params
+from ..core.trace import scope, sublayer
 from ..nn.embedding import embedding_backward, embedding_forward
 from ..nn.encoder_block import init_layer_norm_params
 from ..nn.init import embedding_params, linear_params
@@ -61,18 +62,32 @@ def decoder_lm_forward(tokens, params, config, pads=None):
     if T > config["max_len"]:
         raise ValueError(f"decoder_lm: {T} steps, but the position table has max_len = {config['max_len']} rows")
     positions = np.broadcast_to(decoder_lm_positions(T, pads), (B, T))  # (B, T)
-    e_tok, tok = embedding_forward(tokens, param(params, "tok"))  # (B, T, d)
-    e_pos, pos = embedding_forward(positions, param(params, "pos"))  # (B, T, d)
-    x = e_tok + e_pos  # (B, T, d)
+    x, embed = sublayer("embedding", decoder_lm_embed, tokens, positions, params)  # (B, T, d)
     keep = causal_keep(T, pads)  # (B|1, T, T)
     blocks = []
     for i in range(config["blocks"]):
+        scope(f"blk{i}.")  # names the block's traced sub-layers
         x, blk = lesson_block_forward(x, sub_params(params, f"blk{i}."), config["heads"], keep)  # (B, T, d)
         blocks.append(blk)
+    scope("")
+    logits, head = sublayer("head", decoder_lm_head, x, params)  # (B, T, V)
+    return logits, {"tok": embed["tok"], "pos": embed["pos"], "blocks": blocks, "ln_f": head["ln_f"],
+                    "head": head["head"], "weights": [blk["weights"] for blk in blocks]}
+
+
+def decoder_lm_embed(tokens, positions, params):
+    """tokens, positions int (B, T) -> (x (B, T, d), {"tok", "pos"}): E_tok[tokens] + E_pos[positions]."""
+    e_tok, tok = embedding_forward(tokens, param(params, "tok"))  # (B, T, d)
+    e_pos, pos = embedding_forward(positions, param(params, "pos"))  # (B, T, d)
+    x = e_tok + e_pos  # (B, T, d)
+    return x, {"tok": tok, "pos": pos}
+
+
+def decoder_lm_head(x, params):
+    """x (B, T, d) -> (logits (B, T, V), {"ln_f", "head"}): the final LN, then the head."""
     h, ln_f = layer_norm_forward(x, param(params, "ln_f.gamma"), param(params, "ln_f.beta"))  # (B, T, d)
     logits, head = linear_forward(h, param(params, "head.W"), param(params, "head.b"))  # (B, T, V)
-    return logits, {"tok": tok, "pos": pos, "blocks": blocks, "ln_f": ln_f, "head": head,
-                    "weights": [blk["weights"] for blk in blocks]}
+    return logits, {"ln_f": ln_f, "head": head}
 
 
 def decoder_lm_backward(dlogits, cache):

@@ -35,6 +35,7 @@ import numpy as np
 from ..nn.decoder_block import decoder_block_backward, decoder_block_forward, init_decoder_block_params
 from ..nn.embedding import embedding_backward, embedding_forward
 from ..core.params import add_grads, param, sub_params
+from ..core.trace import scope, sublayer
 from ..nn.encoder_block import encoder_block_backward, encoder_block_forward, init_encoder_block_params
 from ..nn.init import embedding_params, linear_params
 from ..nn.linear import linear_backward, linear_forward
@@ -74,12 +75,14 @@ def embed_positions_backward(dout, cache):
 def transformer_encode(src, src_valid_lens, params, config, rng=None):
     """src int (B, S), src_valid_lens None | (B,) -> (enc_out (B, S, d), cache)."""
     p = config["dropout"]
-    x, emb = embed_positions(src, param(params, "enc.embed"), p, rng)  # (B, S, d)
+    x, emb = sublayer("enc.embedding", embed_positions, src, param(params, "enc.embed"), p, rng)  # (B, S, d)
     blocks = []
     for i in range(config["enc_blocks"]):
+        scope(f"enc.blk{i}.")  # names the block's traced sub-layers
         x, blk = encoder_block_forward(x, src_valid_lens, sub_params(params, f"enc.blk{i}."),
                                        config["heads"], p, rng)  # (B, S, d)
         blocks.append(blk)
+    scope("")
     return x, {"embed": emb, "blocks": blocks}
 
 
@@ -98,13 +101,15 @@ def transformer_encode_backward(denc_out, cache):
 def transformer_decode(tgt_in, enc_out, src_valid_lens, params, config, rng=None):
     """tgt_in int (B, T), enc_out (B, S, d) -> (logits (B, T, V_tgt), cache)."""
     p = config["dropout"]
-    y, emb = embed_positions(tgt_in, param(params, "dec.embed"), p, rng)  # (B, T, d)
+    y, emb = sublayer("dec.embedding", embed_positions, tgt_in, param(params, "dec.embed"), p, rng)  # (B, T, d)
     blocks = []
     for j in range(config["dec_blocks"]):
+        scope(f"dec.blk{j}.")  # names the block's traced sub-layers
         y, blk = decoder_block_forward(y, enc_out, src_valid_lens, sub_params(params, f"dec.blk{j}."),
                                        config["heads"], p, rng)  # (B, T, d)
         blocks.append(blk)
-    logits, out = linear_forward(y, param(params, "dec.out.W"), param(params, "dec.out.b"))  # (B, T, V_tgt)
+    scope("")
+    logits, out = sublayer("dec.head", linear_forward, y, param(params, "dec.out.W"), param(params, "dec.out.b"))  # (B, T, V_tgt)
     return logits, {"embed": emb, "blocks": blocks, "out": out}
 
 

@@ -34,6 +34,7 @@ import numpy as np
 
 from ..nn.dropout import dropout_backward, dropout_forward
 from ..core.params import param, sub_params
+from ..core.trace import scope, sublayer
 from ..nn.encoder_block import init_ffn_params, init_layer_norm_params, init_mha_params
 from ..nn.gelu import gelu_backward, gelu_forward
 from ..nn.init import linear_params, patch_embedding_params
@@ -117,16 +118,30 @@ def vit_mlp_backward(dout, cache):
     return dx, {"W1": dW1, "b1": db1, "W2": dW2, "b2": db2}
 
 
-def vit_block_forward(x, params, num_heads, dropout_p=0.0, rng=None):
-    """Pre-norm block, params stripped of blk{i}.: x (B, T, d) -> (out (B, T, d), cache)."""
+def vit_attention_forward(x, params, num_heads, dropout_p=0.0, rng=None):
+    """The block's first half, x + MHA(LN1(x)): x (B, T, d) -> (x1 (B, T, d), {"ln1", "attn"})."""
     n1, ln1 = layer_norm_forward(x, param(params, "ln1.gamma"), param(params, "ln1.beta"))  # (B, T, d)
     a, attn = multi_head_attention_forward(n1, n1, sub_params(params, "attn."), num_heads,
                                            None, dropout_p, rng)  # (B, T, d)
     x1 = x + a  # (B, T, d)
+    return x1, {"ln1": ln1, "attn": attn}
+
+
+def vit_feedforward_forward(x1, params, dropout_p=0.0, rng=None):
+    """The block's second half, x1 + MLP(LN2(x1)): x1 (B, T, d) -> (out (B, T, d), {"ln2", "mlp"})."""
     n2, ln2 = layer_norm_forward(x1, param(params, "ln2.gamma"), param(params, "ln2.beta"))  # (B, T, d)
     m, mlp = vit_mlp_forward(n2, sub_params(params, "mlp."), dropout_p, rng)  # (B, T, d)
     out = x1 + m  # (B, T, d)
-    return out, {"x": x, "ln1": ln1, "attn": attn, "ln2": ln2, "mlp": mlp, "weights": attn["weights"]}
+    return out, {"ln2": ln2, "mlp": mlp}
+
+
+def vit_block_forward(x, params, num_heads, dropout_p=0.0, rng=None):
+    """Pre-norm block, params stripped of blk{i}.: x (B, T, d) -> (out (B, T, d), cache).
+    Traced sub-layers (core/trace.py): attention (the first half), mlp (the second)."""
+    x1, first = sublayer("attention", vit_attention_forward, x, params, num_heads, dropout_p, rng)  # (B, T, d)
+    out, second = sublayer("mlp", vit_feedforward_forward, x1, params, dropout_p, rng)  # (B, T, d)
+    return out, {"x": x, "ln1": first["ln1"], "attn": first["attn"], "ln2": second["ln2"], "mlp": second["mlp"],
+                 "weights": first["attn"]["weights"]}
 
 
 def vit_block_backward(dout, cache):
@@ -153,20 +168,35 @@ def vit_forward(images, params, config, rng=None):
     """images (B, C, H, W) -> (logits (B, classes), cache); cache["weights"][i] (B, H, N+1, N+1)
     is block i's attention, row 0 the <cls> query."""
     p = config["dropout"]
+    x, embed = sublayer("embedding", vit_embed_forward, images, params, p, rng)  # (B, N+1, d)
+    blocks = []
+    for i in range(config["blocks"]):
+        scope(f"blk{i}.")  # names the block's traced sub-layers
+        x, blk = vit_block_forward(x, sub_params(params, f"blk{i}."), config["heads"], p, rng)  # (B, N+1, d)
+        blocks.append(blk)
+    scope("")
+    logits, head = sublayer("head", vit_head_forward, x, params)  # (B, classes)
+    cache = {"patch": embed["patch"], "dropout": embed["dropout"], "blocks": blocks, "head_ln": head["head_ln"],
+             "head": head["head"], "weights": [blk["weights"] for blk in blocks], "tokens": x.shape}
+    return logits, cache
+
+
+def vit_embed_forward(images, params, dropout_p=0.0, rng=None):
+    """images (B, C, H, W) -> (x (B, N+1, d), {"patch", "dropout"}): the patches embedded, <cls>
+    put first, the positions added, dropout."""
     e, patch = patch_embedding_forward(images, param(params, "patch.W"), param(params, "patch.b"))  # (B, N, d)
     B, N, d = e.shape
     cls = np.broadcast_to(param(params, "cls"), (B, 1, d))  # (B, 1, d)
     x = np.concatenate([cls, e], axis=1) + param(params, "pos")  # (B, N+1, d)
-    x, drop = dropout_forward(x, p, rng)  # (B, N+1, d)
-    blocks = []
-    for i in range(config["blocks"]):
-        x, blk = vit_block_forward(x, sub_params(params, f"blk{i}."), config["heads"], p, rng)  # (B, N+1, d)
-        blocks.append(blk)
+    x, drop = dropout_forward(x, dropout_p, rng)  # (B, N+1, d)
+    return x, {"patch": patch, "dropout": drop}
+
+
+def vit_head_forward(x, params):
+    """x (B, N+1, d) -> (logits (B, classes), {"head_ln", "head"}): LN then Linear of the <cls> row."""
     h, head_ln = layer_norm_forward(x[:, 0], param(params, "head.ln.gamma"), param(params, "head.ln.beta"))  # (B, d)
     logits, head = linear_forward(h, param(params, "head.W"), param(params, "head.b"))  # (B, classes)
-    cache = {"patch": patch, "dropout": drop, "blocks": blocks, "head_ln": head_ln, "head": head,
-             "weights": [blk["weights"] for blk in blocks], "tokens": x.shape}
-    return logits, cache
+    return logits, {"head_ln": head_ln, "head": head}
 
 
 def vit_backward(dlogits, cache):

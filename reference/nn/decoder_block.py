@@ -11,6 +11,7 @@ The causal mask is the book's training-mode one: 2-D valid lengths [1, 2, ..., T
 row. This project applies it in every mode (docs: decisions.md "Decoding"); the book's eval mode
 drops it.
 
+Traced sub-layers (core/trace.py): self_attention, addnorm1, cross_attention, addnorm2, ffn, addnorm3.
 Parameters (stripped of the block's prefix): self_attn.W_q..W_o, ln1.*, cross_attn.W_q..W_o,
 ln2.*, ffn.W1/b1/W2/b2, ln3.* (shapes as in encoder_block.py). Generator draws when
 dropout_p > 0, in forward order: self-attention weights (B, H, T, T), AddNorm1 (B, T, d),
@@ -28,6 +29,7 @@ once receive their gradients as they arrive, in one fixed order, the same in bot
 import numpy as np
 
 from ..core.params import add_grads, param, sub_params
+from ..core.trace import sublayer
 from .encoder_block import add_norm_backward, add_norm_forward, init_ffn_params, init_layer_norm_params, init_mha_params
 from .ffn import ffn_backward, ffn_forward
 from .multi_head_attention import multi_head_attention_backward, multi_head_attention_forward
@@ -51,17 +53,17 @@ def decoder_block_forward(x, enc_out, enc_valid_lens, params, num_heads, dropout
     x = np.asarray(x, dtype=np.float64)
     enc_out = np.asarray(enc_out, dtype=np.float64)
     B, T, _ = x.shape
-    s, self_attn = multi_head_attention_forward(x, x, sub_params(params, "self_attn."), num_heads,
-                                                causal_valid_lens(B, T), dropout_p, rng)  # (B, T, d)
-    y, norm1 = add_norm_forward(x, s, param(params, "ln1.gamma"), param(params, "ln1.beta"),
-                                dropout_p, rng)  # (B, T, d)
-    c, cross_attn = multi_head_attention_forward(y, enc_out, sub_params(params, "cross_attn."), num_heads,
-                                                 enc_valid_lens, dropout_p, rng)  # (B, T, d)
-    z, norm2 = add_norm_forward(y, c, param(params, "ln2.gamma"), param(params, "ln2.beta"),
-                                dropout_p, rng)  # (B, T, d)
-    g, ffn = ffn_forward(z, sub_params(params, "ffn."))  # (B, T, d)
-    out, norm3 = add_norm_forward(z, g, param(params, "ln3.gamma"), param(params, "ln3.beta"),
-                                  dropout_p, rng)  # (B, T, d)
+    s, self_attn = sublayer("self_attention", multi_head_attention_forward, x, x, sub_params(params, "self_attn."),
+                            num_heads, causal_valid_lens(B, T), dropout_p, rng)  # (B, T, d)
+    y, norm1 = sublayer("addnorm1", add_norm_forward, x, s, param(params, "ln1.gamma"), param(params, "ln1.beta"),
+                        dropout_p, rng)  # (B, T, d)
+    c, cross_attn = sublayer("cross_attention", multi_head_attention_forward, y, enc_out,
+                             sub_params(params, "cross_attn."), num_heads, enc_valid_lens, dropout_p, rng)  # (B, T, d)
+    z, norm2 = sublayer("addnorm2", add_norm_forward, y, c, param(params, "ln2.gamma"), param(params, "ln2.beta"),
+                        dropout_p, rng)  # (B, T, d)
+    g, ffn = sublayer("ffn", ffn_forward, z, sub_params(params, "ffn."))  # (B, T, d)
+    out, norm3 = sublayer("addnorm3", add_norm_forward, z, g, param(params, "ln3.gamma"), param(params, "ln3.beta"),
+                          dropout_p, rng)  # (B, T, d)
     cache = {"x": x, "enc_out": enc_out, "self_attn": self_attn, "norm1": norm1,
              "cross_attn": cross_attn, "norm2": norm2, "ffn": ffn, "norm3": norm3,
              "self_weights": self_attn["weights"],  # (B, H, T, T)

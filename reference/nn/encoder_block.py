@@ -14,6 +14,7 @@ with sub_params(params, "enc.blk0.")):
     ln1.gamma, ln1.beta (d,)
     ffn.W1 (F, d), ffn.b1 (F,), ffn.W2 (d, F), ffn.b2 (d,)
     ln2.gamma, ln2.beta (d,)
+Traced sub-layers (core/trace.py): attention, addnorm1, ffn, addnorm2.
 Generator draws when dropout_p > 0, in forward order: MHA's weight mask (B, H, T, T), AddNorm1's
 mask (B, T, d), AddNorm2's mask (B, T, d).
 
@@ -32,6 +33,7 @@ from .init import layer_norm_params, linear_params
 from .layer_norm import layer_norm_backward, layer_norm_forward
 from .multi_head_attention import multi_head_attention_backward, multi_head_attention_forward
 from ..core.params import add_grads, param, sub_params
+from ..core.trace import sublayer
 
 
 def init_mha_params(rng, d, prefix=""):
@@ -76,13 +78,13 @@ def add_norm_backward(dout, cache):
 def encoder_block_forward(x, valid_lens, params, num_heads, dropout_p=0.0, rng=None):
     """x (B, T, d), valid_lens None | (B,) -> (out (B, T, d), cache)."""
     x = np.asarray(x, dtype=np.float64)
-    a, attn = multi_head_attention_forward(x, x, sub_params(params, "attn."), num_heads,
-                                           valid_lens, dropout_p, rng)  # (B, T, d)
-    y, norm1 = add_norm_forward(x, a, param(params, "ln1.gamma"), param(params, "ln1.beta"),
-                                dropout_p, rng)  # (B, T, d)
-    g, ffn = ffn_forward(y, sub_params(params, "ffn."))  # (B, T, d)
-    out, norm2 = add_norm_forward(y, g, param(params, "ln2.gamma"), param(params, "ln2.beta"),
-                                  dropout_p, rng)  # (B, T, d)
+    a, attn = sublayer("attention", multi_head_attention_forward, x, x, sub_params(params, "attn."), num_heads,
+                       valid_lens, dropout_p, rng)  # (B, T, d)
+    y, norm1 = sublayer("addnorm1", add_norm_forward, x, a, param(params, "ln1.gamma"), param(params, "ln1.beta"),
+                        dropout_p, rng)  # (B, T, d)
+    g, ffn = sublayer("ffn", ffn_forward, y, sub_params(params, "ffn."))  # (B, T, d)
+    out, norm2 = sublayer("addnorm2", add_norm_forward, y, g, param(params, "ln2.gamma"), param(params, "ln2.beta"),
+                          dropout_p, rng)  # (B, T, d)
     cache = {"x": x, "attn": attn, "norm1": norm1, "ffn": ffn, "norm2": norm2,
              "weights": attn["weights"]}  # weights (B, H, T, T)
     return out, cache

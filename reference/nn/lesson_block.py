@@ -33,6 +33,7 @@ from .ffn import ffn_backward, ffn_forward
 from .layer_norm import layer_norm_backward, layer_norm_forward
 from .lesson_attention import init_lesson_attention_params, lesson_attention_backward, lesson_attention_forward
 from ..core.params import add_grads, param, sub_params
+from ..core.trace import sublayer
 
 NAMES = ("ln1.gamma", "ln1.beta", "attn.W_in", "attn.b_in", "attn.W_o", "attn.b_o",
          "ln2.gamma", "ln2.beta", "ffn.W1", "ffn.b1", "ffn.W2", "ffn.b2")
@@ -51,16 +52,30 @@ def lesson_block_param_count(d, ffn_hidden):
     return (4 * d * d + 4 * d) + (2 * d * ffn_hidden + ffn_hidden + d) + 4 * d
 
 
-def lesson_block_forward(x, params, num_heads, keep=None):
-    """x (B, T, d), keep None | bool (B|1, T, T) -> (out (B, T, d), cache)."""
-    x = np.asarray(x, dtype=np.float64)
+def lesson_block_attention(x, params, num_heads, keep=None):
+    """The block's first half, x + attention(LN1(x)): x (B, T, d) -> (x1 (B, T, d), {"ln1", "attn"})."""
     n1, ln1 = layer_norm_forward(x, param(params, "ln1.gamma"), param(params, "ln1.beta"))  # (B, T, d)
     a, attn = lesson_attention_forward(n1, sub_params(params, "attn."), num_heads, keep)  # (B, T, d)
     x1 = x + a  # (B, T, d)
+    return x1, {"ln1": ln1, "attn": attn}
+
+
+def lesson_block_ffn(x1, params):
+    """The block's second half, x1 + FFN(LN2(x1)): x1 (B, T, d) -> (out (B, T, d), {"ln2", "ffn"})."""
     n2, ln2 = layer_norm_forward(x1, param(params, "ln2.gamma"), param(params, "ln2.beta"))  # (B, T, d)
     g, ffn = ffn_forward(n2, sub_params(params, "ffn."))  # (B, T, d)
     out = x1 + g  # (B, T, d)
-    return out, {"ln1": ln1, "attn": attn, "ln2": ln2, "ffn": ffn, "weights": attn["weights"]}
+    return out, {"ln2": ln2, "ffn": ffn}
+
+
+def lesson_block_forward(x, params, num_heads, keep=None):
+    """x (B, T, d), keep None | bool (B|1, T, T) -> (out (B, T, d), cache).
+    Traced sub-layers (core/trace.py): attention (the first half), ffn (the second)."""
+    x = np.asarray(x, dtype=np.float64)
+    x1, first = sublayer("attention", lesson_block_attention, x, params, num_heads, keep)  # (B, T, d)
+    out, second = sublayer("ffn", lesson_block_ffn, x1, params)  # (B, T, d)
+    return out, {"ln1": first["ln1"], "attn": first["attn"], "ln2": second["ln2"], "ffn": second["ffn"],
+                 "weights": first["attn"]["weights"]}
 
 
 def lesson_block_backward(dout, cache):

@@ -23,6 +23,7 @@
 import type { Generator } from "../core/rng.ts";
 import type { IntTensor, Tensor } from "../core/ops.ts";
 import { type Params, addGrads, param, prefixedParams, subParams } from "../core/params.ts";
+import { scope, sublayer } from "../core/trace.ts";
 import { type EmbeddingCache, embeddingBackward, embeddingForward } from "../nn/embedding.ts";
 import { initLayerNormParams } from "../nn/encoderBlock.ts";
 import { embeddingParams, linearParams } from "../nn/init.ts";
@@ -71,19 +72,34 @@ export function decoderLmForward(
   const p1 = decoderLmPositions(T, pads);
   const positions: IntTensor = p1.shape[0] === B ? p1 : { shape: [B, T], data: new Int32Array(B * T) }; // (B, T)
   if (p1.shape[0] !== B) for (let b = 0; b < B; b++) positions.data.set(p1.data, b * T);
-  const { out: eTok, cache: tok } = embeddingForward(tokens, param(params, "tok")); // (B, T, d)
-  const { out: ePos, cache: pos } = embeddingForward(positions, param(params, "pos")); // (B, T, d)
-  let x = addGrads(eTok, ePos); // (B, T, d)
+  const { out: x0, cache: embed } = sublayer("embedding", decoderLmEmbed, tokens, positions, params); // (B, T, d)
+  let x = x0;
   const keep = causalKeep(T, pads); // (B|1, T, T)
   const blocks: LessonBlockCache[] = [];
   for (let i = 0; i < config.blocks; i++) {
+    scope(`blk${i}.`); // names the block's traced sub-layers
     const blk = lessonBlockForward(x, subParams(params, `blk${i}.`), config.heads, keep); // (B, T, d)
     x = blk.out;
     blocks.push(blk.cache);
   }
+  scope("");
+  const { out: logits, cache: head } = sublayer("head", decoderLmHead, x, params); // (B, T, V)
+  return { out: logits, cache: { tok: embed.tok, pos: embed.pos, blocks, lnF: head.lnF, head: head.head, weights: blocks.map((b) => b.weights) } };
+}
+
+/** tokens, positions (B, T) -> x (B, T, d): E_tok[tokens] + E_pos[positions]. */
+export function decoderLmEmbed(tokens: IntTensor, positions: IntTensor, params: Params): { out: Tensor; cache: { tok: EmbeddingCache; pos: EmbeddingCache } } {
+  const { out: eTok, cache: tok } = embeddingForward(tokens, param(params, "tok")); // (B, T, d)
+  const { out: ePos, cache: pos } = embeddingForward(positions, param(params, "pos")); // (B, T, d)
+  const x = addGrads(eTok, ePos); // (B, T, d)
+  return { out: x, cache: { tok, pos } };
+}
+
+/** x (B, T, d) -> logits (B, T, V): the final LN, then the head. */
+export function decoderLmHead(x: Tensor, params: Params): { out: Tensor; cache: { lnF: LayerNormCache; head: LinearCache } } {
   const { out: h, cache: lnF } = layerNormForward(x, param(params, "ln_f.gamma"), param(params, "ln_f.beta")); // (B, T, d)
   const { out: logits, cache: head } = linearForward(h, param(params, "head.W"), param(params, "head.b")); // (B, T, V)
-  return { out: logits, cache: { tok, pos, blocks, lnF, head, weights: blocks.map((b) => b.weights) } };
+  return { out: logits, cache: { lnF, head } };
 }
 
 /** dlogits (B, T, V) -> grads keyed by every parameter name, in init order. */

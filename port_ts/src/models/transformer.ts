@@ -37,6 +37,7 @@ import { type CrossEntropyCache, crossEntropyBackward, crossEntropyForward, sequ
 import { type Params, addGrads, param, subParams } from "../core/params.ts";
 import { type EncoderBlockCache, encoderBlockBackward, encoderBlockForward, initEncoderBlockParams } from "../nn/encoderBlock.ts";
 import { type DecoderBlockCache, decoderBlockBackward, decoderBlockForward, initDecoderBlockParams } from "../nn/decoderBlock.ts";
+import { scope, sublayer } from "../core/trace.ts";
 
 export interface TransformerConfig {
   vocab_src: number; vocab_tgt: number; d: number; ffn_hidden: number; heads: number;
@@ -98,14 +99,16 @@ export function transformerEncode(
   src: IntTensor, srcValidLens: IntTensor | null, params: Params, config: TransformerConfig, rng: Generator | null = null,
 ): { out: Tensor; cache: EncodeCache } {
   const p = config.dropout;
-  const { out: x0, cache: embed } = embedPositions(src, param(params, "enc.embed"), p, rng); // (B, S, d)
+  const { out: x0, cache: embed } = sublayer("enc.embedding", embedPositions, src, param(params, "enc.embed"), p, rng); // (B, S, d)
   let x = x0;
   const blocks: EncoderBlockCache[] = [];
   for (let i = 0; i < config.enc_blocks; i++) {
+    scope(`enc.blk${i}.`); // names the block's traced sub-layers
     const blk = encoderBlockForward(x, srcValidLens, subParams(params, `enc.blk${i}.`), config.heads, p, rng); // (B, S, d)
     x = blk.out;
     blocks.push(blk.cache);
   }
+  scope("");
   return { out: x, cache: { embed, blocks } };
 }
 
@@ -138,15 +141,17 @@ export function transformerDecode(
   rng: Generator | null = null,
 ): { out: Tensor; cache: DecodeCache } {
   const p = config.dropout;
-  const { out: y0, cache: embed } = embedPositions(tgtIn, param(params, "dec.embed"), p, rng); // (B, T, d)
+  const { out: y0, cache: embed } = sublayer("dec.embedding", embedPositions, tgtIn, param(params, "dec.embed"), p, rng); // (B, T, d)
   let y = y0;
   const blocks: DecoderBlockCache[] = [];
   for (let j = 0; j < config.dec_blocks; j++) {
+    scope(`dec.blk${j}.`); // names the block's traced sub-layers
     const blk = decoderBlockForward(y, encOut, srcValidLens, subParams(params, `dec.blk${j}.`), config.heads, p, rng); // (B, T, d)
     y = blk.out;
     blocks.push(blk.cache);
   }
-  const { out: logits, cache: out } = linearForward(y, param(params, "dec.out.W"), param(params, "dec.out.b")); // (B, T, V_tgt)
+  scope("");
+  const { out: logits, cache: out } = sublayer("dec.head", linearForward, y, param(params, "dec.out.W"), param(params, "dec.out.b")); // (B, T, V_tgt)
   return { out: logits, cache: { embed, blocks, out } };
 }
 

@@ -40,6 +40,7 @@ import { type CrossEntropyCache, crossEntropyBackward, crossEntropyForward } fro
 import { type MultiHeadAttentionCache, multiHeadAttentionBackward, multiHeadAttentionForward } from "../nn/multiHeadAttention.ts";
 import { type Params, param, subParams } from "../core/params.ts";
 import { initFfnParams, initLayerNormParams, initMhaParams } from "../nn/encoderBlock.ts";
+import { scope, sublayer } from "../core/trace.ts";
 
 export interface VitConfig {
   image: number; channels: number; patch: number; d: number; heads: number;
@@ -160,14 +161,27 @@ function add(a: Tensor, b: Tensor): Tensor {
 export interface VitBlockCache { x: Tensor; ln1: LayerNormCache; attn: MultiHeadAttentionCache; ln2: LayerNormCache; mlp: VitMlpCache; weights: Tensor }
 
 /** Pre-norm block, params stripped of blk{i}.: x (B, T, d) -> out (B, T, d). */
-export function vitBlockForward(x: Tensor, params: Params, numHeads: number, dropoutP = 0, rng: Generator | null = null): { out: Tensor; cache: VitBlockCache } {
+/** The block's first half, x + MHA(LN1(x)): x (B, T, d) -> x1 (B, T, d). */
+export function vitAttentionForward(x: Tensor, params: Params, numHeads: number, dropoutP = 0, rng: Generator | null = null): { out: Tensor; cache: { ln1: LayerNormCache; attn: MultiHeadAttentionCache } } {
   const { out: n1, cache: ln1 } = layerNormForward(x, param(params, "ln1.gamma"), param(params, "ln1.beta")); // (B, T, d)
   const { out: a, cache: attn } = multiHeadAttentionForward(n1, n1, subParams(params, "attn."), numHeads, null, dropoutP, rng); // (B, T, d)
   const x1 = add(x, a); // (B, T, d)
+  return { out: x1, cache: { ln1, attn } };
+}
+
+/** The block's second half, x1 + MLP(LN2(x1)): x1 (B, T, d) -> out (B, T, d). */
+export function vitFeedforwardForward(x1: Tensor, params: Params, dropoutP = 0, rng: Generator | null = null): { out: Tensor; cache: { ln2: LayerNormCache; mlp: VitMlpCache } } {
   const { out: n2, cache: ln2 } = layerNormForward(x1, param(params, "ln2.gamma"), param(params, "ln2.beta")); // (B, T, d)
   const { out: m, cache: mlp } = vitMlpForward(n2, subParams(params, "mlp."), dropoutP, rng); // (B, T, d)
   const out = add(x1, m); // (B, T, d)
-  return { out, cache: { x, ln1, attn, ln2, mlp, weights: attn.weights } };
+  return { out, cache: { ln2, mlp } };
+}
+
+/** Traced sub-layers (core/trace.ts): attention (the first half), mlp (the second). */
+export function vitBlockForward(x: Tensor, params: Params, numHeads: number, dropoutP = 0, rng: Generator | null = null): { out: Tensor; cache: VitBlockCache } {
+  const { out: x1, cache: first } = sublayer("attention", vitAttentionForward, x, params, numHeads, dropoutP, rng); // (B, T, d)
+  const { out, cache: second } = sublayer("mlp", vitFeedforwardForward, x1, params, dropoutP, rng); // (B, T, d)
+  return { out, cache: { x, ln1: first.ln1, attn: first.attn, ln2: second.ln2, mlp: second.mlp, weights: first.attn.weights } };
 }
 
 /** dout (B, T, d) -> dx (B, T, d), grads under the stripped names, in init order. */
@@ -195,6 +209,26 @@ export function vitBlockBackward(dout: Tensor, cache: VitBlockCache): { dx: Tens
  *  attention, row 0 the <cls> query. */
 export function vitForward(images: Tensor, params: Params, config: VitConfig, rng: Generator | null = null): { out: Tensor; cache: VitCache } {
   const p = config.dropout;
+  const { out: xd, cache: embed } = sublayer("embedding", vitEmbedForward, images, params, p, rng); // (B, N+1, d)
+  let x = xd;
+  const blocks: VitBlockCache[] = [];
+  for (let i = 0; i < config.blocks; i++) {
+    scope(`blk${i}.`); // names the block's traced sub-layers
+    const blk = vitBlockForward(x, subParams(params, `blk${i}.`), config.heads, p, rng); // (B, N+1, d)
+    x = blk.out;
+    blocks.push(blk.cache);
+  }
+  scope("");
+  const { out: logits, cache: head } = sublayer("head", vitHeadForward, x, params); // (B, classes)
+  const cache: VitCache = {
+    patch: embed.patch, dropout: embed.dropout, blocks, headLn: head.headLn, head: head.head,
+    weights: blocks.map((blk) => blk.weights), tokens: [...x.shape],
+  };
+  return { out: logits, cache };
+}
+
+/** images (B, C, H, W) -> x (B, N+1, d): the patches embedded, <cls> put first, the positions added, dropout. */
+export function vitEmbedForward(images: Tensor, params: Params, dropoutP = 0, rng: Generator | null = null): { out: Tensor; cache: { patch: PatchEmbeddingCache; dropout: DropoutCache } } {
   const { out: e, cache: patch } = patchEmbeddingForward(images, param(params, "patch.W"), param(params, "patch.b")); // (B, N, d)
   const [B, N, d] = e.shape;
   const cls = param(params, "cls").data, pos = param(params, "pos").data;
@@ -204,20 +238,18 @@ export function vitForward(images: Tensor, params: Params, config: VitConfig, rn
     for (let n = 0; n < N; n++)
       for (let k = 0; k < d; k++) x0.data[(b * (N + 1) + n + 1) * d + k] = e.data[(b * N + n) * d + k] + pos[(n + 1) * d + k];
   }
-  const { out: xd, cache: dropout } = drop(x0, p, rng); // (B, N+1, d)
-  let x = xd;
-  const blocks: VitBlockCache[] = [];
-  for (let i = 0; i < config.blocks; i++) {
-    const blk = vitBlockForward(x, subParams(params, `blk${i}.`), config.heads, p, rng); // (B, N+1, d)
-    x = blk.out;
-    blocks.push(blk.cache);
-  }
+  const { out: x, cache: dropout } = drop(x0, dropoutP, rng); // (B, N+1, d)
+  return { out: x, cache: { patch, dropout } };
+}
+
+/** x (B, N+1, d) -> logits (B, classes): LN then Linear of the <cls> row. */
+export function vitHeadForward(x: Tensor, params: Params): { out: Tensor; cache: { headLn: LayerNormCache; head: LinearCache } } {
+  const [B, T, d] = x.shape;
   const first = zeros([B, d]); // (B, d)  X[:, 0], the <cls> row
-  for (let b = 0; b < B; b++) first.data.set(x.data.subarray(b * (N + 1) * d, b * (N + 1) * d + d), b * d);
+  for (let b = 0; b < B; b++) first.data.set(x.data.subarray(b * T * d, b * T * d + d), b * d);
   const { out: h, cache: headLn } = layerNormForward(first, param(params, "head.ln.gamma"), param(params, "head.ln.beta")); // (B, d)
   const { out: logits, cache: head } = linearForward(h, param(params, "head.W"), param(params, "head.b")); // (B, classes)
-  const cache: VitCache = { patch, dropout, blocks, headLn, head, weights: blocks.map((blk) => blk.weights), tokens: [B, N + 1, d] };
-  return { out: logits, cache };
+  return { out: logits, cache: { headLn, head } };
 }
 
 export interface VitCache {

@@ -12,6 +12,7 @@
 // mode drops it.
 //
 // Parameters (stripped of the block's prefix): self_attn.W_q..W_o, ln1.*, cross_attn.W_q..W_o,
+// Traced sub-layers (core/trace.ts): self_attention, addnorm1, cross_attention, addnorm2, ffn, addnorm3.
 // ln2.*, ffn.W1/b1/W2/b2, ln3.* (shapes as in encoderBlock.ts). Generator draws when
 // dropoutP > 0, in forward order: self-attention weights (B, H, T, T), AddNorm1 (B, T, d),
 // cross-attention weights (B, H, T, S), AddNorm2 (B, T, d), AddNorm3 (B, T, d).
@@ -29,6 +30,7 @@ import type { Tensor, IntTensor } from "../core/ops.ts";
 import { type FfnCache, ffnBackward, ffnForward } from "./ffn.ts";
 import { type MultiHeadAttentionCache, multiHeadAttentionBackward, multiHeadAttentionForward } from "./multiHeadAttention.ts";
 import { type Params, addGrads, param, subParams } from "../core/params.ts";
+import { sublayer } from "../core/trace.ts";
 import { type AddNormCache, addNormBackward, addNormForward, initFfnParams, initLayerNormParams, initMhaParams } from "./encoderBlock.ts";
 
 /** (B, T): row t of every batch element may see keys 0..t, i.e. length t + 1. */
@@ -67,14 +69,14 @@ export function decoderBlockForward(
   dropoutP = 0, rng: Generator | null = null,
 ): { out: Tensor; cache: DecoderBlockCache } {
   const [B, T] = x.shape;
-  const { out: s, cache: selfAttn } = multiHeadAttentionForward(x, x, subParams(params, "self_attn."), numHeads,
-    causalValidLens(B, T), dropoutP, rng); // (B, T, d)
-  const { out: y, cache: norm1 } = addNormForward(x, s, param(params, "ln1.gamma"), param(params, "ln1.beta"), dropoutP, rng); // (B, T, d)
-  const { out: c, cache: crossAttn } = multiHeadAttentionForward(y, encOut, subParams(params, "cross_attn."), numHeads,
-    encValidLens, dropoutP, rng); // (B, T, d)
-  const { out: z, cache: norm2 } = addNormForward(y, c, param(params, "ln2.gamma"), param(params, "ln2.beta"), dropoutP, rng); // (B, T, d)
-  const { out: g, cache: ffn } = ffnForward(z, subParams(params, "ffn.")); // (B, T, d)
-  const { out, cache: norm3 } = addNormForward(z, g, param(params, "ln3.gamma"), param(params, "ln3.beta"), dropoutP, rng); // (B, T, d)
+  const { out: s, cache: selfAttn } = sublayer("self_attention", multiHeadAttentionForward, x, x, subParams(params, "self_attn."),
+    numHeads, causalValidLens(B, T), dropoutP, rng); // (B, T, d)
+  const { out: y, cache: norm1 } = sublayer("addnorm1", addNormForward, x, s, param(params, "ln1.gamma"), param(params, "ln1.beta"), dropoutP, rng); // (B, T, d)
+  const { out: c, cache: crossAttn } = sublayer("cross_attention", multiHeadAttentionForward, y, encOut,
+    subParams(params, "cross_attn."), numHeads, encValidLens, dropoutP, rng); // (B, T, d)
+  const { out: z, cache: norm2 } = sublayer("addnorm2", addNormForward, y, c, param(params, "ln2.gamma"), param(params, "ln2.beta"), dropoutP, rng); // (B, T, d)
+  const { out: g, cache: ffn } = sublayer("ffn", ffnForward, z, subParams(params, "ffn.")); // (B, T, d)
+  const { out, cache: norm3 } = sublayer("addnorm3", addNormForward, z, g, param(params, "ln3.gamma"), param(params, "ln3.beta"), dropoutP, rng); // (B, T, d)
   const cache = {
     x, encOut, selfAttn, norm1, crossAttn, norm2, ffn, norm3,
     selfWeights: selfAttn.weights, crossWeights: crossAttn.weights,

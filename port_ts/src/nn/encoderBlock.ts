@@ -14,6 +14,7 @@
 //   ln1.gamma, ln1.beta (d,)
 //   ffn.W1 (F, d), ffn.b1 (F,), ffn.W2 (d, F), ffn.b2 (d,)
 //   ln2.gamma, ln2.beta (d,)
+// Traced sub-layers (core/trace.ts): attention, addnorm1, ffn, addnorm2.
 // Generator draws when dropoutP > 0, in forward order: MHA's weight mask (B, H, T, T),
 // AddNorm1's mask (B, T, d), AddNorm2's mask (B, T, d).
 //
@@ -31,6 +32,7 @@ import { layerNormParams, linearParams } from "./init.ts";
 import { EPS, type LayerNormCache, layerNormBackward, layerNormForward } from "./layerNorm.ts";
 import { type MultiHeadAttentionCache, multiHeadAttentionBackward, multiHeadAttentionForward } from "./multiHeadAttention.ts";
 import { type Params, addGrads, param, subParams } from "../core/params.ts";
+import { sublayer } from "../core/trace.ts";
 
 /** W_q, W_k, W_v, W_o (d, d) in that order, each U(+-1/sqrt(d)), no biases. */
 export function initMhaParams(rng: Generator, d: number, prefix = ""): Params {
@@ -100,11 +102,11 @@ export function encoderBlockForward(
   x: Tensor, validLens: IntTensor | null, params: Params, numHeads: number,
   dropoutP = 0, rng: Generator | null = null,
 ): { out: Tensor; cache: EncoderBlockCache } {
-  const { out: a, cache: attn } = multiHeadAttentionForward(x, x, subParams(params, "attn."), numHeads,
+  const { out: a, cache: attn } = sublayer("attention", multiHeadAttentionForward, x, x, subParams(params, "attn."), numHeads,
     validLens, dropoutP, rng); // (B, T, d)
-  const { out: y, cache: norm1 } = addNormForward(x, a, param(params, "ln1.gamma"), param(params, "ln1.beta"), dropoutP, rng); // (B, T, d)
-  const { out: g, cache: ffn } = ffnForward(y, subParams(params, "ffn.")); // (B, T, d)
-  const { out, cache: norm2 } = addNormForward(y, g, param(params, "ln2.gamma"), param(params, "ln2.beta"), dropoutP, rng); // (B, T, d)
+  const { out: y, cache: norm1 } = sublayer("addnorm1", addNormForward, x, a, param(params, "ln1.gamma"), param(params, "ln1.beta"), dropoutP, rng); // (B, T, d)
+  const { out: g, cache: ffn } = sublayer("ffn", ffnForward, y, subParams(params, "ffn.")); // (B, T, d)
+  const { out, cache: norm2 } = sublayer("addnorm2", addNormForward, y, g, param(params, "ln2.gamma"), param(params, "ln2.beta"), dropoutP, rng); // (B, T, d)
   return { out, cache: { x, attn, norm1, ffn, norm2, weights: attn.weights } };
 }
 

@@ -27,6 +27,7 @@
 import type { Generator } from "../core/rng.ts";
 import type { Tensor } from "../core/ops.ts";
 import { type Params, addGrads, param, subParams } from "../core/params.ts";
+import { sublayer } from "../core/trace.ts";
 import { initFfnParams, initLayerNormParams } from "./encoderBlock.ts";
 import { type FfnCache, ffnBackward, ffnForward } from "./ffn.ts";
 import { type LayerNormCache, layerNormBackward, layerNormForward } from "./layerNorm.ts";
@@ -56,14 +57,27 @@ export interface LessonBlockCache {
 }
 
 /** x (B, T, d), keep null | (B|1, T, T) -> out (B, T, d). */
-export function lessonBlockForward(x: Tensor, params: Params, numHeads: number, keep: Keep | null = null): { out: Tensor; cache: LessonBlockCache } {
+/** The block's first half, x + attention(LN1(x)): x (B, T, d) -> x1 (B, T, d). */
+export function lessonBlockAttention(x: Tensor, params: Params, numHeads: number, keep: Keep | null = null): { out: Tensor; cache: { ln1: LayerNormCache; attn: LessonAttentionCache } } {
   const { out: n1, cache: ln1 } = layerNormForward(x, param(params, "ln1.gamma"), param(params, "ln1.beta")); // (B, T, d)
   const { out: a, cache: attn } = lessonAttentionForward(n1, subParams(params, "attn."), numHeads, keep); // (B, T, d)
   const x1 = addGrads(x, a); // (B, T, d)
+  return { out: x1, cache: { ln1, attn } };
+}
+
+/** The block's second half, x1 + FFN(LN2(x1)): x1 (B, T, d) -> out (B, T, d). */
+export function lessonBlockFfn(x1: Tensor, params: Params): { out: Tensor; cache: { ln2: LayerNormCache; ffn: FfnCache } } {
   const { out: n2, cache: ln2 } = layerNormForward(x1, param(params, "ln2.gamma"), param(params, "ln2.beta")); // (B, T, d)
   const { out: g, cache: ffn } = ffnForward(n2, subParams(params, "ffn.")); // (B, T, d)
   const out = addGrads(x1, g); // (B, T, d)
-  return { out, cache: { ln1, attn, ln2, ffn, weights: attn.weights } };
+  return { out, cache: { ln2, ffn } };
+}
+
+/** Traced sub-layers (core/trace.ts): attention (the first half), ffn (the second). */
+export function lessonBlockForward(x: Tensor, params: Params, numHeads: number, keep: Keep | null = null): { out: Tensor; cache: LessonBlockCache } {
+  const { out: x1, cache: first } = sublayer("attention", lessonBlockAttention, x, params, numHeads, keep); // (B, T, d)
+  const { out, cache: second } = sublayer("ffn", lessonBlockFfn, x1, params); // (B, T, d)
+  return { out, cache: { ln1: first.ln1, attn: first.attn, ln2: second.ln2, ffn: second.ffn, weights: first.attn.weights } };
 }
 
 /** dout (B, T, d) -> dx (B, T, d), grads under the stripped names, in NAMES order. */

@@ -1,0 +1,114 @@
+"""Attribution inside a failing case (verify/attribution.py, docs/runner.md "Attribution"): a
+composition fault of a composed op is named at the sub-layer it sits in, from the terminal and
+from the saved report; a faithful port passes and traces nothing."""
+
+import json
+
+import pytest
+
+import port_variants
+from helpers import run_verify
+from verify import advice, attribution
+from verify.tools.faults import apply, load
+
+# fault -> (the case that shows it, the sub-layer it sits in)
+FAULTS = {
+    "port.encoder.second_addnorm_adds_input": ("encoder_block.lens_full_and_short", "addnorm2"),
+    "port.decoder.ffn_reads_self_attention_norm": ("decoder_block.causal_cross_lens", "ffn"),
+    "port.decoder.cross_attention_reads_decoder": ("decoder_block.b1_tgt4_src6", "cross_attention"),
+    "port.transformer.block1_reads_block0_parameters": ("transformer.two_plus_two_head_dim2", "enc.blk1.attention"),
+    "port.vit.head_reads_first_patch": ("vit.p2_d16_two_blocks", "head"),
+    "port.lesson_block.ffn_reads_block_input": ("lesson_block.d8_h2", "ffn"),
+    "port.decoder_lm.head_reads_embedding": ("decoder_lm.two_blocks", "head"),
+    # faults the catalogue held before: the sub-layers' own code
+    "port.vit.cls_appended": ("vit.p2_d16_two_blocks", "embedding"),
+    "port.vit.norm_after_attention": ("vit.p2_d16_two_blocks", "blk0.attention"),
+    "port.transformer.embedding_not_scaled": ("transformer.one_plus_one", "enc.embedding"),
+}
+
+
+def _run(repo_root, node, cli, case, report):
+    return run_verify(repo_root, "attention", "--case", case, "--port-cmd", f"{node} {cli} run",
+                      "--report", report, timeout=300)
+
+
+@pytest.mark.parametrize("fault_id", sorted(FAULTS))
+def test_a_composition_fault_is_attributed_to_its_sublayer(repo_root, node, tmp_path, fault_id):
+    case, sublayer = FAULTS[fault_id]
+    [fault] = [f for f in load(None, repo_root, str) if f.id == fault_id]
+    apply(fault, repo_root, tmp_path)
+    proc = _run(repo_root, node, tmp_path / "port_ts" / "src" / "cli.ts", case, tmp_path / "report.json")
+    assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
+    [entry] = json.loads((tmp_path / "report.json").read_text())["cases"]
+    found = entry["attribution"]
+    assert found["culprit"] == sublayer, found
+    rows = {r["name"]: r for r in found["sublayers"]}
+    before = [r for r in found["sublayers"]][: [r["name"] for r in found["sublayers"]].index(sublayer)]
+    assert all(r["fed"] == 0.0 for r in before), before  # upstream of the fault, every sub-layer agrees
+    assert rows[sublayer]["fed"] > found["tolerance"]
+    assert f"attribution: {sublayer} introduces it" in proc.stdout
+    shown = run_verify(repo_root, "show", tmp_path / "report.json", timeout=60)  # rendered from the saved report
+    assert f"attribution: {sublayer} introduces it" in shown.stdout, shown.stdout[-2000:] + shown.stderr[-2000:]
+
+
+def test_a_faithful_port_passes_and_traces_nothing(repo_root, node, tmp_path):
+    """reversed_k sums every product in reverse order: not bit-identical, within the tolerance; a
+    passing run attributes nothing (no attribution, no attribution section in the timings)."""
+    cli = port_variants.build(repo_root, "reversed_k", tmp_path)
+    proc = run_verify(repo_root, "attention", "--case", "transformer.two_plus_two_head_dim2", "--case", "vit.*",
+                      "--port-cmd", f"{node} {cli} run", "--report", tmp_path / "report.json", "--timings", timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    cases = json.loads((tmp_path / "report.json").read_text())["cases"]
+    assert any(c["status"] == "within the tolerance" for c in cases)  # faithful, not a copy
+    assert not any("attribution" in c for c in cases)
+    assert "attribution" not in proc.stdout
+
+
+def test_only_failing_forward_cases_of_traced_ops_where_the_engines_disagree_are_wanted(monkeypatch):
+    class Case:
+        def __init__(self, id, kind, op):
+            self.id, self.kind, self.spec = id, kind, {"op": op}
+
+    cases = [Case("a", "forward", "vit"), Case("b", "forward", "vit"), Case("c", "gradcheck", "vit"),
+             Case("d", "forward", "layer_norm"), Case("e", "forward", "vit")]
+    entries = {i: {"id": i, "passed": i == "a"} for i in "abcde"}
+    situations = {"b": advice.PORT_DIFFERS, "c": advice.PORT_DIFFERS, "d": advice.PORT_DIFFERS, "e": advice.GOLDEN_STALE}
+    monkeypatch.setattr(advice, "situation", lambda entry: (situations.get(entry["id"]), ""))
+    assert [c.id for c in attribution.wanted(cases, entries)] == ["b"]
+
+
+def test_figures_name_the_first_sublayer_beyond_the_tolerance():
+    def doc(*values):
+        names = ["embedding", "blk0.attention", "head"]
+        return {"sublayers": names, "tensors": {f"{n}.out": {"dtype": "float64", "shape": [1], "data": [v]}
+                                                  for n, v in zip(names, values)}}
+
+    traces = {"reference": doc(1.0, 2.0, 3.0), "port": doc(1.0, 2.5, 5.0), "fed": doc(1.0, 2.5, 3.0)}
+    found = attribution.figures(traces, 1e-6)
+    assert found["culprit"] == "blk0.attention"
+    assert [r["own"] for r in found["sublayers"]] == [0.0, 0.5, 2.0]
+    assert found["amplification"] == 4.0
+    assert "blk0.attention introduces it" in attribution.lines(found)[0]
+    assert "x4" in attribution.lines(found)[0]
+
+
+def test_a_fed_trace_without_a_sublayer_fails_the_case_saying_which(repo_root, node, tmp_path):
+    """Both engines: a trace that lacks a sub-layer's output fails that case (ok: false), naming it."""
+    import subprocess
+    import sys
+
+    from toolkit import catalogue_case
+
+    case = catalogue_case("encoder_block.lens_full_and_short")
+    first = {"protocol": 1, "out_dir": str(tmp_path / "ref"), "cases": [case]}
+    subprocess.run([sys.executable, "-m", "reference", "run"], input=json.dumps(first), cwd=repo_root,
+                   capture_output=True, text=True, check=True)
+    (tmp_path / "empty.trace.json").write_text(json.dumps({"sublayers": [], "tensors": {}}))
+    request = {"protocol": 1, "cases": [case], "trace": {case["id"]: {"fed": str(tmp_path / "empty.trace.json")}},
+               "inputs_from": {case["id"]: str(tmp_path / "ref" / f"{case['id']}.handed.json")}}
+    for name, argv in (("reference", [sys.executable, "-m", "reference", "run"]), ("port", [str(node), "port_ts/src/cli.ts", "run"])):
+        done = subprocess.run(argv, input=json.dumps({**request, "out_dir": str(tmp_path / name)}), cwd=repo_root,
+                              capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        status = json.loads(done.stdout)
+        assert status["ok"] is False and "lacks 'attention.out'" in status["error"], (name, status)
