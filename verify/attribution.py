@@ -103,29 +103,3 @@ def figures(traces, tol):
         out, fed = rows[-1]["own"], culprit["fed"]
         result["amplification"] = out / fed if out is not None and fed else None
     return result
-
-
-def _num(x):
-    return "n/a" if x is None else f"{x:.2e}"
-
-
-def lines(attribution):
-    """What the terminal says of a case's attribution, under its explanation."""
-    if "error" in attribution:
-        return [f"  attribution: not made: {attribution['error']}"]
-    rows, culprit = attribution["sublayers"], attribution["culprit"]
-    if culprit is None:
-        head = ("  attribution: no sub-layer introduces it on its own (each is within the tolerance fed the "
-                "reference's input): look between the sub-layers, at the model's own code")
-    else:
-        row = next(r for r in rows if r["name"] == culprit)
-        amp, last = attribution["amplification"], rows[-1]
-        after = ("" if culprit == last["name"] or amp is None else
-                 f"; the layers after it take it x{amp:.3g} to {_num(last['own'])} at the output")
-        head = (f"  attribution: {culprit} introduces it (fed max|diff| {_num(row['fed'])} > tolerance "
-                f"{attribution['tolerance']:g}){after}")
-    width = max(len(r["name"]) for r in rows)
-    table = [f"    {'sub-layer':<{width}}  {'own input':>9}  {'fed':>9}"]
-    table += [f"    {r['name']:<{width}}  {_num(r['own']):>9}  {_num(r['fed']):>9}{'  <- introduced here' if r['name'] == culprit else ''}"
-              for r in rows]
-    return [head] + table

@@ -9,7 +9,7 @@ from collections import Counter
 from dataclasses import replace
 from functools import partialmethod
 
-from . import advice, attribution, known_faults, ops
+from . import advice, known_faults, ops
 from .axes import label
 from .compare import DEFAULT_TOL
 from .text import clean, clean_data
@@ -287,7 +287,7 @@ def failure_lines(case, style, tol):
     if found:
         lines.append(f"  what to do ({found[0]}): {found[1]}")
     if case.get("attribution"):
-        lines += attribution.lines(case["attribution"])
+        lines += attribution_lines(case["attribution"])
     if case.get("arbitration"):  # verify/arbiter.py: which side PyTorch agrees with
         lines.append(f"  arbiter ({case['arbitration']['outcome']}): {case['arbitration']['advice']}")
     return lines
@@ -522,3 +522,29 @@ def dumps(report):
         else:
             lines.append(f"  {json.dumps(key)}: {json.dumps(value, **compact)}")
     return "{\n" + ",\n".join(lines) + "\n}\n"
+
+
+def _sci(x):
+    return "n/a" if x is None else f"{x:.2e}"
+
+
+def attribution_lines(attribution):
+    """What the terminal says of a case's attribution (verify/attribution.py), under its explanation."""
+    if "error" in attribution:
+        return [f"  attribution: not made: {attribution['error']}"]
+    rows, culprit = attribution["sublayers"], attribution["culprit"]
+    if culprit is None:
+        head = ("  attribution: no sub-layer introduces it on its own (each is within the tolerance fed the "
+                "reference's input): look between the sub-layers, at the model's own code")
+    else:
+        row = next(r for r in rows if r["name"] == culprit)
+        amp, last = attribution["amplification"], rows[-1]
+        after = ("" if culprit == last["name"] or amp is None else
+                 f"; the layers after it take it x{amp:.3g} to {_sci(last['own'])} at the output")
+        head = (f"  attribution: {culprit} introduces it (fed max|diff| {_sci(row['fed'])} > tolerance "
+                f"{attribution['tolerance']:g}){after}")
+    width = max(len(r["name"]) for r in rows)
+    table = [f"    {'sub-layer':<{width}}  {'own input':>9}  {'fed':>9}"]
+    table += [f"    {r['name']:<{width}}  {_sci(r['own']):>9}  {_sci(r['fed']):>9}{'  <- introduced here' if r['name'] == culprit else ''}"
+              for r in rows]
+    return [head] + table
