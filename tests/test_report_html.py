@@ -1,6 +1,7 @@
 """The HTML report opened in headless Chromium (Debian's `chromium`): it renders (a non-trivial
 screenshot), its DOM holds the case ids, the heatmaps drawn by its inline script, the loss curves
-of a training run and the divergence mark, and it asks for nothing from the network."""
+of a training run and the divergence mark, the attribution of a composition fault along the
+model's depth, and it asks for nothing from the network."""
 
 import json
 import os
@@ -174,3 +175,61 @@ def test_a_link_to_a_folded_case_opens_it(chromium, folded_html, tmp_path):
     subprocess.run([chromium, *FLAGS, f"--user-data-dir={profile2}", f"--screenshot={shot}", "--window-size=1280,900", url],
                    capture_output=True, text=True, timeout=120)
     assert _png_pixels(shot)[2] > 20, "the page at the case's anchor is (nearly) blank"
+
+
+ATTRIBUTED = "transformer.two_plus_two_head_dim2"  # with the fault below: enc.blk1.attention introduces it
+
+
+def _attribution_svg(dom):
+    found = re.findall(r'<svg class="attribution".*?</svg>', dom, re.S)
+    assert len(found) <= 1, "more than one attribution picture"
+    return found[0] if found else None
+
+
+def test_an_attributed_case_draws_where_the_difference_starts(repo_root, node, chromium, tmp_path):
+    """A composition fault (block 1 reads block 0's parameters): the failing case's page draws each
+    sub-layer's own-input and fed difference (one point each), the tolerance line and the culprit,
+    in Chromium; `verify show report.json --html` draws the same; a passing run draws none."""
+    from verify.tools.faults import apply, load
+    [fault] = [f for f in load(None, repo_root, str) if f.id == "port.transformer.block1_reads_block0_parameters"]
+    apply(fault, repo_root, tmp_path)
+    page, saved, shown = tmp_path / "report.html", tmp_path / "report.json", tmp_path / "shown.html"
+    proc = run_verify(repo_root, "attention", "--case", ATTRIBUTED, "--report", saved, "--html", page,
+                      "--port-cmd", f"{node} {tmp_path / 'port_ts' / 'src' / 'cli.ts'} run", timeout=300)
+    assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
+    [entry] = json.loads(saved.read_text())["cases"]
+    att = entry["attribution"]
+    assert att["culprit"] == "enc.blk1.attention", att
+    names = [r["name"] for r in att["sublayers"]]
+    _check_self_contained(page.read_text())
+
+    dom = _browse(chromium, page, tmp_path, "--dump-dom")
+    svg = _attribution_svg(dom)
+    assert svg, "no attribution picture in the failing case's page"
+    assert f'data-culprit="{att["culprit"]}"' in svg
+    for series in ("own", "fed"):
+        drawn = re.findall(rf'class="point {series}" data-sublayer="([^"]+)"', svg)
+        assert drawn == names, (series, drawn)  # one point per sub-layer, in data-flow order
+        assert re.search(rf'<polyline class="{series}"[^>]*points="[^"]+"', svg)
+    assert re.search(r'<line class="tolerance"[^>]*stroke-dasharray', svg)
+    assert re.search(r'<rect class="culprit"', svg)
+    assert re.search(rf'<text class="culprit"[^>]*>{re.escape(att["culprit"])} introduces it</text>', svg)
+    assert re.findall(r'<text class="sublayer"[^>]*>([^<]+)</text>', svg) == names  # every sub-layer labelled
+    assert "0 drawn at 1e-17" in dom and "own input" in dom and "fed" in dom  # the caption
+
+    shot = tmp_path / "attribution.png"
+    _browse(chromium, page, tmp_path, f"--screenshot={shot}", "--window-size=1280,2000")
+    width, height, distinct = _png_pixels(shot)
+    assert (width, height) == (1280, 2000) and distinct > 50, "the screenshot is (nearly) blank"
+    if os.environ.get("VERIFY_KEEP_SCREENSHOTS"):
+        shutil.copy(shot, os.environ["VERIFY_KEEP_SCREENSHOTS"])
+
+    again = run_verify(repo_root, "show", saved, "--html", shown, timeout=60)  # from the saved report
+    assert again.returncode == 1, again.stdout[-2000:] + again.stderr[-2000:]
+    assert _attribution_svg(_browse(chromium, shown, tmp_path, "--dump-dom")) == svg
+
+    passing = tmp_path / "passing.html"
+    ok = run_verify(repo_root, "attention", "--case", ATTRIBUTED, "--html", passing, timeout=300)
+    assert ok.returncode == 0, ok.stdout[-2000:] + ok.stderr[-2000:]
+    clean = _browse(chromium, passing, tmp_path, "--dump-dom")
+    assert f'data-case-id="{ATTRIBUTED}"' in clean and _attribution_svg(clean) is None

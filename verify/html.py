@@ -1,7 +1,8 @@
 """The report as one self-contained HTML file (`--html FILE`): per case the terminal explanation, a
 table of the compared tensors, overlaid per-step curves of training runs (inline SVG), decode tables
 and heatmaps of each output matrix (drawn on <canvas> by the inline script from inline JSON).
-Failing cases come first and open; passing ones are folded (all open when the report is small)."""
+For a failing case attributed to a sub-layer, its introduced and inherited differences
+along the model's depth (inline SVG). Failing cases come first and open; passing ones are folded (all open when the report is small)."""
 
 import html
 import json
@@ -221,6 +222,101 @@ def _curves(case):
     return "".join(parts)
 
 
+ZERO_AT = 1e-17  # where the attribution picture draws a difference of 0 (log scale)
+
+
+def _log_diff(v):
+    """log10 of a sub-layer's max|diff| as the picture places it: 0 (and anything below) at ZERO_AT,
+    NaN or infinite at +inf (the top), None (not comparable) not drawn."""
+    if v is None:
+        return None
+    if isinstance(v, str):  # jsonable's "NaN", "Infinity"
+        return math.inf
+    return math.inf if not math.isfinite(v) else math.log10(max(abs(v), ZERO_AT))
+
+
+def _attribution_svg(att):
+    """Each sub-layer's max|port − reference| along the model's depth (log scale): on the port's own
+    input (inherited + introduced) and fed the reference's input (introduced alone), the tolerance
+    as a dashed line, the culprit shaded and named."""
+    rows, culprit, tol = att["sublayers"], att["culprit"], att["tolerance"]
+    n = len(rows)
+    if not n:
+        return ""
+    own, fed = ([_log_diff(r[k]) for r in rows] for k in ("own", "fed"))
+    finite = [v for v in own + fed if v is not None and math.isfinite(v)]
+    lo = math.log10(ZERO_AT)
+    hi = math.ceil(max(finite + [math.log10(tol) + 1, lo + 1]))
+    step = max(22, min(40, 600 // n))
+    longest = max(len(r["name"]) for r in rows)
+    # the labels below, rotated 55 degrees: room for the longest down and, for the first, to the left
+    pad_l, pad_r, pad_t, pad_b = max(56, int(longest * 6.2 * 0.58) - step // 2), 16, 22, 12 + int(longest * 6.2 * 0.82)
+    W, H = step * n, 200
+    width, height = pad_l + W + pad_r, pad_t + H + pad_b
+
+    def x(i):
+        return pad_l + step * (i + 0.5)
+
+    def y(v):
+        return pad_t + H * (1 - (min(v, hi) - lo) / (hi - lo))
+
+    parts = [f'<svg class="attribution" data-culprit="{_e(culprit or "")}" xmlns="http://www.w3.org/2000/svg" '
+             f'width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img" '
+             f'aria-label="max |port − reference| per sub-layer">',
+             f'<rect x="{pad_l}" y="{pad_t}" width="{W}" height="{H}" fill="#fafafa" stroke="#ccc"/>']
+    if culprit is not None:
+        i = next(k for k, r in enumerate(rows) if r["name"] == culprit)
+        parts.append(f'<rect class="culprit" x="{pad_l + step * i}" y="{pad_t}" width="{step}" height="{H}" '
+                     f'fill="#fce8e6"/><text class="culprit" x="{x(i):.1f}" y="{pad_t - 6}" font-size="11" '
+                     f'fill="#c41a16" text-anchor="{"start" if i < n / 2 else "end"}">{_e(culprit)} introduces it</text>')
+    every = max(1, math.ceil((hi - lo) / 6))
+    for d in [*range(hi, math.ceil(lo) + 1, -every), lo]:
+        parts.append(f'<line x1="{pad_l}" x2="{pad_l + W}" y1="{y(d):.1f}" y2="{y(d):.1f}" stroke="#e6e6e6"/>'
+                     f'<text x="{pad_l - 4}" y="{y(d) + 4:.1f}" font-size="11" text-anchor="end">'
+                     f'{"0" if d == lo else "1" if d == 0 else f"1e{d}"}</text>')
+    yt = y(math.log10(tol))
+    parts.append(f'<line class="tolerance" x1="{pad_l}" x2="{pad_l + W}" y1="{yt:.1f}" y2="{yt:.1f}" stroke="#c41a16" '
+                 f'stroke-dasharray="6,4"/><text x="{pad_l + W - 4}" y="{yt - 4:.1f}" font-size="11" fill="#c41a16" '
+                 f'text-anchor="end">tolerance {tol:g}</text>')
+    for k, (series, colour, dash) in enumerate((("own", "#1f77b4", ""), ("fed", "#ff7f0e", ' stroke-dasharray="5,3"'))):
+        vals = own if series == "own" else fed
+        pts = " ".join(f"{x(i):.1f},{y(v):.1f}" for i, v in enumerate(vals) if v is not None)
+        parts.append(f'<polyline class="{series}" fill="none" stroke="{colour}" stroke-width="1.5"{dash} points="{pts}"/>')
+        for i, v in enumerate(vals):
+            if v is None:
+                continue
+            r = rows[i]
+            tip = f'<title>{_e(r["name"])}: {series} {_e(_num(r[series]))}</title>'
+            if series == "own":
+                parts.append(f'<circle class="point own" data-sublayer="{_e(r["name"])}" cx="{x(i):.1f}" cy="{y(v):.1f}" '
+                             f'r="3.5" fill="{colour}">{tip}</circle>')
+            else:
+                parts.append(f'<rect class="point fed" data-sublayer="{_e(r["name"])}" x="{x(i) - 3:.1f}" y="{y(v) - 3:.1f}" '
+                             f'width="6" height="6" fill="{"#c41a16" if r.get("fed_beyond") else "#fff"}" '
+                             f'stroke="{colour}" stroke-width="1.5">{tip}</rect>')
+    for i, r in enumerate(rows):
+        bold = ' font-weight="600" fill="#c41a16"' if r["name"] == culprit else ""
+        parts.append(f'<text class="sublayer" x="{x(i) + 4:.1f}" y="{pad_t + H + 10}" font-size="11"{bold} '
+                     f'text-anchor="end" transform="rotate(-55 {x(i) + 4:.1f} {pad_t + H + 10})">{_e(r["name"])}</text>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _attribution(case):
+    att = case.get("attribution")
+    if not att or "error" in att:
+        return ""
+    return ('<h3 class="attribution">Where the difference starts: max |port − reference| of each sub-layer\'s output, '
+            'in data-flow order</h3><figure class="attribution">' + _attribution_svg(att) +
+            '<figcaption class="attribution" style="max-width:640px">log scale; 0 drawn at '
+            f'{ZERO_AT:g}. <span style="color:#1f77b4">━●</span> own input: the port on its own input, the '
+            'difference inherited from the layers before plus the one introduced here; '
+            '<span style="color:#ff7f0e">╍■</span> fed: the port fed the reference\'s input to the sub-layer, the '
+            'difference it introduces alone (filled: beyond the tolerance). <span style="color:#c41a16">╌</span> the '
+            'tolerance (the rule allows it × (1 + |reference|)); shaded: the culprit, the first sub-layer whose fed '
+            'output breaks the rule.</figcaption></figure>')
+
+
 def _tokens(seq, at):
     return " ".join(f"<b>{tok}</b>" if i == at else str(tok) for i, tok in enumerate(seq)) + " ⟨end⟩"
 
@@ -271,7 +367,7 @@ def _case(case, tol, open_, slices):
             f'{" open" if open_ else ""}><summary><h2 style="display:inline">'
             f'<span class="{verdict.lower()}">{verdict}</span> '
             f'{_e(case["kind"])} <code>{_e(case["id"])}</code></h2> {_e(case.get("status") or "")} — goldens: {_e(goldens)}</summary>'
-            f'<pre class="explanation">{_e(text)}</pre>{_tensor_table(case)}{_curves(case)}{_decodes(case)}'
+            f'<pre class="explanation">{_e(text)}</pre>{_attribution(case)}{_tensor_table(case)}{_curves(case)}{_decodes(case)}'
             f'{_heatmaps(case, slices)}</details>')
 
 
