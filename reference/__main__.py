@@ -79,10 +79,20 @@ def _tracer(mode, ident):
     return trace.start(handed_inputs(tensors, ident))
 
 
-def _trace_document(tracer):
-    """The sub-layers' tensors as a document: {"sublayers": names in data-flow order, "tensors"}."""
-    names = [name[:-len(".out")] for name in tracer.tensors if name.endswith(".out")]
-    return {"sublayers": names, "tensors": {name: golden.tensor_doc(t) for name, t in tracer.tensors.items()}}
+def _free_run(case, assets, handed, out_dir):
+    """The case's own run: its document, what the runner hands the port, and a training run's states."""
+    doc, states, given = run_case_with_states(case, assets, handed)
+    if given is not None:  # what the runner hands the port: docs/protocol.md, "Handed inputs"
+        golden.write(os.path.join(out_dir, f"{case['id']}.handed.json"), given)
+    if case.get("kind") == "pretrained":  # docs/pretrained.md: the golden keeps a view
+        doc, full = split_documents(doc)
+        golden.write(os.path.join(out_dir, f"{case['id']}.full.json"), full)
+    golden.write(os.path.join(out_dir, f"{case['id']}.json"), doc)
+    if states:
+        state_dir = os.path.join(out_dir, f"{case['id']}.states")
+        os.makedirs(state_dir, exist_ok=True)
+        for t, state in states.items():
+            golden.write(os.path.join(state_dir, f"step_{t}.json"), state)
 
 
 def _steps(value):
@@ -186,27 +196,17 @@ def _run(stream_in, stream_out):
             if kind != "cases":  # one document per item, nothing else
                 doc = requests.document(kind, case, assets)
                 golden.write(os.path.join(out_dir, f"{requests.item_id(case)}.json"), doc)
-            elif entry is None or entry.get("free_run", True):
+            else:  # a traced case traces its free run and its replay alike (docs/protocol.md, "Traces")
                 tracer = _tracer(traced[case["id"]], case["id"]) if case.get("id") in traced else None
                 try:
-                    doc, states, given = run_case_with_states(case, assets, _handed(handed, case.get("id")))
+                    if entry is None or entry.get("free_run", True):
+                        _free_run(case, assets, _handed(handed, case.get("id")), out_dir)
+                    if entry is not None:
+                        status["replayed"], status["evaluated"] = _replay(case, entry, out_dir)
                 finally:
                     trace.stop()
                 if tracer is not None:
-                    golden.write(os.path.join(out_dir, f"{case['id']}.trace.json"), _trace_document(tracer))
-                if given is not None:  # what the runner hands the port: docs/protocol.md, "Handed inputs"
-                    golden.write(os.path.join(out_dir, f"{case['id']}.handed.json"), given)
-                if case.get("kind") == "pretrained":  # docs/pretrained.md: the golden keeps a view
-                    doc, full = split_documents(doc)
-                    golden.write(os.path.join(out_dir, f"{case['id']}.full.json"), full)
-                golden.write(os.path.join(out_dir, f"{case['id']}.json"), doc)
-                if states:
-                    state_dir = os.path.join(out_dir, f"{case['id']}.states")
-                    os.makedirs(state_dir, exist_ok=True)
-                    for t, state in states.items():
-                        golden.write(os.path.join(state_dir, f"step_{t}.json"), state)
-            if entry is not None and kind == "cases":
-                status["replayed"], status["evaluated"] = _replay(case, entry, out_dir)
+                    golden.write(os.path.join(out_dir, f"{case['id']}.trace.json"), trace.document(tracer, golden.tensor_doc))
             status["ok"] = True
         except Exception as exc:  # a bad case, or a bug in the engine: reported on the case, the others go on
             status.update(ok=False, **error_fields(exc))

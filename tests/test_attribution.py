@@ -28,6 +28,22 @@ port.transformer.embedding_not_scaled            transformer.one_plus_one       
 """.strip().splitlines())}
 
 
+# Faults in a backward or a training step: the case that shows each, the unit it is attributed to
+# and one tensor that unit gets wrong fed the reference's input (which gradient, which state).
+# ffn_reads_block_gradient and adam_takes_unclipped_gradients were added for attribution;
+# kv_path_dropped is a wiring fault between two units, so it shows at the unit that reads the
+# wrongly summed gradient: the encoder embedding's backward.
+UNITS = {fault: (case, unit, tensor) for fault, case, unit, tensor in (row.split() for row in """
+port.decoder_backward.ffn_reads_block_gradient  gradcheck.transformer.padded  dec.blk0.ffn.backward       grads.W1
+port.layer_norm_backward.missing_term           gradcheck.transformer.padded  dec.blk0.addnorm3.backward  dx
+port.encoder_backward.kv_path_dropped           gradcheck.transformer.padded  enc.embedding.backward      dE
+port.train.adam_takes_unclipped_gradients       train.alignment               step1.adam                  params.W_q
+port.adam.no_bias_correction                    train.alignment               step1.adam                  params.w_v
+port.clip.per_tensor                            train.alignment               step1.clipping              grads.W_q
+port.clip.always_rescale                        train.alignment               step5.clipping              grads.W_q
+""".strip().splitlines())}
+
+
 def _run(repo_root, node, cli, case, report):
     return run_verify(repo_root, "attention", "--case", case, "--port-cmd", f"{node} {cli} run",
                       "--report", report, timeout=300)
@@ -52,11 +68,57 @@ def test_a_composition_fault_is_attributed_to_its_sublayer(repo_root, node, tmp_
     assert f"attribution: {sublayer} introduces it" in shown.stdout, shown.stdout[-2000:] + shown.stderr[-2000:]
 
 
+@pytest.mark.parametrize("fault_id", sorted(UNITS))
+def test_a_backward_or_training_fault_is_attributed_to_its_unit(repo_root, node, tmp_path, fault_id):
+    case, unit, tensor = UNITS[fault_id]
+    [fault] = [f for f in load(None, repo_root, str) if f.id == fault_id]
+    apply(fault, repo_root, tmp_path)
+    proc = _run(repo_root, node, tmp_path / "port_ts" / "src" / "cli.ts", case, tmp_path / "report.json")
+    assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
+    [entry] = json.loads((tmp_path / "report.json").read_text())["cases"]
+    found = entry["attribution"]
+    assert found["culprit"] == unit, found
+    names = [r["name"] for r in found["sublayers"]]
+    row = found["sublayers"][names.index(unit)]
+    assert tensor in row["beyond"] and row["fed"] > found["tolerance"], row
+    assert all(r["fed"] == 0.0 for r in found["sublayers"][:names.index(unit)])  # upstream, every unit agrees
+    if case.startswith("gradcheck."):  # the forward's sub-layers, then their backwards
+        assert names[0] == "enc.embedding" and names[-1] == "enc.embedding.backward", names
+    else:  # the culprit's step of the first failing segment, stage by stage
+        step = unit.split(".")[0]
+        assert names == [f"{step}.{stage}" for stage in ("forward", "backward", "clipping", "adam")]
+        assert found["segment"] == [0, 25] and found["steps_before"] == int(step[len("step"):]) - 1
+    assert f"attribution: {unit} introduces it" in proc.stdout
+    shown = run_verify(repo_root, "show", tmp_path / "report.json", timeout=60)
+    assert f"attribution: {unit} introduces it" in shown.stdout, shown.stdout[-2000:] + shown.stderr[-2000:]
+
+
+def test_a_reference_side_composition_fault_is_attributed_and_arbitrated(repo_root, tmp_path):
+    """The reference's decoder block computes cross-attention from the block's input: no leaf case
+    sees it; the decoder block's case is attributed to its cross-attention, and PyTorch sides with
+    the port: the reference changed."""
+    import shlex
+    import sys
+
+    [fault] = [f for f in load(None, repo_root, str) if f.id == "reference.decoder.cross_attention_queries_from_block_input"]
+    apply(fault, repo_root, tmp_path)
+    reference = "sh -c " + shlex.quote(f"cd {shlex.quote(str(tmp_path))} && exec {shlex.quote(sys.executable)} -m reference run")
+    proc = run_verify(repo_root, "attention", "--case", "decoder_block.b1_tgt4_src6", "--reference-cmd", reference,
+                      "--fresh", "--report", tmp_path / "report.json", timeout=300)
+    assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
+    [entry] = json.loads((tmp_path / "report.json").read_text())["cases"]
+    assert entry["attribution"]["culprit"] == "cross_attention", entry["attribution"]
+    assert entry["arbitration"]["outcome"] == "port", entry["arbitration"]
+    assert "attribution: cross_attention introduces it" in proc.stdout
+    assert "PyTorch agrees with the port" in proc.stdout and "the reference changed (git log reference/)" in proc.stdout
+
+
 def test_a_faithful_port_passes_and_traces_nothing(repo_root, node, tmp_path):
     """reversed_k sums every product in reverse order: not bit-identical, within the tolerance; a
     passing run attributes nothing (no attribution, no attribution section in the timings)."""
     cli = port_variants.build(repo_root, "reversed_k", tmp_path)
     proc = run_verify(repo_root, "attention", "--case", "transformer.two_plus_two_head_dim2", "--case", "vit.*",
+                      "--case", "gradcheck.transformer.padded", "--case", "train.alignment",
                       "--port-cmd", f"{node} {cli} run", "--report", tmp_path / "report.json", "--timings", timeout=300)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     cases = json.loads((tmp_path / "report.json").read_text())["cases"]
@@ -65,28 +127,32 @@ def test_a_faithful_port_passes_and_traces_nothing(repo_root, node, tmp_path):
     assert "attribution" not in proc.stdout
 
 
-def test_only_failing_forward_cases_of_traced_ops_where_the_engines_disagree_are_wanted(monkeypatch):
+def test_only_failing_traceable_cases_where_the_engines_disagree_are_wanted(monkeypatch):
     class Case:
         def __init__(self, id, kind, op):
             self.id, self.kind, self.spec = id, kind, {"op": op}
 
     cases = [Case("a", "forward", "vit"), Case("b", "forward", "vit"), Case("c", "gradcheck", "vit"),
-             Case("d", "forward", "layer_norm"), Case("e", "forward", "vit")]
-    entries = {i: {"id": i, "passed": i == "a"} for i in "abcde"}
-    situations = {"b": advice.PORT_DIFFERS, "c": advice.PORT_DIFFERS, "d": advice.PORT_DIFFERS, "e": advice.GOLDEN_STALE}
+             Case("d", "forward", "layer_norm"), Case("e", "forward", "vit"), Case("f", "gradcheck", "gradcheck_transformer"),
+             Case("g", "training", "train_sort"), Case("h", "training", "train_sort"), Case("i", "gradcheck", "gradcheck_rope")]
+    entries = {i: {"id": i, "passed": i == "a", "replay": []} for i in "abcdefghi"}
+    entries["g"]["replay"] = [{"segment": [0, 50], "passed": True}, {"segment": [50, 100], "passed": False}]
+    entries["h"]["replay"] = [{"segment": [0, 50], "passed": True}]  # failing elsewhere (its evaluation): no segment
+    situations = {i: advice.PORT_DIFFERS for i in "bcdfghi"} | {"e": advice.GOLDEN_STALE}
     monkeypatch.setattr(advice, "situation", lambda entry: (situations.get(entry["id"]), ""))
-    assert [c.id for c in attribution.wanted(cases, entries)] == ["b"]
+    assert [c.id for c in attribution.wanted(cases, entries)] == ["b", "f", "g"]
+    assert attribution.first_failing_segment(entries["g"]) == [50, 100]
 
 
 def test_figures_name_the_first_sublayer_beyond_the_tolerance():
     def doc(*values):
         names = ["embedding", "blk0.attention", "head"]
-        return {"sublayers": names, "tensors": {f"{n}.out": {"dtype": "float64", "shape": [1], "data": [v]}
-                                                  for n, v in zip(names, values)}}
+        return {"units": [{"name": n, "tensors": [f"{n}.out"]} for n in names],
+                "tensors": {f"{n}.out": {"dtype": "float64", "shape": [1], "data": [v]} for n, v in zip(names, values)}}
 
     traces = {"reference": doc(1.0, 2.0, 3.0), "port": doc(1.0, 2.5, 5.0), "fed": doc(1.0, 2.5, 3.0)}
     found = attribution.figures(traces, 1e-6)
-    assert found["culprit"] == "blk0.attention"
+    assert found["culprit"] == "blk0.attention" and found["sublayers"][1]["beyond"] == ["out"]
     assert [r["own"] for r in found["sublayers"]] == [0.0, 0.5, 2.0]
     assert found["amplification"] == 4.0
     assert "blk0.attention introduces it" in attribution_lines(found)[0]
@@ -104,7 +170,7 @@ def test_a_fed_trace_without_a_sublayer_fails_the_case_saying_which(repo_root, n
     first = {"protocol": 1, "out_dir": str(tmp_path / "ref"), "cases": [case]}
     subprocess.run([sys.executable, "-m", "reference", "run"], input=json.dumps(first), cwd=repo_root,
                    capture_output=True, text=True, check=True)
-    (tmp_path / "empty.trace.json").write_text(json.dumps({"sublayers": [], "tensors": {}}))
+    (tmp_path / "empty.trace.json").write_text(json.dumps({"units": [], "tensors": {}}))
     request = {"protocol": 1, "cases": [case], "trace": {case["id"]: {"fed": str(tmp_path / "empty.trace.json")}},
                "inputs_from": {case["id"]: str(tmp_path / "ref" / f"{case['id']}.handed.json")}}
     for name, argv in (("reference", [sys.executable, "-m", "reference", "run"]), ("port", [str(node), "port_ts/src/cli.ts", "run"])):

@@ -1,46 +1,77 @@
-"""Attribution inside a failing case of a composed op: which sub-layer introduces the difference
-(docs/runner.md, "Attribution").
+"""Attribution inside a failing case: which traced unit introduces the difference (docs/runner.md,
+"Attribution").
 
-Only after the verdict, only for the failing forward cases of a traced op, on the inputs the port
-was handed: the reference runs the case recording every sub-layer's output, the port runs it
-twice, recording (each sub-layer on the port's own input: inherited + introduced) and fed (the
-reference's output of each sub-layer handed on in place of the port's, so that each sub-layer
-computes from the reference's input to it: introduced alone). Per sub-layer, in
-data-flow order, max|port - reference| of its output both ways; the first sub-layer whose fed
-output breaks the rule at the case's tolerance is where the fault is, and the layers after it
-amplify its fed difference to the own-input difference at the model's output."""
-
-import numpy as np
+Only after the verdict, only for the failing cases it can trace, on what the port was handed:
+- a forward case of a composed op: its sub-layers, in data-flow order (from its handed inputs);
+- a gradient check of a composed model: its forward's sub-layers, then their backwards in the
+  order the backward runs them (from its handed inputs and parameters);
+- a training run: its first failing replay segment, rerun from the reference's state at its
+  first step, stage by stage: step<t>.forward (the loss), .backward (the gradients), .clipping
+  (the clipped gradients and their norm), .adam (the parameters and both moments).
+The reference runs the case recording every unit's tensors; the port runs it twice, recording
+(each unit on the port's own input: inherited + introduced) and fed (the reference's tensors of
+each unit handed on in place of the port's, so that each unit computes from the reference's
+input to it: introduced alone). Per unit, max|port - reference| over its tensors both ways; the
+first unit whose fed tensors break the rule at the case's tolerance is where the fault is, and
+the units after it take its fed difference to the own-input difference of the last unit."""
 
 from . import advice, engines, layout
-from .compare import close
+from .compare import compare_tensor
 from .documents import DocumentError, decode_tensor, read
 from .errors import InputError
 
-# the ops whose models call their sub-layers through the tracer in both engines (core/trace.py)
+# the ops whose models trace their sub-layers in both engines (core/trace.py): forward cases, and
+# the gradient checks whose forward and backward are traced
 TRACED_OPS = ("encoder_block", "decoder_block", "transformer", "vit", "lesson_block", "decoder_lm")
+TRACED_GRADCHECKS = ("gradcheck_transformer",)
 RUNS = ("reference", "port", "fed")
 
 
+def first_failing_segment(entry):
+    """[t0, t1] of a training case's first failing replay segment, or None."""
+    return next((r["segment"] for r in entry.get("replay", []) if not r["passed"] and r.get("segment")), None)
+
+
+def _traceable(case, entry):
+    if case.kind == "forward":
+        return case.spec.get("op") in TRACED_OPS
+    if case.kind == "gradcheck":
+        return case.spec.get("op") in TRACED_GRADCHECKS
+    return case.kind == "training" and first_failing_segment(entry) is not None
+
+
 def wanted(cases, entries):
-    """The cases to attribute: failing forward cases of a traced op on which the engines disagree
-    (not a stale golden, not an engine that could not answer)."""
-    return [c for c in cases if c.kind == "forward" and c.spec.get("op") in TRACED_OPS
-            and not entries[c.id]["passed"]
+    """The cases to attribute: failing cases it can trace on which the engines disagree (not a
+    stale golden, not an engine that could not answer)."""
+    return [c for c in cases if not entries[c.id]["passed"] and _traceable(c, entries[c.id])
             and (advice.situation(entries[c.id]) or ("",))[0] in (advice.PORT_DIFFERS, advice.REFERENCE_CHANGED)]
+
+
+def _request(cases, entries, work):
+    """The request fields that rerun the cases as the port first ran them: the handed inputs, and
+    a training case's first failing segment from the reference's state."""
+    handed, replay = {}, {}
+    states = layout.engine_dir(work, "reference")
+    for c in cases:
+        if c.kind == "training":
+            replay[c.id] = {"from_dir": str(layout.states(states, c.id)), "segments": [first_failing_segment(entries[c.id])],
+                            "evaluate": [], "free_run": False}
+        else:
+            handed[c.id] = str(layout.handed(work, c.id))
+    return {"inputs_from": handed, "replay": replay}
 
 
 def attribute(cases, entries, engine_list, work, timeout, tol):
     """Adds an `attribution` object to the entry of each case of wanted(); runs nothing when there
     is none. An attribution that cannot be made says why in its `error`, never failing the run."""
-    cases = [c for c in wanted(cases, entries) if layout.handed(work, c.id).is_file()]
+    cases = [c for c in wanted(cases, entries) if c.kind == "training" or layout.handed(work, c.id).is_file()]
     if not cases:
         return
     by_name = {e.name: e for e in engine_list}
     if not {"reference", "port"} <= set(by_name):
         return
     specs = [c.spec for c in cases]
-    handed = {c.id: str(layout.handed(work, c.id)) for c in cases}
+    request = _request(cases, entries, work)
     dirs = {run: layout.attribution_dir(work, run) for run in RUNS}
     statuses = {}
     for run, engine, trace in (
@@ -48,8 +79,7 @@ def attribute(cases, entries, engine_list, work, timeout, tol):
             ("port", by_name["port"], {c.id: "record" for c in cases}),
             ("fed", by_name["port"], {c.id: {"fed": str(layout.trace(dirs["reference"], c.id))} for c in cases})):
         try:
-            statuses[run] = engines.run(engine, specs, dirs[run], timeout,
-                                        extra={"inputs_from": handed, "trace": trace}).statuses
+            statuses[run] = engines.run(engine, specs, dirs[run], timeout, extra=dict(request, trace=trace)).statuses
         except InputError as exc:  # an engine that cannot trace: said on every case, the verdict stands
             for c in cases:
                 entries[c.id]["attribution"] = {"error": f"the {run} run of the attribution failed: {exc}"}
@@ -69,33 +99,42 @@ def attribute(cases, entries, engine_list, work, timeout, tol):
         try:
             traces = {run: read(layout.trace(dirs[run], c.id)) for run in RUNS}
             entry["attribution"] = figures(traces, entry.get("tolerance") or tol)
-        except (OSError, DocumentError, KeyError, TypeError) as exc:
+        except (OSError, DocumentError, KeyError, TypeError, ValueError) as exc:
             entry["attribution"] = {"error": f"cannot read the traces of {c.id}: {exc}"}
+            continue
+        if c.kind == "training":
+            entry["attribution"].update(segment=first_failing_segment(entry), **_one_step(entry["attribution"]))
 
 
-def _max_diff(a, b):
-    """max|a - b|, or None when they cannot be compared (another shape, a NaN or an infinity)."""
-    if a.shape != b.shape:
-        return None
-    with np.errstate(over="ignore", invalid="ignore"):
-        diff = np.abs(a - b)
-    return float(np.max(diff, initial=0.0)) if np.isfinite(diff).all() else None
+def _unit_row(name, keys, tensors, tol):
+    """{name, own, fed, fed_beyond, beyond, worst}: own and fed the greatest max|port - reference|
+    over the unit's tensors (None where one cannot be compared: another shape, a NaN, an
+    infinity); beyond the labels of its tensors that break the rule fed (a backward's "dx",
+    "grads.W1": which gradient); worst the first of them, else the label of the greatest fed
+    difference."""
+    own = fed = 0.0
+    beyond, worst, worst_fed = [], None, -1.0
+    for key in keys:
+        label = key[len(name) + 1:]
+        ref = decode_tensor(tensors["reference"][key], f"reference {key}")
+        found = {run: compare_tensor(key, "output", ref, decode_tensor(tensors[run][key], f"{run} {key}"), tol)
+                 for run in ("port", "fed")}
+        own = None if own is None or found["port"].max_abs is None or found["port"].nonfinite else max(own, found["port"].max_abs)
+        f = found["fed"]
+        fed = None if fed is None or f.max_abs is None or f.nonfinite else max(fed, f.max_abs)
+        if not f.passed:
+            worst = label if not beyond else worst
+            beyond.append(label)
+        elif not beyond and f.max_abs is not None and f.max_abs > worst_fed:
+            worst, worst_fed = label, f.max_abs
+    return {"name": name, "own": own, "fed": fed, "fed_beyond": bool(beyond), "beyond": beyond, "worst": worst}
 
 
 def figures(traces, tol):
-    """{"sublayers": [{name, own, fed, fed_beyond}], "culprit", "amplification", "tolerance"} of
-    three trace documents {run: {"sublayers": names, "tensors": {name: tensor doc}}}; own and fed
-    are max|port - reference| of the sub-layer's output, None where they cannot be compared."""
-    names = traces["reference"]["sublayers"]
-    outs = {run: {n: decode_tensor(traces[run]["tensors"][f"{n}.out"], f"{run} {n}.out").values for n in names}
-            for run in RUNS}
-    rows = []
-    for n in names:
-        ref = outs["reference"][n]
-        own = _max_diff(outs["port"][n], ref)
-        fed = _max_diff(outs["fed"][n], ref)
-        beyond = not (outs["fed"][n].shape == ref.shape and close(outs["fed"][n], ref, tol).all())
-        rows.append({"name": n, "own": own, "fed": fed, "fed_beyond": beyond})
+    """{"sublayers": [unit rows], "culprit", "amplification", "tolerance"} of three trace documents
+    {run: {"units": [{"name", "tensors": [keys]}], "tensors": {key: tensor doc}}}."""
+    tensors = {run: traces[run]["tensors"] for run in RUNS}
+    rows = [_unit_row(u["name"], u["tensors"], tensors, tol) for u in traces["reference"]["units"]]
     culprit = next((r for r in rows if r["fed_beyond"]), None)
     result = {"tolerance": tol, "sublayers": rows, "culprit": None, "amplification": None}
     if culprit is not None:
@@ -103,3 +142,15 @@ def figures(traces, tol):
         out, fed = rows[-1]["own"], culprit["fed"]
         result["amplification"] = out / fed if out is not None and fed else None
     return result
+
+
+def _one_step(attribution):
+    """A training attribution keeps the rows of one step: the culprit's (else the segment's last),
+    and says how many steps before it agreed at every stage."""
+    rows = attribution["sublayers"]
+    if not rows:
+        return {}
+    step = (attribution["culprit"] or rows[-1]["name"]).split(".")[0]
+    kept = [r for r in rows if r["name"].split(".")[0] == step]
+    first = rows.index(kept[0])
+    return {"sublayers": kept, "steps_before": len({r["name"].split(".")[0] for r in rows[:first]})}

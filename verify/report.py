@@ -533,18 +533,29 @@ def attribution_lines(attribution):
     if "error" in attribution:
         return [f"  attribution: not made: {attribution['error']}"]
     rows, culprit = attribution["sublayers"], attribution["culprit"]
+    if not rows:
+        return ["  attribution: the traced case ran no traced unit"]
     if culprit is None:
-        head = ("  attribution: no sub-layer introduces it on its own (each is within the tolerance fed the "
-                "reference's input): look between the sub-layers, at the model's own code")
+        head = ("  attribution: no traced unit introduces it on its own (each is within the tolerance fed the "
+                "reference's input): look between the units, at the model's own code")
     else:
         row = next(r for r in rows if r["name"] == culprit)
-        amp, last = attribution["amplification"], rows[-1]
-        after = ("" if culprit == last["name"] or amp is None else
-                 f"; the layers after it take it x{amp:.3g} to {_sci(last['own'])} at the output")
+        amp = attribution["amplification"]
+        after = ("" if culprit == rows[-1]["name"] or amp is None else
+                 f"; the units after it take it x{amp:.3g} to the last one's")
+        shown = ", ".join(row["beyond"][:6]) + (f" and {len(row['beyond']) - 6} more" if len(row["beyond"]) > 6 else "")
         head = (f"  attribution: {culprit} introduces it (fed max|diff| {_sci(row['fed'])} > tolerance "
-                f"{attribution['tolerance']:g}){after}")
+                f"{attribution['tolerance']:g}, in {shown}){after}")
+    lines = [head]
+    if attribution.get("segment"):
+        t0, t1 = attribution["segment"]
+        lines.append(f"    replaying [{t0}, {t1}] from the reference's state at step {t0}: the {attribution['steps_before']} "
+                     "step(s) before this one agree at every stage")
     width = max(len(r["name"]) for r in rows)
-    table = [f"    {'sub-layer':<{width}}  {'own input':>9}  {'fed':>9}"]
-    table += [f"    {r['name']:<{width}}  {_sci(r['own']):>9}  {_sci(r['fed']):>9}{'  <- introduced here' if r['name'] == culprit else ''}"
+    lines.append(f"    {'unit':<{width}}  {'own input':>9}  {'fed':>9}")
+    lines += [f"    {r['name']:<{width}}  {_sci(r['own']):>9}  {_sci(r['fed']):>9}{'  <- introduced here' if r['name'] == culprit else ''}"
               for r in rows]
-    return [head] + table
+    if culprit is not None:
+        lines.append("    (fed: the unit run on the reference's input to it; a difference there is the unit's own, or "
+                     "the model hands it another tensor than the reference does)")
+    return lines

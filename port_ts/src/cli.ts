@@ -102,12 +102,6 @@ function tracer(mode: unknown, id: string): trace.Tracer {
   return trace.start(handedInputs(tensors, id));
 }
 
-/** The sub-layers' tensors as a document: {"sublayers": names in data-flow order, "tensors"}. */
-function traceDocument(t: trace.Tracer): Json {
-  const names = Object.keys(t.tensors).filter((n) => n.endsWith(".out")).map((n) => n.slice(0, -".out".length));
-  return { sublayers: names, tensors: Object.fromEntries(Object.entries(t.tensors).map(([n, v]) => [n, tensorDoc(v)])) };
-}
-
 /** The request's assets {model name: directory} as the core takes them: bytes of a file, read on demand. */
 function modelFiles(dirs: Record<string, unknown>): Assets {
   const assets: Assets = {};
@@ -214,18 +208,20 @@ function run(args: string[]): number {
       if (kind !== "cases") { // one document per item, nothing else
         const doc = document(kind, spec as unknown as { [key: string]: Json }, assets);
         write(`${itemId(spec)}.json`, dumps(doc) + "\n");
-      } else if (entry === undefined || entry.free_run !== false) {
-        const traced = kind === "cases" && request.trace !== undefined && Object.hasOwn(request.trace, spec.id) ? tracer(request.trace[spec.id], spec.id) : null;
-        let result;
-        try {
-          result = runCaseWithStates(spec, assets, handed(request.inputs_from ?? {}, spec.id));
-        } finally {
-          trace.stop();
-        }
-        writeCase(spec, result.doc, result.states, write);
-        if (traced !== null) write(`${spec.id}.trace.json`, dumps(traceDocument(traced)) + "\n");
+        return;
       }
-      if (entry !== undefined && kind === "cases") [status.replayed, status.evaluated] = replay(spec, entry, request.out_dir);
+      // a traced case traces its free run and its replay alike (docs/protocol.md, "Traces")
+      const traced = request.trace !== undefined && Object.hasOwn(request.trace, spec.id) ? tracer(request.trace[spec.id], spec.id) : null;
+      try {
+        if (entry === undefined || entry.free_run !== false) {
+          const result = runCaseWithStates(spec, assets, handed(request.inputs_from ?? {}, spec.id));
+          writeCase(spec, result.doc, result.states, write);
+        }
+        if (entry !== undefined) [status.replayed, status.evaluated] = replay(spec, entry, request.out_dir);
+      } finally {
+        trace.stop();
+      }
+      if (traced !== null) write(`${spec.id}.trace.json`, dumps(trace.document(traced, tensorDoc)) + "\n");
     });
     process.stdout.write(JSON.stringify(status) + "\n");
   }

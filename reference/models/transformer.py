@@ -35,7 +35,7 @@ import numpy as np
 from ..nn.decoder_block import decoder_block_backward, decoder_block_forward, init_decoder_block_params
 from ..nn.embedding import embedding_backward, embedding_forward
 from ..core.params import add_grads, param, sub_params
-from ..core.trace import scope, sublayer
+from ..core.trace import backward, scope, sublayer
 from ..nn.encoder_block import encoder_block_backward, encoder_block_forward, init_encoder_block_params
 from ..nn.init import embedding_params, linear_params
 from ..nn.linear import linear_backward, linear_forward
@@ -91,8 +91,11 @@ def transformer_encode_backward(denc_out, cache):
     dx = denc_out  # (B, S, d)
     block_grads = [None] * len(cache["blocks"])
     for i in reversed(range(len(cache["blocks"]))):
+        scope(f"enc.blk{i}.")  # names the block's traced backwards
         dx, block_grads[i] = encoder_block_backward(dx, cache["blocks"][i])  # inverts: X = enc_block_i(X)
-    grads = {"enc.embed": embed_positions_backward(dx, cache["embed"])}  # inverts: X = PE(embed * sqrt(d))
+    scope("")
+    # inverts: X = PE(embed * sqrt(d))
+    grads = {"enc.embed": backward("enc.embedding", ("dE",), embed_positions_backward, dx, cache["embed"])}
     for i, bg in enumerate(block_grads):
         grads.update({f"enc.blk{i}.{name}": g for name, g in bg.items()})
     return grads
@@ -116,15 +119,19 @@ def transformer_decode(tgt_in, enc_out, src_valid_lens, params, config, rng=None
 def transformer_decode_backward(dlogits, cache):
     """dlogits (B, T, V_tgt) -> (denc_out (B, S, d), grads of dec.* under their full names, in
     draw order). denc_out sums the blocks' cross-attention contributions in block order from +0."""
-    dy, dW_out, db_out = linear_backward(dlogits, cache["out"])  # inverts: logits = Y W_out^T + b_out
+    # inverts: logits = Y W_out^T + b_out
+    dy, dW_out, db_out = backward("dec.head", ("dx", "dW", "db"), linear_backward, dlogits, cache["out"])
     n = len(cache["blocks"])
     block_grads, dencs = [None] * n, [None] * n
     for j in reversed(range(n)):
+        scope(f"dec.blk{j}.")  # names the block's traced backwards
         dy, dencs[j], block_grads[j] = decoder_block_backward(dy, cache["blocks"][j])  # inverts: Y = dec_block_j(Y, X)
+    scope("")
     denc_out = np.zeros(dencs[0].shape) if n else None  # (B, S, d)
     for j in range(n):
         denc_out = add_grads(denc_out, dencs[j])  # in block order, from +0
-    grads = {"dec.embed": embed_positions_backward(dy, cache["embed"])}  # inverts: Y = PE(embed * sqrt(d))
+    # inverts: Y = PE(embed * sqrt(d))
+    grads = {"dec.embed": backward("dec.embedding", ("dE",), embed_positions_backward, dy, cache["embed"])}
     for j, bg in enumerate(block_grads):
         grads.update({f"dec.blk{j}.{name}": g for name, g in bg.items()})
     grads["dec.out.W"], grads["dec.out.b"] = dW_out, db_out

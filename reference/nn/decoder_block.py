@@ -11,7 +11,8 @@ The causal mask is the book's training-mode one: 2-D valid lengths [1, 2, ..., T
 row. This project applies it in every mode (docs: decisions.md "Decoding"); the book's eval mode
 drops it.
 
-Traced sub-layers (core/trace.py): self_attention, addnorm1, cross_attention, addnorm2, ffn, addnorm3.
+Traced sub-layers (core/trace.py): self_attention, addnorm1, cross_attention, addnorm2, ffn, addnorm3,
+forward and backward.
 Parameters (stripped of the block's prefix): self_attn.W_q..W_o, ln1.*, cross_attn.W_q..W_o,
 ln2.*, ffn.W1/b1/W2/b2, ln3.* (shapes as in encoder_block.py). Generator draws when
 dropout_p > 0, in forward order: self-attention weights (B, H, T, T), AddNorm1 (B, T, d),
@@ -29,8 +30,9 @@ once receive their gradients as they arrive, in one fixed order, the same in bot
 import numpy as np
 
 from ..core.params import add_grads, param, sub_params
-from ..core.trace import sublayer
-from .encoder_block import add_norm_backward, add_norm_forward, init_ffn_params, init_layer_norm_params, init_mha_params
+from ..core.trace import backward, sublayer
+from .encoder_block import (ADD_NORM_GRADS, FFN_GRADS, MHA_GRADS, add_norm_backward, add_norm_forward, init_ffn_params,
+                            init_layer_norm_params, init_mha_params)
 from .ffn import ffn_backward, ffn_forward
 from .multi_head_attention import multi_head_attention_backward, multi_head_attention_forward
 
@@ -74,19 +76,21 @@ def decoder_block_forward(x, enc_out, enc_valid_lens, params, num_heads, dropout
 def decoder_block_backward(dout, cache):
     """dout (B, T, d) -> (dx (B, T, d), denc (B, S, d), grads under the stripped names, in draw order)."""
     # inverts: out = AddNorm3(Z, G)
-    dz_res, dg, dgamma3, dbeta3 = add_norm_backward(dout, cache["norm3"])  # (B, T, d)
+    dz_res, dg, dgamma3, dbeta3 = backward("addnorm3", ADD_NORM_GRADS, add_norm_backward, dout, cache["norm3"])  # (B, T, d)
     # inverts: G = FFN(Z)
-    dz_ffn, ffn_grads = ffn_backward(dg, cache["ffn"])  # (B, T, d)
+    dz_ffn, ffn_grads = backward("ffn", FFN_GRADS, ffn_backward, dg, cache["ffn"])  # (B, T, d)
     dz = add_grads(dz_res, dz_ffn)  # Z feeds the residual and the FFN
     # inverts: Z = AddNorm2(Y, C)
-    dy_res, dc, dgamma2, dbeta2 = add_norm_backward(dz, cache["norm2"])  # (B, T, d)
+    dy_res, dc, dgamma2, dbeta2 = backward("addnorm2", ADD_NORM_GRADS, add_norm_backward, dz, cache["norm2"])  # (B, T, d)
     # inverts: C = MHA_cross(Y, E, E, enc_lens)
-    dy_q, denc, cross_grads = multi_head_attention_backward(dc, cache["cross_attn"])  # (B, T, d), (B, S, d)
+    dy_q, denc, cross_grads = backward("cross_attention", MHA_GRADS, multi_head_attention_backward, dc,
+                                       cache["cross_attn"])  # (B, T, d), (B, S, d)
     dy = add_grads(dy_res, dy_q)  # Y feeds the residual and the cross-attention's queries
     # inverts: Y = AddNorm1(X, S)
-    dx_res, ds, dgamma1, dbeta1 = add_norm_backward(dy, cache["norm1"])  # (B, T, d)
+    dx_res, ds, dgamma1, dbeta1 = backward("addnorm1", ADD_NORM_GRADS, add_norm_backward, dy, cache["norm1"])  # (B, T, d)
     # inverts: S = MHA_self(X, X, X, causal)
-    dx_q, dx_kv, self_grads = multi_head_attention_backward(ds, cache["self_attn"])  # (B, T, d) each
+    dx_q, dx_kv, self_grads = backward("self_attention", MHA_GRADS, multi_head_attention_backward, ds,
+                                       cache["self_attn"])  # (B, T, d) each
     dx = add_grads(add_grads(dx_res, dx_q), dx_kv)  # X feeds the residual, the queries, the keys and values
     names = ("W_q", "W_k", "W_v", "W_o")
     grads = {f"self_attn.{name}": self_grads[name] for name in names}

@@ -14,7 +14,7 @@ with sub_params(params, "enc.blk0.")):
     ln1.gamma, ln1.beta (d,)
     ffn.W1 (F, d), ffn.b1 (F,), ffn.W2 (d, F), ffn.b2 (d,)
     ln2.gamma, ln2.beta (d,)
-Traced sub-layers (core/trace.py): attention, addnorm1, ffn, addnorm2.
+Traced sub-layers (core/trace.py): attention, addnorm1, ffn, addnorm2, forward and backward.
 Generator draws when dropout_p > 0, in forward order: MHA's weight mask (B, H, T, T), AddNorm1's
 mask (B, T, d), AddNorm2's mask (B, T, d).
 
@@ -33,7 +33,7 @@ from .init import layer_norm_params, linear_params
 from .layer_norm import layer_norm_backward, layer_norm_forward
 from .multi_head_attention import multi_head_attention_backward, multi_head_attention_forward
 from ..core.params import add_grads, param, sub_params
-from ..core.trace import sublayer
+from ..core.trace import backward, sublayer
 
 
 def init_mha_params(rng, d, prefix=""):
@@ -67,6 +67,10 @@ def add_norm_forward(x, y, gamma, beta, dropout_p=0.0, rng=None):
     return out, {"dropout": drop_cache, "ln": ln_cache}
 
 
+# the labels a traced backward gives each returned gradient: the port's field names (core/trace.py)
+ADD_NORM_GRADS, MHA_GRADS, FFN_GRADS = ("dx", "dy", "dgamma", "dbeta"), ("dxQ", "dxKv", "grads"), ("dx", "grads")
+
+
 def add_norm_backward(dout, cache):
     """dout (..., d) -> (dx (..., d), dy (..., d), dgamma (d,), dbeta (d,))."""
     dsum, dgamma, dbeta = layer_norm_backward(dout, cache["ln"])  # inverts: out = LN(x + dropped)
@@ -93,14 +97,14 @@ def encoder_block_forward(x, valid_lens, params, num_heads, dropout_p=0.0, rng=N
 def encoder_block_backward(dout, cache):
     """dout (B, T, d) -> (dx (B, T, d), grads): grads under the stripped names, in draw order."""
     # inverts: out = AddNorm2(Y, G)
-    dy_res, dg, dgamma2, dbeta2 = add_norm_backward(dout, cache["norm2"])  # (B, T, d)
+    dy_res, dg, dgamma2, dbeta2 = backward("addnorm2", ADD_NORM_GRADS, add_norm_backward, dout, cache["norm2"])  # (B, T, d)
     # inverts: G = FFN(Y)
-    dy_ffn, ffn_grads = ffn_backward(dg, cache["ffn"])  # (B, T, d)
+    dy_ffn, ffn_grads = backward("ffn", FFN_GRADS, ffn_backward, dg, cache["ffn"])  # (B, T, d)
     dy = add_grads(dy_res, dy_ffn)  # Y feeds the residual and the FFN
     # inverts: Y = AddNorm1(X, A)
-    dx_res, da, dgamma1, dbeta1 = add_norm_backward(dy, cache["norm1"])  # (B, T, d)
+    dx_res, da, dgamma1, dbeta1 = backward("addnorm1", ADD_NORM_GRADS, add_norm_backward, dy, cache["norm1"])  # (B, T, d)
     # inverts: A = MHA(X, X, X, lens)
-    dx_q, dx_kv, attn_grads = multi_head_attention_backward(da, cache["attn"])  # (B, T, d) each
+    dx_q, dx_kv, attn_grads = backward("attention", MHA_GRADS, multi_head_attention_backward, da, cache["attn"])  # (B, T, d)
     dx = add_grads(add_grads(dx_res, dx_q), dx_kv)  # X feeds the residual, the queries, the keys and values
     grads = {f"attn.{name}": attn_grads[name] for name in ("W_q", "W_k", "W_v", "W_o")}
     grads.update({"ln1.gamma": dgamma1, "ln1.beta": dbeta1})

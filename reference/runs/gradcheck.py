@@ -31,6 +31,7 @@ import numpy as np
 
 from ..core.case_config import positive_int
 from ..core.ops import sum_last
+from ..core.trace import untraced
 
 STEP = 1e-3  # fourth-order stencil: truncation ~h^4, rounding ~eps/h; see docs/gradcheck.md
 ORDER = 4
@@ -142,8 +143,9 @@ def run_check(config, rng, params, loss_fn, grads, loss):
     """gradcheck's draws and checks of loss_fn at params (grads its analytic gradients, loss its
     value there), with the case config's full_max, samples and directions, as the outputs every
     gradient-check case writes."""
-    result = gradcheck(loss_fn, params, grads, rng, positive_int(config, "full_max", 32), positive_int(config, "samples", 8),
-                       positive_int(config, "directions", 3))
+    # the loss's many evaluations are not traced: a traced case traces its one forward and backward
+    result = untraced(gradcheck, loss_fn, params, grads, rng, positive_int(config, "full_max", 32),
+                      positive_int(config, "samples", 8), positive_int(config, "directions", 3))
     outputs = {"loss": np.array(loss), **{f"grad.{name}": grads[name] for name in params}}
     for name, c in result["checks"].items():
         for field in ("index", "analytic", "numeric", "rel_err"):

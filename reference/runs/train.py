@@ -14,7 +14,9 @@ train(params, names, step_fn, steps, lr, clip, checkpoint_every, state=None) -> 
     state             the optimiser state to resume from (optim.adam_init's form), or None
   Each step t: (loss, grads) = step_fn(params, t); n = clip_gradients(grads) (the norm before
   clipping; global_norm when clip is None); record loss and n; adam_step. So the loss and n of
-  step t are those of the parameters before update t.
+  step t are those of the parameters before update t. A traced run (core/trace.py) traces each
+  step's four stages: step<t>.forward (loss), .backward (grads), .clipping (grads, norm) and
+  .adam (params, m, v).
   history = {"loss": [...], "grad_norm": [...]} for steps t0+1..steps, in order;
   checkpoints = {t: (params copy, state copy)}.
 
@@ -30,6 +32,7 @@ from ..core.digest import float64_digest
 from ..core.golden import ENGINE, SCHEMA_VERSION, tensor_doc
 from .optim import adam_init, adam_step, clip_gradients, global_norm
 from ..core.rng import GENERATOR
+from ..core.trace import record, untraced
 
 
 def copy_state(params, names, state):
@@ -54,12 +57,19 @@ def train(params, names, step_fn, steps, lr, clip, checkpoint_every, state=None)
     if start % checkpoint_every == 0:
         checkpoints[start] = copy_state(params, names, state)
     for t in range(start + 1, steps + 1):
-        loss, grads = step_fn(params, t)
-        grads = {name: grads[name] for name in names}  # clipping replaces entries of this dict only
+        loss, grads = untraced(step_fn, params, t)  # a traced run traces its steps' stages, not the model
+        loss = float(record(f"step{t}.forward", {"loss": np.array(loss)})["loss"])
+        grads = record(f"step{t}.backward", {"grads": {name: grads[name] for name in names}})["grads"]
+        grads = dict(grads)  # clipping replaces entries of this dict only
         n = global_norm(grads, names) if clip is None else clip_gradients(grads, names, clip)
-        history["loss"].append(float(loss))
+        clipped = record(f"step{t}.clipping", {"grads": grads, "norm": np.array(n)})
+        grads, n = clipped["grads"], float(clipped["norm"])
+        history["loss"].append(loss)
         history["grad_norm"].append(n)
         adam_step(params, grads, names, state, lr)
+        after = record(f"step{t}.adam", {"params": {name: params[name] for name in names}, "m": state["m"], "v": state["v"]})
+        params.update(after["params"])
+        state["m"], state["v"] = dict(after["m"]), dict(after["v"])
         if t % checkpoint_every == 0 or t == steps:
             checkpoints[t] = copy_state(params, names, state)
     return history, checkpoints

@@ -37,7 +37,7 @@ import { type CrossEntropyCache, crossEntropyBackward, crossEntropyForward, sequ
 import { type Params, addGrads, param, subParams } from "../core/params.ts";
 import { type EncoderBlockCache, encoderBlockBackward, encoderBlockForward, initEncoderBlockParams } from "../nn/encoderBlock.ts";
 import { type DecoderBlockCache, decoderBlockBackward, decoderBlockForward, initDecoderBlockParams } from "../nn/decoderBlock.ts";
-import { scope, sublayer } from "../core/trace.ts";
+import { backward, scope, sublayer } from "../core/trace.ts";
 
 export interface TransformerConfig {
   vocab_src: number; vocab_tgt: number; d: number; ffn_hidden: number; heads: number;
@@ -118,11 +118,14 @@ export function transformerEncodeBackward(dencOut: Tensor, cache: EncodeCache): 
   const n = cache.blocks.length;
   const blockGrads: Params[] = new Array(n);
   for (let i = n - 1; i >= 0; i--) {
+    scope(`enc.blk${i}.`); // names the block's traced backwards
     const r = encoderBlockBackward(dx, cache.blocks[i]); // inverts: X = enc_block_i(X)
     dx = r.dx;
     blockGrads[i] = r.grads;
   }
-  const grads: Params = { "enc.embed": embedPositionsBackward(dx, cache.embed) }; // inverts: X = PE(embed * sqrt(d))
+  scope("");
+  // inverts: X = PE(embed * sqrt(d))
+  const grads: Params = { "enc.embed": backward("enc.embedding", (d: Tensor, c: EmbedCache) => ({ dE: embedPositionsBackward(d, c) }), dx, cache.embed).dE };
   for (let i = 0; i < n; i++) {
     for (const [name, g] of Object.entries(blockGrads[i])) grads[`enc.blk${i}.${name}`] = g;
   }
@@ -159,20 +162,23 @@ export function transformerDecode(
  *  dec.* under their full names, in draw order. dencOut sums the blocks' cross-attention
  *  contributions in block order from +0. */
 export function transformerDecodeBackward(dlogits: Tensor, cache: DecodeCache): { dencOut: Tensor | null; grads: Params } {
-  const { dx: dy0, dW: dWOut, db: dbOut } = linearBackward(dlogits, cache.out); // inverts: logits = Y W_out^T + b_out
+  const { dx: dy0, dW: dWOut, db: dbOut } = backward("dec.head", linearBackward, dlogits, cache.out); // inverts: logits = Y W_out^T + b_out
   let dy = dy0;
   const n = cache.blocks.length;
   const blockGrads: Params[] = new Array(n);
   const dencs: Tensor[] = new Array(n);
   for (let j = n - 1; j >= 0; j--) {
+    scope(`dec.blk${j}.`); // names the block's traced backwards
     const r = decoderBlockBackward(dy, cache.blocks[j]); // inverts: Y = dec_block_j(Y, X)
     dy = r.dx;
     dencs[j] = r.denc;
     blockGrads[j] = r.grads;
   }
+  scope("");
   let dencOut: Tensor | null = n > 0 ? zeros(dencs[0].shape) : null; // (B, S, d)
   for (let j = 0; j < n; j++) dencOut = addGrads(dencOut as Tensor, dencs[j]); // in block order, from +0
-  const grads: Params = { "dec.embed": embedPositionsBackward(dy, cache.embed) }; // inverts: Y = PE(embed * sqrt(d))
+  // inverts: Y = PE(embed * sqrt(d))
+  const grads: Params = { "dec.embed": backward("dec.embedding", (d: Tensor, c: EmbedCache) => ({ dE: embedPositionsBackward(d, c) }), dy, cache.embed).dE };
   for (let j = 0; j < n; j++) {
     for (const [name, g] of Object.entries(blockGrads[j])) grads[`dec.blk${j}.${name}`] = g;
   }

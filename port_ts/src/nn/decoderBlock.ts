@@ -12,7 +12,8 @@
 // mode drops it.
 //
 // Parameters (stripped of the block's prefix): self_attn.W_q..W_o, ln1.*, cross_attn.W_q..W_o,
-// Traced sub-layers (core/trace.ts): self_attention, addnorm1, cross_attention, addnorm2, ffn, addnorm3.
+// Traced sub-layers (core/trace.ts): self_attention, addnorm1, cross_attention, addnorm2, ffn, addnorm3,
+// forward and backward.
 // ln2.*, ffn.W1/b1/W2/b2, ln3.* (shapes as in encoderBlock.ts). Generator draws when
 // dropoutP > 0, in forward order: self-attention weights (B, H, T, T), AddNorm1 (B, T, d),
 // cross-attention weights (B, H, T, S), AddNorm2 (B, T, d), AddNorm3 (B, T, d).
@@ -30,7 +31,7 @@ import type { Tensor, IntTensor } from "../core/ops.ts";
 import { type FfnCache, ffnBackward, ffnForward } from "./ffn.ts";
 import { type MultiHeadAttentionCache, multiHeadAttentionBackward, multiHeadAttentionForward } from "./multiHeadAttention.ts";
 import { type Params, addGrads, param, subParams } from "../core/params.ts";
-import { sublayer } from "../core/trace.ts";
+import { backward, sublayer } from "../core/trace.ts";
 import { type AddNormCache, addNormBackward, addNormForward, initFfnParams, initLayerNormParams, initMhaParams } from "./encoderBlock.ts";
 
 /** (B, T): row t of every batch element may see keys 0..t, i.e. length t + 1. */
@@ -89,19 +90,19 @@ export function decoderBlockBackward(
   dout: Tensor, cache: DecoderBlockCache,
 ): { dx: Tensor; denc: Tensor; grads: Params } {
   // inverts: out = AddNorm3(Z, G)
-  const { dx: dzRes, dy: dg, dgamma: dgamma3, dbeta: dbeta3 } = addNormBackward(dout, cache.norm3); // (B, T, d)
+  const { dx: dzRes, dy: dg, dgamma: dgamma3, dbeta: dbeta3 } = backward("addnorm3", addNormBackward, dout, cache.norm3); // (B, T, d)
   // inverts: G = FFN(Z)
-  const { dx: dzFfn, grads: ffnGrads } = ffnBackward(dg, cache.ffn); // (B, T, d)
+  const { dx: dzFfn, grads: ffnGrads } = backward("ffn", ffnBackward, dg, cache.ffn); // (B, T, d)
   const dz = addGrads(dzRes, dzFfn); // Z feeds the residual and the FFN
   // inverts: Z = AddNorm2(Y, C)
-  const { dx: dyRes, dy: dc, dgamma: dgamma2, dbeta: dbeta2 } = addNormBackward(dz, cache.norm2); // (B, T, d)
+  const { dx: dyRes, dy: dc, dgamma: dgamma2, dbeta: dbeta2 } = backward("addnorm2", addNormBackward, dz, cache.norm2); // (B, T, d)
   // inverts: C = MHA_cross(Y, E, E, encLens)
-  const { dxQ: dyQ, dxKv: denc, grads: crossGrads } = multiHeadAttentionBackward(dc, cache.crossAttn); // (B, T, d), (B, S, d)
+  const { dxQ: dyQ, dxKv: denc, grads: crossGrads } = backward("cross_attention", multiHeadAttentionBackward, dc, cache.crossAttn); // (B, T, d), (B, S, d)
   const dy = addGrads(dyRes, dyQ); // Y feeds the residual and the cross-attention's queries
   // inverts: Y = AddNorm1(X, S)
-  const { dx: dxRes, dy: ds, dgamma: dgamma1, dbeta: dbeta1 } = addNormBackward(dy, cache.norm1); // (B, T, d)
+  const { dx: dxRes, dy: ds, dgamma: dgamma1, dbeta: dbeta1 } = backward("addnorm1", addNormBackward, dy, cache.norm1); // (B, T, d)
   // inverts: S = MHA_self(X, X, X, causal)
-  const { dxQ, dxKv, grads: selfGrads } = multiHeadAttentionBackward(ds, cache.selfAttn); // (B, T, d) each
+  const { dxQ, dxKv, grads: selfGrads } = backward("self_attention", multiHeadAttentionBackward, ds, cache.selfAttn); // (B, T, d) each
   const dx = addGrads(dxRes, dxQ, dxKv); // (dxRes + dxQ) + dxKv: X feeds the residual, the queries, the keys and values
   const names = ["W_q", "W_k", "W_v", "W_o"];
   const grads: Params = {};

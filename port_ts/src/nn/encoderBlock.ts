@@ -14,7 +14,7 @@
 //   ln1.gamma, ln1.beta (d,)
 //   ffn.W1 (F, d), ffn.b1 (F,), ffn.W2 (d, F), ffn.b2 (d,)
 //   ln2.gamma, ln2.beta (d,)
-// Traced sub-layers (core/trace.ts): attention, addnorm1, ffn, addnorm2.
+// Traced sub-layers (core/trace.ts): attention, addnorm1, ffn, addnorm2, forward and backward.
 // Generator draws when dropoutP > 0, in forward order: MHA's weight mask (B, H, T, T),
 // AddNorm1's mask (B, T, d), AddNorm2's mask (B, T, d).
 //
@@ -32,7 +32,7 @@ import { layerNormParams, linearParams } from "./init.ts";
 import { EPS, type LayerNormCache, layerNormBackward, layerNormForward } from "./layerNorm.ts";
 import { type MultiHeadAttentionCache, multiHeadAttentionBackward, multiHeadAttentionForward } from "./multiHeadAttention.ts";
 import { type Params, addGrads, param, subParams } from "../core/params.ts";
-import { sublayer } from "../core/trace.ts";
+import { backward, sublayer } from "../core/trace.ts";
 
 /** W_q, W_k, W_v, W_o (d, d) in that order, each U(+-1/sqrt(d)), no biases. */
 export function initMhaParams(rng: Generator, d: number, prefix = ""): Params {
@@ -113,14 +113,14 @@ export function encoderBlockForward(
 /** dout (B, T, d) -> dx (B, T, d), grads under the stripped names, in draw order. */
 export function encoderBlockBackward(dout: Tensor, cache: EncoderBlockCache): { dx: Tensor; grads: Params } {
   // inverts: out = AddNorm2(Y, G)
-  const { dx: dyRes, dy: dg, dgamma: dgamma2, dbeta: dbeta2 } = addNormBackward(dout, cache.norm2); // (B, T, d)
+  const { dx: dyRes, dy: dg, dgamma: dgamma2, dbeta: dbeta2 } = backward("addnorm2", addNormBackward, dout, cache.norm2); // (B, T, d)
   // inverts: G = FFN(Y)
-  const { dx: dyFfn, grads: ffnGrads } = ffnBackward(dg, cache.ffn); // (B, T, d)
+  const { dx: dyFfn, grads: ffnGrads } = backward("ffn", ffnBackward, dg, cache.ffn); // (B, T, d)
   const dy = addGrads(dyRes, dyFfn); // Y feeds the residual and the FFN
   // inverts: Y = AddNorm1(X, A)
-  const { dx: dxRes, dy: da, dgamma: dgamma1, dbeta: dbeta1 } = addNormBackward(dy, cache.norm1); // (B, T, d)
+  const { dx: dxRes, dy: da, dgamma: dgamma1, dbeta: dbeta1 } = backward("addnorm1", addNormBackward, dy, cache.norm1); // (B, T, d)
   // inverts: A = MHA(X, X, X, lens)
-  const { dxQ, dxKv, grads: attnGrads } = multiHeadAttentionBackward(da, cache.attn); // (B, T, d) each
+  const { dxQ, dxKv, grads: attnGrads } = backward("attention", multiHeadAttentionBackward, da, cache.attn); // (B, T, d) each
   const dx = addGrads(dxRes, dxQ, dxKv); // (dxRes + dxQ) + dxKv: X feeds the residual, the queries, the keys and values
   const grads: Params = {};
   for (const name of ["W_q", "W_k", "W_v", "W_o"]) grads[`attn.${name}`] = attnGrads[name];

@@ -28,6 +28,7 @@ import type { Generator } from "../core/rng.ts";
 import type { Params } from "../core/params.ts";
 import type { Named } from "../core/golden.ts";
 import { type Config, positiveInt } from "../core/caseConfig.ts";
+import { untraced } from "../core/trace.ts";
 
 export const STEP = 1e-3; // fourth-order stencil: truncation ~h^4, rounding ~eps/h; see docs/gradcheck.md
 export const ORDER = 4;
@@ -184,7 +185,8 @@ function along(params: Params, v: Params, t: number): Params {
  *  there), with the case config's full_max, samples and directions, as the outputs every
  *  gradient-check case writes. */
 export function runCheck(config: Config, rng: Generator, params: Params, lossFn: LossFn, grads: Params, loss: number): Named {
-  const result = gradcheck(lossFn, params, grads, rng, positiveInt(config, "full_max", 32), positiveInt(config, "samples", 8), positiveInt(config, "directions", 3));
+  // the loss's many evaluations are not traced: a traced case traces its one forward and backward
+  const result = untraced(() => gradcheck(lossFn, params, grads, rng, positiveInt(config, "full_max", 32), positiveInt(config, "samples", 8), positiveInt(config, "directions", 3)));
   const outputs: Named = { loss: { shape: [], data: Float64Array.of(loss) } };
   for (const name of Object.keys(params)) outputs[`grad.${name}`] = grads[name];
   for (const [name, c] of Object.entries(result.checks)) {

@@ -29,6 +29,9 @@ import type { Params } from "../core/params.ts";
 import { type AdamState, adamInit, adamStep, clipGradients, globalNorm } from "./optim.ts";
 import { ENGINE, SCHEMA_VERSION, type Json, tensorDoc } from "../core/golden.ts";
 import { GENERATOR } from "../core/rng.ts";
+import { record, untraced } from "../core/trace.ts";
+
+const scalar = (x: number): Tensor => ({ shape: [], data: Float64Array.of(x) });
 
 export type StepFn = (params: Params, t: number) => { loss: number; grads: Params };
 export interface History { loss: number[]; gradNorm: number[] }
@@ -67,13 +70,23 @@ export function train(
   const checkpoints = new Map<number, Snapshot>();
   if (start % checkpointEvery === 0) checkpoints.set(start, copyState(params, names, st));
   for (let t = start + 1; t <= steps; t++) {
-    const { loss, grads: raw } = stepFn(params, t);
-    const grads: Params = {}; // clipping replaces entries of this record only
-    for (const name of names) grads[name] = raw[name];
-    const n = clip === null ? globalNorm(grads, names) : clipGradients(grads, names, clip);
+    const step = untraced(() => stepFn(params, t)); // a traced run traces its steps' stages, not the model
+    const loss = record(`step${t}.forward`, { loss: scalar(step.loss) }).loss.data[0];
+    const raw: Params = {};
+    for (const name of names) raw[name] = step.grads[name];
+    const grads: Params = { ...record(`step${t}.backward`, { grads: raw }).grads }; // clipping replaces entries of this record only
+    const norm = clip === null ? globalNorm(grads, names) : clipGradients(grads, names, clip);
+    const clipped = record(`step${t}.clipping`, { grads, norm: scalar(norm) });
+    const n = clipped.norm.data[0];
     history.loss.push(loss);
     history.gradNorm.push(n);
-    adamStep(params, grads, names, st, lr);
+    adamStep(params, clipped.grads, names, st, lr);
+    const now: Params = {};
+    for (const name of names) now[name] = params[name];
+    const after = record(`step${t}.adam`, { params: now, m: st.m, v: st.v });
+    Object.assign(params, after.params);
+    st.m = { ...after.m };
+    st.v = { ...after.v };
     if (t % checkpointEvery === 0 || t === steps) checkpoints.set(t, copyState(params, names, st));
   }
   return { history, checkpoints };
