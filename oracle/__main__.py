@@ -16,7 +16,7 @@ import time
 
 import torch
 
-from reference.__main__ import _exit_with_parent
+from reference.__main__ import exit_with_parent
 from reference.core import golden
 from reference.core.case_config import error_fields, handed_inputs
 
@@ -59,7 +59,7 @@ def main(argv=None):
     if argv != ["run"]:
         print("usage: python -m oracle run  (a request on stdin, docs/protocol.md)", file=sys.stderr)
         return 2
-    _exit_with_parent()
+    exit_with_parent()
     torch.set_num_threads(1)  # a few small cases: threads cost more than they give, and the runner has the cores
     try:
         request = json.load(sys.stdin)

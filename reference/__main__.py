@@ -145,7 +145,7 @@ def _alive(owner):
     return fields[0] != b"Z" and (ticks == 0 or fields[19] == str(ticks).encode())
 
 
-def _exit_with_parent(poll=0.25):
+def exit_with_parent(poll=0.25):
     """Stop when the runner that started this engine is gone, however it died (SIGKILL leaves it
     no way to stop its engines): a daemon thread watches the parent pid and the runner named by
     VERIFY_RUN_OWNER, which also holds when the runner died before this engine got going or
@@ -161,7 +161,7 @@ def _exit_with_parent(poll=0.25):
 
 
 def _run(stream_in, stream_out):
-    _exit_with_parent()
+    exit_with_parent()
     try:
         request = json.load(stream_in)
         out_dir = request["out_dir"]

@@ -138,8 +138,7 @@ def test_only_failing_traceable_cases_where_the_engines_disagree_are_wanted(monk
     entries = {i: {"id": i, "passed": i == "a", "replay": []} for i in "abcdefghi"}
     entries["g"]["replay"] = [{"segment": [0, 50], "passed": True}, {"segment": [50, 100], "passed": False}]
     entries["h"]["replay"] = [{"segment": [0, 50], "passed": True}]  # failing elsewhere (its evaluation): no segment
-    situations = {i: advice.PORT_DIFFERS for i in "bcdfghi"} | {"e": advice.GOLDEN_STALE}
-    monkeypatch.setattr(advice, "situation", lambda entry: (situations.get(entry["id"]), ""))
+    monkeypatch.setattr(advice, "engines_disagree", lambda entry: not entry["passed"] and entry["id"] != "e")  # e: stale
     assert [c.id for c in attribution.wanted(cases, entries)] == ["b", "f", "g"]
     assert attribution.first_failing_segment(entries["g"]) == [50, 100]
 

@@ -59,6 +59,13 @@ def situation(entry):
     return None
 
 
+def engines_disagree(entry):
+    """A failing case on which the engines disagree: what the arbiter and the attribution look at
+    (not a stale golden alone, not an engine that could not answer, not the reference's own check)."""
+    return (not entry["passed"] and (situation(entry) or ("",))[0] in (PORT_DIFFERS, REFERENCE_CHANGED)
+            and bool(disagreement(entry)))
+
+
 def root_causes(failing, declarations):
     """Where to start: [(op, its failing cases, the other failing cases that build on it)] for each
     failing op that fails on its own (none of the ops it builds on fails), most explained first."""

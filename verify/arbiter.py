@@ -15,7 +15,7 @@ import math
 import sys
 
 from . import engines, layout
-from .advice import disagreement
+from .advice import engines_disagree
 from .compare import compare_named
 from .errors import InputError
 from .schedule import hand_inputs
@@ -51,7 +51,7 @@ def engine(root):
 
 def wanted(entry):
     """A case the arbiter is asked about: a failing forward case on which the engines disagree."""
-    return entry["kind"] == "forward" and not entry["passed"] and bool(disagreement(entry))
+    return entry["kind"] == "forward" and engines_disagree(entry)
 
 
 def _record(outcome, advice, names=(), reference=None, port=None):

@@ -43,8 +43,7 @@ def _traceable(case, entry):
 def wanted(cases, entries):
     """The cases to attribute: failing cases it can trace on which the engines disagree (not a
     stale golden, not an engine that could not answer)."""
-    return [c for c in cases if not entries[c.id]["passed"] and _traceable(c, entries[c.id])
-            and (advice.situation(entries[c.id]) or ("",))[0] in (advice.PORT_DIFFERS, advice.REFERENCE_CHANGED)]
+    return [c for c in cases if _traceable(c, entries[c.id]) and advice.engines_disagree(entries[c.id])]
 
 
 def _request(cases, entries, work):
