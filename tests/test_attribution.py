@@ -93,6 +93,17 @@ def test_a_backward_or_training_fault_is_attributed_to_its_unit(repo_root, node,
     assert f"attribution: {unit} introduces it" in shown.stdout, shown.stdout[-2000:] + shown.stderr[-2000:]
 
 
+def test_no_attribution_turns_it_off_on_a_failing_run(repo_root, node, tmp_path):
+    [fault] = [f for f in load(None, repo_root, str) if f.id == "port.clip.per_tensor"]
+    apply(fault, repo_root, tmp_path)
+    proc = run_verify(repo_root, "attention", "--case", "train.alignment", "--no-attribution", "--timings", "--port-cmd",
+                      f"{node} {tmp_path / 'port_ts' / 'src' / 'cli.ts'} run", "--report", tmp_path / "report.json", timeout=300)
+    assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert "attribution" not in report["cases"][0] and "attribution:" not in proc.stdout
+    assert not any(name.startswith("attribution") for name in report["timings"]["sections"])
+
+
 def test_a_reference_side_composition_fault_is_attributed_and_arbitrated(repo_root, tmp_path):
     """The reference's decoder block computes cross-attention from the block's input: no leaf case
     sees it; the decoder block's case is attributed to its cross-attention, and PyTorch sides with

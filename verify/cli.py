@@ -117,6 +117,10 @@ def build_parser():
                             "The arbiter). auto (the default): when PyTorch is installed, else the advice says how to "
                             f"install it ({arbiter.INSTALL}); torch: required (exit 2 without it); none: off. "
                             "It runs only when a forward case fails")
+        p.add_argument("--no-attribution", dest="attribute", action="store_false",
+                       help="do not attribute failing cases to the unit that introduces the difference (docs/runner.md, "
+                            "Attribution: a composed op's sub-layer, a gradient check's backward, a training step's "
+                            "stage). It runs only when such a case fails: three more engine runs of it")
         p.add_argument("--list", action="store_true", help="list the (selected) case ids and exit")
         p.set_defaults(suite=name)
     for name, (_, help_text) in SIDE_COMMANDS.items():
@@ -257,7 +261,7 @@ def cmd_verify(args, out):
         browsers_on = dict(keep=node_kept, keep_reference=Path(work) / "reference") if args.browser else {}
         run_options = suite.RunOptions(verdict.Policy(args.tol, args.bitwise), check_unused=not args.case,
                                        jobs=args.jobs, progress=progress, timings=timings, previous_report=previous,
-                                       on_case=on_case, on_cache=on_cache, oracle=args.oracle, attribute=True,
+                                       on_case=on_case, on_cache=on_cache, oracle=args.oracle, attribute=args.attribute,
                                        **browsers_on,
                                        reference_cache=None if fresh else reference_cache.ReferenceCache(project.root))
         try:

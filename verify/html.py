@@ -306,15 +306,15 @@ def _attribution(case):
     att = case.get("attribution")
     if not att or "error" in att:
         return ""
-    return ('<h3 class="attribution">Where the difference starts: max |port − reference| of each sub-layer\'s output, '
-            'in data-flow order</h3><figure class="attribution">' + _attribution_svg(att) +
+    return ('<h3 class="attribution">Where the difference starts: max |port − reference| of each traced unit '
+            '(a sub-layer, a sub-layer\'s backward, a training step\'s stage), in the order they ran</h3><figure class="attribution">' + _attribution_svg(att) +
             '<figcaption class="attribution" style="max-width:640px">log scale; 0 drawn at '
             f'{ZERO_AT:g}. <span style="color:#1f77b4">━●</span> own input: the port on its own input, the '
-            'difference inherited from the layers before plus the one introduced here; '
-            '<span style="color:#ff7f0e">╍■</span> fed: the port fed the reference\'s input to the sub-layer, the '
+            'difference inherited from the units before plus the one introduced here; '
+            '<span style="color:#ff7f0e">╍■</span> fed: the port fed the reference\'s input to the unit, the '
             'difference it introduces alone (filled: beyond the tolerance). <span style="color:#c41a16">╌</span> the '
-            'tolerance (the rule allows it × (1 + |reference|)); shaded: the culprit, the first sub-layer whose fed '
-            'output breaks the rule.</figcaption></figure>')
+            'tolerance (the rule allows it × (1 + |reference|)); shaded: the culprit, the first unit whose fed '
+            'tensors break the rule.</figcaption></figure>')
 
 
 def _tokens(seq, at):
