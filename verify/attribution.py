@@ -130,12 +130,13 @@ def _unit_row(name, keys, tensors, tol):
 
 
 def figures(traces, tol):
-    """{"sublayers": [unit rows], "culprit", "amplification", "tolerance"} of three trace documents
+    """{"sublayers": [unit rows], "culprit", "amplification", "last", "tolerance"} of three trace documents
     {run: {"units": [{"name", "tensors": [keys]}], "tensors": {key: tensor doc}}}."""
     tensors = {run: traces[run]["tensors"] for run in RUNS}
     rows = [_unit_row(u["name"], u["tensors"], tensors, tol) for u in traces["reference"]["units"]]
     culprit = next((r for r in rows if r["fed_beyond"]), None)
-    result = {"tolerance": tol, "sublayers": rows, "culprit": None, "amplification": None}
+    result = {"tolerance": tol, "sublayers": rows, "culprit": None, "amplification": None,
+              "last": {"name": rows[-1]["name"], "own": rows[-1]["own"]} if rows else None}
     if culprit is not None:
         result["culprit"] = culprit["name"]
         out, fed = rows[-1]["own"], culprit["fed"]

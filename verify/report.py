@@ -540,9 +540,9 @@ def attribution_lines(attribution):
                 "reference's input): look between the units, at the model's own code")
     else:
         row = next(r for r in rows if r["name"] == culprit)
-        amp = attribution["amplification"]
-        after = ("" if culprit == rows[-1]["name"] or amp is None else
-                 f"; the units after it take it x{amp:.3g} to the last one's")
+        amp, last = attribution["amplification"], attribution.get("last")
+        after = ("" if last is None or culprit == last["name"] or amp is None else
+                 f"; the units after it take it x{amp:.3g} to {_sci(last['own'])} at the last one, {last['name']}")
         shown = ", ".join(row["beyond"][:6]) + (f" and {len(row['beyond']) - 6} more" if len(row["beyond"]) > 6 else "")
         head = (f"  attribution: {culprit} introduces it (fed max|diff| {_sci(row['fed'])} > tolerance "
                 f"{attribution['tolerance']:g}, in {shown}){after}")
