@@ -88,8 +88,10 @@ def _verify(repo_root, reference_cmd, cli, node, tmp_path, *args, lie=("-", "-")
     script, log, report = tmp_path / "wrapper.py", tmp_path / "requests.jsonl", tmp_path / "report.json"
     script.write_text(WRAPPER)
     port_cmd = shlex.join([sys.executable, str(script), str(log), *lie, str(node), str(cli), "run"])
+    # --no-attribution: the requests logged are the verdict's alone (a failing run's attribution
+    # replays its first failing segment again, traced)
     proc = run_verify(repo_root, "attention", "--reference-cmd", reference_cmd, "--port-cmd", port_cmd,
-                      "--report", report, *args, timeout=1200)
+                      "--report", report, "--no-attribution", *args, timeout=1200)
     assert "Traceback" not in proc.stdout + proc.stderr, proc.stdout[-3000:] + proc.stderr[-3000:]
     notes = [json.loads(line) for line in log.read_text().splitlines()]
     replays = {i: s for n in notes for i, s in n["replay"].items()}

@@ -32,7 +32,7 @@ export class Tracer {
     this.fed = fed;
   }
 
-  record<V extends Values>(unit: string, values: V): V {
+  record(unit: string, values: Values): Values {
     const name = this.prefix + unit;
     if (this.rows.has(name)) throw new Error(`traced unit '${name}' ran twice in one traced case; each name must be unique`);
     const flat = new Map<string, Tensor>(); // copies: the code goes on and may update a tensor in place (Adam)
@@ -56,7 +56,7 @@ export class Tracer {
       out[label] = value === null ? null : isTensor(value) ? take(label)
         : Object.fromEntries(Object.keys(value).map((key) => [key, take(`${label}.${key}`)]));
     }
-    return out as V;
+    return out;
   }
 }
 
@@ -65,7 +65,7 @@ let tracer: Tracer | null = null; // the Tracer of the case being traced, or nul
 /** values traced as unit `name` when a tracer is on: the same record, with the fed engine's
  *  tensors in place when fed. */
 export function record<V extends Values>(name: string, values: V): V {
-  return tracer === null ? values : tracer.record(name, values);
+  return tracer === null ? values : tracer.record(name, values) as V;
 }
 
 /** fn(...args), its output (the `out` field when fn returns {out, cache}) traced as "<name>.out". */
@@ -73,7 +73,7 @@ export function sublayer<A extends unknown[], R>(name: string, fn: (...args: A) 
   const result = fn(...args);
   if (tracer === null) return result;
   const paired = typeof result === "object" && result !== null && "cache" in result;
-  const out = tracer.record(name, { out: (paired ? (result as unknown as { out: Tensor }).out : result) as Tensor }).out;
+  const out = tracer.record(name, { out: (paired ? (result as unknown as { out: Tensor }).out : result) as Tensor }).out as Tensor;
   return (paired ? { ...(result as object), out } : out) as R;
 }
 
