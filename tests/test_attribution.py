@@ -124,6 +124,30 @@ def test_a_reference_side_composition_fault_is_attributed_and_arbitrated(repo_ro
     assert "PyTorch agrees with the port" in proc.stdout and "the reference changed (git log reference/)" in proc.stdout
 
 
+def test_a_pretrained_encoder_fault_is_attributed_to_its_layer(repo_root, node, tmp_path):
+    """The port's MiniLM layers add each layer's input in their second add-and-norm: no leaf case
+    sees it; the pretrained case, rerun from its token ids and the model (no handed inputs), is
+    attributed to the first layer's second add-and-norm, every sub-layer before it fed-identical."""
+    from verify import assets
+
+    # a test dependency (pyproject's test extra): missing, it is an install error, never a skip
+    assert assets.model_dir() is not None, f"the model is not available: {assets.models.missing_reason()}"
+    case, unit = "pretrained.minilm.lesson", "layer0.addnorm2"
+    [fault] = [f for f in load(None, repo_root, str) if f.id == "port.bert.second_addnorm_adds_layer_input"]
+    apply(fault, repo_root, tmp_path)
+    proc = _run(repo_root, node, tmp_path / "port_ts" / "src" / "cli.ts", case, tmp_path / "report.json")
+    assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
+    [entry] = [c for c in json.loads((tmp_path / "report.json").read_text())["cases"] if c["id"] == case]
+    found = entry["attribution"]
+    assert found["culprit"] == unit, found
+    names = [r["name"] for r in found["sublayers"]]
+    assert names[:5] == ["embedding", "layer0.attention", "layer0.addnorm1", "layer0.ffn", unit], names
+    assert names[-1] == "layer5.addnorm2" and len(names) == 1 + 6 * 4, names
+    assert all(r["fed"] == 0.0 for r in found["sublayers"][:names.index(unit)])  # upstream, every sub-layer agrees
+    assert found["sublayers"][names.index(unit)]["fed"] > found["tolerance"]
+    assert f"attribution: {unit} introduces it" in proc.stdout
+
+
 def test_a_faithful_port_passes_and_traces_nothing(repo_root, node, tmp_path):
     """reversed_k sums every product in reverse order: not bit-identical, within the tolerance; a
     passing run attributes nothing (no attribution, no attribution section in the timings)."""

@@ -5,6 +5,8 @@ Only after the verdict, only for the failing cases it can trace, on what the por
 - a forward case of a composed op: its sub-layers, in data-flow order (from its handed inputs);
 - a gradient check of a composed model: its forward's sub-layers, then their backwards in the
   order the backward runs them (from its handed inputs and parameters);
+- a pretrained case of a traced encoder: its sub-layers, in data-flow order (from the case's
+  token ids and the model the request's assets name);
 - a training run: its first failing replay segment, rerun from the reference's state at its
   first step, stage by stage: step<t>.forward (the loss), .backward (the gradients), .clipping
   (the clipped gradients and their norm), .adam (the parameters and both moments).
@@ -24,6 +26,9 @@ from .errors import InputError
 # the gradient checks whose forward and backward are traced
 TRACED_OPS = ("encoder_block", "decoder_block", "transformer", "vit", "lesson_block", "decoder_lm")
 TRACED_GRADCHECKS = ("gradcheck_transformer",)
+# the pretrained ops whose model traces its sub-layers in both engines: rerun from the case itself
+# and the request's assets (a pretrained case draws nothing, so it has no handed inputs)
+TRACED_PRETRAINED = ("bert_encoder",)
 RUNS = ("reference", "port", "fed")
 
 
@@ -37,6 +42,8 @@ def _traceable(case, entry):
         return case.spec.get("op") in TRACED_OPS
     if case.kind == "gradcheck":
         return case.spec.get("op") in TRACED_GRADCHECKS
+    if case.kind == "pretrained":
+        return case.spec.get("op") in TRACED_PRETRAINED
     return case.kind == "training" and first_failing_segment(entry) is not None
 
 
@@ -55,15 +62,17 @@ def _request(cases, entries, work):
         if c.kind == "training":
             replay[c.id] = {"from_dir": str(layout.states(states, c.id)), "segments": [first_failing_segment(entries[c.id])],
                             "evaluate": [], "free_run": False}
-        else:
+        elif c.kind != "pretrained":
             handed[c.id] = str(layout.handed(work, c.id))
     return {"inputs_from": handed, "replay": replay}
 
 
-def attribute(cases, entries, engine_list, work, timeout, tol):
+def attribute(cases, entries, engine_list, work, timeout, tol, assets=None):
     """Adds an `attribution` object to the entry of each case of wanted(); runs nothing when there
-    is none. An attribution that cannot be made says why in its `error`, never failing the run."""
-    cases = [c for c in wanted(cases, entries) if c.kind == "training" or layout.handed(work, c.id).is_file()]
+    is none. assets: the request's {model name: directory}, for the pretrained cases. An
+    attribution that cannot be made says why in its `error`, never failing the run."""
+    cases = [c for c in wanted(cases, entries)
+             if c.kind in ("training", "pretrained") or layout.handed(work, c.id).is_file()]
     if not cases:
         return
     by_name = {e.name: e for e in engine_list}
@@ -71,6 +80,8 @@ def attribute(cases, entries, engine_list, work, timeout, tol):
         return
     specs = [c.spec for c in cases]
     request = _request(cases, entries, work)
+    if assets:
+        request["assets"] = assets
     dirs = {run: layout.attribution_dir(work, run) for run in RUNS}
     statuses = {}
     for run, engine, trace in (

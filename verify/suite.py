@@ -83,7 +83,8 @@ def run(ctx, selected, all_ids, engines, options):
                           runs["reference"].out_dir, work, options.oracle, timings)
         if options.attribute and attribution.wanted(to_run, judged):  # only on failure: a passing run traces nothing
             with timings.section("attribution: the failing cases' sub-layers"):
-                attribution.attribute(to_run, judged, engines, work, ctx.timeout, options.policy.tol)
+                attribution.attribute(to_run, judged, engines, work, ctx.timeout, options.policy.tol,
+                                      extra.get("assets"))
         if options.keep is not None:
             options.keep.update({case_id: judge.cases[case_id].fresh for case_id in judged})
     # 5. report

@@ -30,6 +30,7 @@ from ..nn.layer_norm import layer_norm_forward
 from ..nn.linear import linear_forward
 from ..nn.multi_head_attention import merge_heads, split_heads
 from ..core.safetensors import load_tensor, tensor_names
+from ..core.trace import scope, sublayer
 
 # config.json keys this encoder needs, and the values it supports where only one is implemented
 REQUIRED = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
@@ -126,24 +127,37 @@ def bert_attention_forward(x, params, prefix, num_heads, valid_lens):
     return a, {"weights": attn["weights"], "q": q, "k": k, "v": v}
 
 
+def bert_add_norm_forward(y, x, params, name, eps):
+    """An add-and-norm: LN(y + x) with the parameters <name>.weight, <name>.bias ->
+    (out (B, T, d), cache)."""
+    return layer_norm_forward(y + x, params[name + ".weight"], params[name + ".bias"], eps)
+
+
+def bert_ffn_forward(h, params, prefix):
+    """The feed-forward: gelu(h W_i^T + b_i) W_2^T + b_2, h (B, T, d) -> f (B, T, d)."""
+    i, _ = linear_forward(h, params[prefix + "intermediate.dense.weight"], params[prefix + "intermediate.dense.bias"])  # (B, T, F)
+    g, _ = gelu_forward(i)  # (B, T, F)
+    f, _ = linear_forward(g, params[prefix + "output.dense.weight"], params[prefix + "output.dense.bias"])  # (B, T, d)
+    return f
+
+
 def bert_layer_forward(x, params, layer, cfg, valid_lens):
-    """One post-norm encoder layer: x (B, T, d) -> (out (B, T, d), cache with weights (B, H, T, T))."""
+    """One post-norm encoder layer: x (B, T, d) -> (out (B, T, d), cache with weights (B, H, T, T)).
+    Traced sub-layers (core/trace.py): attention, addnorm1, ffn, addnorm2."""
     p = f"encoder.layer.{layer}."
     eps = cfg["layer_norm_eps"]
-    a, attn = bert_attention_forward(x, params, p, cfg["num_attention_heads"], valid_lens)  # (B, T, d)
-    h, _ = layer_norm_forward(a + x, params[p + "attention.output.LayerNorm.weight"],
-                              params[p + "attention.output.LayerNorm.bias"], eps)  # (B, T, d)
-    i, _ = linear_forward(h, params[p + "intermediate.dense.weight"], params[p + "intermediate.dense.bias"])  # (B, T, F)
-    g, _ = gelu_forward(i)  # (B, T, F)
-    f, _ = linear_forward(g, params[p + "output.dense.weight"], params[p + "output.dense.bias"])  # (B, T, d)
-    out, _ = layer_norm_forward(f + h, params[p + "output.LayerNorm.weight"], params[p + "output.LayerNorm.bias"], eps)
+    a, attn = sublayer("attention", bert_attention_forward, x, params, p, cfg["num_attention_heads"], valid_lens)  # (B, T, d)
+    h, _ = sublayer("addnorm1", bert_add_norm_forward, a, x, params, p + "attention.output.LayerNorm", eps)  # (B, T, d)
+    f = sublayer("ffn", bert_ffn_forward, h, params, p)  # (B, T, d)
+    out, _ = sublayer("addnorm2", bert_add_norm_forward, f, h, params, p + "output.LayerNorm", eps)  # (B, T, d)
     return out, {"weights": attn["weights"], "h": h}
 
 
 def bert_forward(input_ids, attention_mask, token_type_ids, params, cfg):
     """ids, mask, token types (B, T) int -> (last hidden state (B, T, d), cache) with
     cache["hidden_states"] (L + 1, B, T, d): the embeddings, then every layer's output, and
-    cache["attentions"] (L, B, H, T, T): every head's weights, as Hugging Face's outputs."""
+    cache["attentions"] (L, B, H, T, T): every head's weights, as Hugging Face's outputs.
+    Traced sub-layers (core/trace.py): embedding, then layer<l>.attention .. layer<l>.addnorm2."""
     input_ids = np.asarray(input_ids, dtype=np.int64)
     if input_ids.ndim != 2:
         raise ValueError(f"bert: input_ids must be (B, T), got shape {input_ids.shape}")
@@ -153,10 +167,12 @@ def bert_forward(input_ids, attention_mask, token_type_ids, params, cfg):
         raise ValueError(f"bert: attention_mask {mask.shape} and token_type_ids {types.shape} must match input_ids "
                          f"{input_ids.shape}")
     valid_lens = valid_lengths(mask)  # (B,)
-    x, _ = bert_embeddings_forward(input_ids, types, params, cfg)  # (B, T, d)
+    x, _ = sublayer("embedding", bert_embeddings_forward, input_ids, types, params, cfg)  # (B, T, d)
     hidden, weights = [x], []
     for layer in range(cfg["num_hidden_layers"]):
+        scope(f"layer{layer}.")  # names the layer's traced sub-layers
         x, c = bert_layer_forward(x, params, layer, cfg, valid_lens)  # (B, T, d)
         hidden.append(x)
         weights.append(c["weights"])
+    scope("")
     return x, {"hidden_states": np.stack(hidden), "attentions": np.stack(weights), "valid_lens": valid_lens}

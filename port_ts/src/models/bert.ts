@@ -28,6 +28,7 @@ import { layerNormForward } from "../nn/layerNorm.ts";
 import { linearForward } from "../nn/linear.ts";
 import { mergeHeads, splitHeads } from "../nn/multiHeadAttention.ts";
 import { type SafetensorsFile, loadTensor, tensorNames } from "../core/safetensors.ts";
+import { scope, sublayer } from "../core/trace.ts";
 
 export interface BertConfig {
   vocab_size: number;
@@ -157,17 +158,27 @@ export function bertAttentionForward(x: Tensor, params: BertParams, prefix: stri
   return { out: a, cache: { weights: attn.weights, q, k, v } };
 }
 
-/** One post-norm encoder layer: x (B, T, d) -> out (B, T, d), cache with weights (B, H, T, T). */
+/** An add-and-norm: LN(y + x) with the parameters <name>.weight, <name>.bias -> out (B, T, d). */
+export function bertAddNormForward(y: Tensor, x: Tensor, params: BertParams, name: string, eps: number): Tensor {
+  return layerNormForward(add(y, x), params[name + ".weight"], params[name + ".bias"], eps).out;
+}
+
+/** The feed-forward: gelu(h W_i^T + b_i) W_2^T + b_2, h (B, T, d) -> f (B, T, d). */
+export function bertFfnForward(h: Tensor, params: BertParams, prefix: string): Tensor {
+  const i = linearForward(h, params[prefix + "intermediate.dense.weight"], params[prefix + "intermediate.dense.bias"]).out; // (B, T, F)
+  const g = geluForward(i).out; // (B, T, F)
+  return linearForward(g, params[prefix + "output.dense.weight"], params[prefix + "output.dense.bias"]).out; // (B, T, d)
+}
+
+/** One post-norm encoder layer: x (B, T, d) -> out (B, T, d), cache with weights (B, H, T, T).
+ *  Traced sub-layers (core/trace.ts): attention, addnorm1, ffn, addnorm2. */
 export function bertLayerForward(x: Tensor, params: BertParams, layer: number, cfg: BertConfig, validLens: IntTensor):
     { out: Tensor; cache: { weights: Tensor; h: Tensor } } {
   const p = `encoder.layer.${layer}.`, eps = cfg.layer_norm_eps;
-  const { out: a, cache: attn } = bertAttentionForward(x, params, p, cfg.num_attention_heads, validLens); // (B, T, d)
-  const h = layerNormForward(add(a, x), params[p + "attention.output.LayerNorm.weight"],
-    params[p + "attention.output.LayerNorm.bias"], eps).out; // (B, T, d)
-  const i = linearForward(h, params[p + "intermediate.dense.weight"], params[p + "intermediate.dense.bias"]).out; // (B, T, F)
-  const g = geluForward(i).out; // (B, T, F)
-  const f = linearForward(g, params[p + "output.dense.weight"], params[p + "output.dense.bias"]).out; // (B, T, d)
-  const out = layerNormForward(add(f, h), params[p + "output.LayerNorm.weight"], params[p + "output.LayerNorm.bias"], eps).out;
+  const { out: a, cache: attn } = sublayer("attention", bertAttentionForward, x, params, p, cfg.num_attention_heads, validLens); // (B, T, d)
+  const h = sublayer("addnorm1", bertAddNormForward, a, x, params, p + "attention.output.LayerNorm", eps); // (B, T, d)
+  const f = sublayer("ffn", bertFfnForward, h, params, p); // (B, T, d)
+  const out = sublayer("addnorm2", bertAddNormForward, f, h, params, p + "output.LayerNorm", eps); // (B, T, d)
   return { out, cache: { weights: attn.weights, h } };
 }
 
@@ -180,7 +191,8 @@ function stack(parts: Tensor[]): Tensor {
 
 /** ids, mask, token types (B, T) int -> last hidden state (B, T, d) and a cache with
  *  hiddenStates (L + 1, B, T, d): the embeddings, then every layer's output, and
- *  attentions (L, B, H, T, T): every head's weights, as Hugging Face's outputs. */
+ *  attentions (L, B, H, T, T): every head's weights, as Hugging Face's outputs.
+ *  Traced sub-layers (core/trace.ts): embedding, then layer<l>.attention .. layer<l>.addnorm2. */
 export function bertForward(inputIds: IntTensor, attentionMask: IntTensor | null, tokenTypeIds: IntTensor | null,
   params: BertParams, cfg: BertConfig): { out: Tensor; cache: { hiddenStates: Tensor; attentions: Tensor; validLens: IntTensor } } {
   if (inputIds.shape.length !== 2) throw new RangeError(`bert: input_ids must be (B, T), got shape (${inputIds.shape})`);
@@ -191,13 +203,15 @@ export function bertForward(inputIds: IntTensor, attentionMask: IntTensor | null
     throw new RangeError(`bert: attention_mask (${mask.shape}) and token_type_ids (${types.shape}) must match input_ids (${inputIds.shape})`);
   }
   const validLens = validLengths(mask); // (B,)
-  let x = bertEmbeddingsForward(inputIds, types, params, cfg).out; // (B, T, d)
+  let x = sublayer("embedding", bertEmbeddingsForward, inputIds, types, params, cfg).out; // (B, T, d)
   const hidden = [x], weights: Tensor[] = [];
   for (let layer = 0; layer < cfg.num_hidden_layers; layer++) {
+    scope(`layer${layer}.`); // names the layer's traced sub-layers
     const r = bertLayerForward(x, params, layer, cfg, validLens); // (B, T, d)
     x = r.out;
     hidden.push(x);
     weights.push(r.cache.weights);
   }
+  scope("");
   return { out: x, cache: { hiddenStates: stack(hidden), attentions: stack(weights), validLens } };
 }
