@@ -30,18 +30,25 @@ port.transformer.embedding_not_scaled            transformer.one_plus_one       
 
 # Faults in a backward or a training step: the case that shows each, the unit it is attributed to
 # and one tensor that unit gets wrong fed the reference's input (which gradient, which state).
-# ffn_reads_block_gradient and adam_takes_unclipped_gradients were added for attribution;
-# kv_path_dropped is a wiring fault between two units, so it shows at the unit that reads the
-# wrongly summed gradient: the encoder embedding's backward.
+# ffn_reads_block_gradient, attention_reads_block_gradient, embedding_reads_head_gradient and
+# adam_takes_unclipped_gradients were added for attribution; kv_path_dropped is a wiring fault
+# between two units, so it shows at the unit that reads the wrongly summed gradient: the encoder
+# embedding's backward.
 UNITS = {fault: (case, unit, tensor) for fault, case, unit, tensor in (row.split() for row in """
-port.decoder_backward.ffn_reads_block_gradient  gradcheck.transformer.padded  dec.blk0.ffn.backward       grads.W1
-port.layer_norm_backward.missing_term           gradcheck.transformer.padded  dec.blk0.addnorm3.backward  dx
-port.encoder_backward.kv_path_dropped           gradcheck.transformer.padded  enc.embedding.backward      dE
-port.train.adam_takes_unclipped_gradients       train.alignment               step1.adam                  params.W_q
-port.adam.no_bias_correction                    train.alignment               step1.adam                  params.w_v
-port.clip.per_tensor                            train.alignment               step1.clipping              grads.W_q
-port.clip.always_rescale                        train.alignment               step5.clipping              grads.W_q
+port.decoder_backward.ffn_reads_block_gradient             gradcheck.transformer.padded    dec.blk0.ffn.backward       grads.W1
+port.layer_norm_backward.missing_term                      gradcheck.transformer.padded    dec.blk0.addnorm3.backward  dx
+port.encoder_backward.kv_path_dropped                      gradcheck.transformer.padded    enc.embedding.backward      dE
+port.vit_backward.pos_last_image_only                      gradcheck.vit.p2_d8             embedding.backward          dpos
+port.lesson_block_backward.attention_reads_block_gradient  gradcheck.lesson_block.no_mask  attention.backward          grads.W_in
+port.decoder_lm_backward.embedding_reads_head_gradient     gradcheck.decoder_lm.weighted   embedding.backward          dtok
+port.train.adam_takes_unclipped_gradients                  train.alignment                 step1.adam                  params.W_q
+port.adam.no_bias_correction                               train.alignment                 step1.adam                  params.w_v
+port.clip.per_tensor                                       train.alignment                 step1.clipping              grads.W_q
+port.clip.always_rescale                                   train.alignment                 step5.clipping              grads.W_q
 """.strip().splitlines())}
+
+# A traced gradient check's first unit: its model's first forward sub-layer.
+FIRST_UNIT = {"transformer": "enc.embedding", "vit": "embedding", "lesson_block": "attention", "decoder_lm": "embedding"}
 
 
 def _run(repo_root, node, cli, case, report):
@@ -82,8 +89,10 @@ def test_a_backward_or_training_fault_is_attributed_to_its_unit(repo_root, node,
     row = found["sublayers"][names.index(unit)]
     assert tensor in row["beyond"] and row["fed"] > found["tolerance"], row
     assert all(r["fed"] == 0.0 for r in found["sublayers"][:names.index(unit)])  # upstream, every unit agrees
-    if case.startswith("gradcheck."):  # the forward's sub-layers, then their backwards
-        assert names[0] == "enc.embedding" and names[-1] == "enc.embedding.backward", names
+    if case.startswith("gradcheck."):  # the forward's sub-layers, then their backwards in reverse order
+        forward = names[:len(names) // 2]
+        assert names[0] == FIRST_UNIT[case.split(".")[1]] and not any(n.endswith(".backward") for n in forward), names
+        assert names == forward + [f"{n}.backward" for n in reversed(forward)], names
     else:  # the culprit's step of the first failing segment, stage by stage
         step = unit.split(".")[0]
         assert names == [f"{step}.{stage}" for stage in ("forward", "backward", "clipping", "adam")]

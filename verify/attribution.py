@@ -25,7 +25,7 @@ from .errors import InputError
 # the ops whose models trace their sub-layers in both engines (core/trace.py): forward cases, and
 # the gradient checks whose forward and backward are traced
 TRACED_OPS = ("encoder_block", "decoder_block", "transformer", "vit", "lesson_block", "decoder_lm")
-TRACED_GRADCHECKS = ("gradcheck_transformer",)
+TRACED_GRADCHECKS = ("gradcheck_transformer", "gradcheck_vit", "gradcheck_lesson_block", "gradcheck_decoder_lm")
 # the pretrained ops whose model traces its sub-layers in both engines: rerun from the case itself
 # and the request's assets (a pretrained case draws nothing, so it has no handed inputs)
 TRACED_PRETRAINED = ("bert_encoder",)

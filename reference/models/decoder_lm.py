@@ -19,12 +19,14 @@ Parameters, in the order init_decoder_lm_params draws them (PyTorch's defaults):
 Backward: each block's backward in reverse; the two embeddings' gradients scatter the same dX
 (embedding_backward: rows accumulated in row-major token order). decoder_lm_loss adds the
 weighted cross-entropy (nn/loss.py: weight 1 for a counted position, 0 otherwise).
+Traced (core/trace.py): the sub-layers embedding, blk{i}.attention, blk{i}.ffn and head, forward
+and backward.
 """
 
 import numpy as np
 
 from ..core.params import param, prefixed_params, sub_params
-from ..core.trace import scope, sublayer
+from ..core.trace import backward, scope, sublayer
 from ..nn.embedding import embedding_backward, embedding_forward
 from ..nn.encoder_block import init_layer_norm_params
 from ..nn.init import embedding_params, linear_params
@@ -90,16 +92,35 @@ def decoder_lm_head(x, params):
     return logits, {"ln_f": ln_f, "head": head}
 
 
-def decoder_lm_backward(dlogits, cache):
-    """dlogits (B, T, V) -> grads keyed by every parameter name, in init order."""
+# the labels a traced backward gives each returned gradient: the port's field names (core/trace.py)
+HEAD_GRADS = ("dx", "dgamma", "dbeta", "dW", "db")
+EMBED_GRADS = ("dtok", "dpos")
+
+
+def decoder_lm_head_backward(dlogits, cache):
+    """dlogits (B, T, V) -> (dx (B, T, d), dgamma_f (d,), dbeta_f (d,), dW_head (V, d), db_head (V,));
+    cache the model's."""
     # inverts: logits = LN_f(X) W_head^T + b_head
     dh, dW_head, db_head = linear_backward(dlogits, cache["head"])  # (B, T, d)
     dx, dgamma_f, dbeta_f = layer_norm_backward(dh, cache["ln_f"])  # (B, T, d)
+    return dx, dgamma_f, dbeta_f, dW_head, db_head
+
+
+def decoder_lm_embed_backward(dx, cache):
+    """dx (B, T, d) -> (dtok (V, d), dpos (L, d)); cache the model's."""
+    # inverts: X = tok[tokens] + pos[P]
+    return embedding_backward(dx, cache["tok"]), embedding_backward(dx, cache["pos"])
+
+
+def decoder_lm_backward(dlogits, cache):
+    """dlogits (B, T, V) -> grads keyed by every parameter name, in init order."""
+    dx, dgamma_f, dbeta_f, dW_head, db_head = backward("head", HEAD_GRADS, decoder_lm_head_backward, dlogits, cache)
     block_grads = [None] * len(cache["blocks"])
     for i in reversed(range(len(cache["blocks"]))):
+        scope(f"blk{i}.")  # names the block's traced backwards
         dx, block_grads[i] = lesson_block_backward(dx, cache["blocks"][i])  # inverts: X = block_i(X, keep)
-    # inverts: X = tok[tokens] + pos[P]
-    dtok, dpos = embedding_backward(dx, cache["tok"]), embedding_backward(dx, cache["pos"])
+    scope("")
+    dtok, dpos = backward("embedding", EMBED_GRADS, decoder_lm_embed_backward, dx, cache)
     return {"tok": dtok, "pos": dpos, **prefixed_params(block_grads, "blk"),
             "ln_f.gamma": dgamma_f, "ln_f.beta": dbeta_f, "head.W": dW_head, "head.b": db_head}
 

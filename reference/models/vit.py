@@ -27,6 +27,8 @@ tensor used twice gets its gradients added in one fixed order, the same in both 
             dX  = dX1 + dX_ln1         the residual, then the attention branch through LN1
     model:  dcls = sum over b of dX0[b, 0], dpos = sum over b of dX0[b]   in batch order from +0
 vit_backward returns every parameter's gradient under its name, in init order.
+Traced (core/trace.py): the sub-layers embedding, blk{i}.attention, blk{i}.mlp and head, forward
+and backward.
 vit_loss / vit_loss_backward add the mean cross-entropy of the logits against integer labels.
 """
 
@@ -34,7 +36,7 @@ import numpy as np
 
 from ..nn.dropout import dropout_backward, dropout_forward
 from ..core.params import param, sub_params
-from ..core.trace import scope, sublayer
+from ..core.trace import backward, scope, sublayer
 from ..nn.encoder_block import init_ffn_params, init_layer_norm_params, init_mha_params
 from ..nn.gelu import gelu_backward, gelu_forward
 from ..nn.init import linear_params, patch_embedding_params
@@ -137,26 +139,46 @@ def vit_feedforward_forward(x1, params, dropout_p=0.0, rng=None):
 
 def vit_block_forward(x, params, num_heads, dropout_p=0.0, rng=None):
     """Pre-norm block, params stripped of blk{i}.: x (B, T, d) -> (out (B, T, d), cache).
-    Traced sub-layers (core/trace.py): attention (the first half), mlp (the second)."""
+    Traced sub-layers (core/trace.py): attention (the first half), mlp (the second), forward and backward."""
     x1, first = sublayer("attention", vit_attention_forward, x, params, num_heads, dropout_p, rng)  # (B, T, d)
     out, second = sublayer("mlp", vit_feedforward_forward, x1, params, dropout_p, rng)  # (B, T, d)
     return out, {"x": x, "ln1": first["ln1"], "attn": first["attn"], "ln2": second["ln2"], "mlp": second["mlp"],
                  "weights": first["attn"]["weights"]}
 
 
-def vit_block_backward(dout, cache):
-    """dout (B, T, d) -> (dx (B, T, d), grads under the stripped names, in init order)."""
+# the labels a traced backward gives each returned gradient: the port's field names (core/trace.py)
+HALF_GRADS = ("dx", "dgamma", "dbeta", "grads")  # either half of a block
+HEAD_GRADS = ("dx", "dgamma", "dbeta", "dW", "db")
+EMBED_GRADS = ("dW", "db", "dcls", "dpos")
+
+
+def vit_feedforward_backward(dout, cache):
+    """The block's second half: dout (B, T, d) -> (dx1 (B, T, d), dgamma2 (d,), dbeta2 (d,),
+    {"W1", "b1", "W2", "b2"})."""
     # inverts: out = x1 + m; m = MLP(n2)
     dn2, mlp = vit_mlp_backward(dout, cache["mlp"])  # (B, T, d)
     # inverts: n2 = LN2(x1)
     dx1_ln, dgamma2, dbeta2 = layer_norm_backward(dn2, cache["ln2"])  # (B, T, d)
     dx1 = dout + dx1_ln  # x1 feeds the residual and LN2
+    return dx1, dgamma2, dbeta2, mlp
+
+
+def vit_attention_backward(dx1, cache):
+    """The block's first half: dx1 (B, T, d) -> (dx (B, T, d), dgamma1 (d,), dbeta1 (d,),
+    {"W_q", "W_k", "W_v", "W_o"})."""
     # inverts: x1 = x + a; a = MHA(n1, n1)
     dn1_q, dn1_kv, attn = multi_head_attention_backward(dx1, cache["attn"])  # (B, T, d) each
     dn1 = dn1_q + dn1_kv  # n1 is both the queries and the keys/values
     # inverts: n1 = LN1(x)
     dx_ln, dgamma1, dbeta1 = layer_norm_backward(dn1, cache["ln1"])  # (B, T, d)
     dx = dx1 + dx_ln  # x feeds the residual and LN1
+    return dx, dgamma1, dbeta1, attn
+
+
+def vit_block_backward(dout, cache):
+    """dout (B, T, d) -> (dx (B, T, d), grads under the stripped names, in init order)."""
+    dx1, dgamma2, dbeta2, mlp = backward("mlp", HALF_GRADS, vit_feedforward_backward, dout, cache)  # (B, T, d)
+    dx, dgamma1, dbeta1, attn = backward("attention", HALF_GRADS, vit_attention_backward, dx1, cache)  # (B, T, d)
     grads = {"ln1.gamma": dgamma1, "ln1.beta": dbeta1}
     grads.update({f"attn.{name}": attn[name] for name in ("W_q", "W_k", "W_v", "W_o")})
     grads.update({"ln2.gamma": dgamma2, "ln2.beta": dbeta2})
@@ -199,18 +221,21 @@ def vit_head_forward(x, params):
     return logits, {"head_ln": head_ln, "head": head}
 
 
-def vit_backward(dlogits, cache):
-    """dlogits (B, classes) -> grads keyed by every parameter name, in init order."""
-    dlogits = np.asarray(dlogits, dtype=np.float64)
+def vit_head_backward(dlogits, cache):
+    """dlogits (B, classes) -> (dx (B, N+1, d), dgamma (d,), dbeta (d,), dW (classes, d), db (classes,))
+    of the head's LN and Linear; cache the model's."""
     B, T, d = cache["tokens"]
     # inverts: logits = LN_head(X[:, 0]) W_head^T + b
     dh, dW_head, db_head = linear_backward(dlogits, cache["head"])  # (B, d)
     dfirst, dgamma_head, dbeta_head = layer_norm_backward(dh, cache["head_ln"])  # (B, d)
     dx = np.zeros((B, T, d))  # (B, N+1, d): only the <cls> row reaches the head
     dx[:, 0] = dfirst
-    block_grads = [None] * len(cache["blocks"])
-    for i in reversed(range(len(cache["blocks"]))):
-        dx, block_grads[i] = vit_block_backward(dx, cache["blocks"][i])  # inverts: X = block_i(X)
+    return dx, dgamma_head, dbeta_head, dW_head, db_head
+
+
+def vit_embed_backward(dx, cache):
+    """dx (B, N+1, d) -> (dW_patch (d, C, p, p), db_patch (d,), dcls (d,), dpos (N+1, d)); cache the model's."""
+    B, T, d = cache["tokens"]
     # inverts: X = drop(concat(cls, E) + pos)
     dx0 = dropout_backward(dx, cache["dropout"])  # (B, N+1, d)
     dpos = np.zeros((T, d))  # (N+1, d)
@@ -220,6 +245,19 @@ def vit_backward(dlogits, cache):
     for b in range(B):
         dcls = dcls + dx0[b, 0]  # <cls> is row 0 of every image
     _, dW_patch, db_patch = patch_embedding_backward(dx0[:, 1:], cache["patch"])  # inverts: E = patch_embed(img)
+    return dW_patch, db_patch, dcls, dpos
+
+
+def vit_backward(dlogits, cache):
+    """dlogits (B, classes) -> grads keyed by every parameter name, in init order."""
+    dlogits = np.asarray(dlogits, dtype=np.float64)
+    dx, dgamma_head, dbeta_head, dW_head, db_head = backward("head", HEAD_GRADS, vit_head_backward, dlogits, cache)
+    block_grads = [None] * len(cache["blocks"])
+    for i in reversed(range(len(cache["blocks"]))):
+        scope(f"blk{i}.")  # names the block's traced backwards
+        dx, block_grads[i] = vit_block_backward(dx, cache["blocks"][i])  # inverts: X = block_i(X)
+    scope("")
+    dW_patch, db_patch, dcls, dpos = backward("embedding", EMBED_GRADS, vit_embed_backward, dx, cache)
     grads = {"patch.W": dW_patch, "patch.b": db_patch, "cls": dcls, "pos": dpos}
     for i, bg in enumerate(block_grads):
         grads.update({f"blk{i}.{name}": g for name, g in bg.items()})

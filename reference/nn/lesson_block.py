@@ -33,7 +33,7 @@ from .ffn import ffn_backward, ffn_forward
 from .layer_norm import layer_norm_backward, layer_norm_forward
 from .lesson_attention import init_lesson_attention_params, lesson_attention_backward, lesson_attention_forward
 from ..core.params import add_grads, param, sub_params
-from ..core.trace import sublayer
+from ..core.trace import backward, sublayer
 
 NAMES = ("ln1.gamma", "ln1.beta", "attn.W_in", "attn.b_in", "attn.W_o", "attn.b_o",
          "ln2.gamma", "ln2.beta", "ffn.W1", "ffn.b1", "ffn.W2", "ffn.b2")
@@ -70,7 +70,7 @@ def lesson_block_ffn(x1, params):
 
 def lesson_block_forward(x, params, num_heads, keep=None):
     """x (B, T, d), keep None | bool (B|1, T, T) -> (out (B, T, d), cache).
-    Traced sub-layers (core/trace.py): attention (the first half), ffn (the second)."""
+    Traced sub-layers (core/trace.py): attention (the first half), ffn (the second), forward and backward."""
     x = np.asarray(x, dtype=np.float64)
     x1, first = sublayer("attention", lesson_block_attention, x, params, num_heads, keep)  # (B, T, d)
     out, second = sublayer("ffn", lesson_block_ffn, x1, params)  # (B, T, d)
@@ -78,19 +78,37 @@ def lesson_block_forward(x, params, num_heads, keep=None):
                  "weights": first["attn"]["weights"]}
 
 
-def lesson_block_backward(dout, cache):
-    """dout (B, T, d) -> (dx (B, T, d), grads under the stripped names, in NAMES order)."""
-    dout = np.asarray(dout, dtype=np.float64)
+# the labels a traced backward gives each returned gradient: the port's field names (core/trace.py)
+HALF_GRADS = ("dx", "dgamma", "dbeta", "grads")  # either half of the block
+
+
+def lesson_block_ffn_backward(dout, cache):
+    """The block's second half: dout (B, T, d) -> (dx1 (B, T, d), dgamma2 (d,), dbeta2 (d,),
+    {"W1", "b1", "W2", "b2"})."""
     # inverts: out = x1 + g; g = FFN(n2)
     dn2, ffn_grads = ffn_backward(dout, cache["ffn"])  # (B, T, d)
     # inverts: n2 = LN2(x1)
     dx1_ln, dgamma2, dbeta2 = layer_norm_backward(dn2, cache["ln2"])  # (B, T, d)
     dx1 = add_grads(dout, dx1_ln)  # x1 feeds the residual and LN2
+    return dx1, dgamma2, dbeta2, ffn_grads
+
+
+def lesson_block_attention_backward(dx1, cache):
+    """The block's first half: dx1 (B, T, d) -> (dx (B, T, d), dgamma1 (d,), dbeta1 (d,),
+    {"W_in", "b_in", "W_o", "b_o"})."""
     # inverts: x1 = x + a; a = Attn(n1, keep)
     dn1, attn_grads = lesson_attention_backward(dx1, cache["attn"])  # (B, T, d)
     # inverts: n1 = LN1(x)
     dx_ln, dgamma1, dbeta1 = layer_norm_backward(dn1, cache["ln1"])  # (B, T, d)
     dx = add_grads(dx1, dx_ln)  # x feeds the residual and LN1
+    return dx, dgamma1, dbeta1, attn_grads
+
+
+def lesson_block_backward(dout, cache):
+    """dout (B, T, d) -> (dx (B, T, d), grads under the stripped names, in NAMES order)."""
+    dout = np.asarray(dout, dtype=np.float64)
+    dx1, dgamma2, dbeta2, ffn_grads = backward("ffn", HALF_GRADS, lesson_block_ffn_backward, dout, cache)  # (B, T, d)
+    dx, dgamma1, dbeta1, attn_grads = backward("attention", HALF_GRADS, lesson_block_attention_backward, dx1, cache)
     grads = {"ln1.gamma": dgamma1, "ln1.beta": dbeta1}
     grads.update({f"attn.{name}": attn_grads[name] for name in ("W_in", "b_in", "W_o", "b_o")})
     grads.update({"ln2.gamma": dgamma2, "ln2.beta": dbeta2})

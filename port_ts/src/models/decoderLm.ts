@@ -19,11 +19,13 @@
 // Backward: each block's backward in reverse; the two embeddings' gradients scatter the same dX
 // (embeddingBackward: rows accumulated in row-major token order). decoderLmLoss adds the weighted
 // cross-entropy (nn/loss.ts: weight 1 for a counted position, 0 otherwise).
+// Traced (core/trace.ts): the sub-layers embedding, blk{i}.attention, blk{i}.ffn and head, forward
+// and backward.
 
 import type { Generator } from "../core/rng.ts";
 import type { IntTensor, Tensor } from "../core/ops.ts";
 import { type Params, addGrads, param, prefixedParams, subParams } from "../core/params.ts";
-import { scope, sublayer } from "../core/trace.ts";
+import { backward, scope, sublayer } from "../core/trace.ts";
 import { type EmbeddingCache, embeddingBackward, embeddingForward } from "../nn/embedding.ts";
 import { initLayerNormParams } from "../nn/encoderBlock.ts";
 import { embeddingParams, linearParams } from "../nn/init.ts";
@@ -102,19 +104,34 @@ export function decoderLmHead(x: Tensor, params: Params): { out: Tensor; cache: 
   return { out: logits, cache: { lnF, head } };
 }
 
+/** dlogits (B, T, V) -> dx (B, T, d), dgamma, dbeta (d,) (LN_f's), dW (V, d), db (V,) (the head's);
+ *  cache the model's. */
+export function decoderLmHeadBackward(dlogits: Tensor, cache: DecoderLmCache): { dx: Tensor; dgamma: Tensor; dbeta: Tensor; dW: Tensor; db: Tensor } {
+  // inverts: logits = LN_f(X) W_head^T + b_head
+  const { dx: dh, dW, db } = linearBackward(dlogits, cache.head); // (B, T, d)
+  const { dx, dgamma, dbeta } = layerNormBackward(dh, cache.lnF); // (B, T, d)
+  return { dx, dgamma, dbeta, dW, db: db as Tensor };
+}
+
+/** dx (B, T, d) -> dtok (V, d), dpos (L, d); cache the model's. */
+export function decoderLmEmbedBackward(dx: Tensor, cache: DecoderLmCache): { dtok: Tensor; dpos: Tensor } {
+  // inverts: X = tok[tokens] + pos[P]
+  return { dtok: embeddingBackward(dx, cache.tok), dpos: embeddingBackward(dx, cache.pos) };
+}
+
 /** dlogits (B, T, V) -> grads keyed by every parameter name, in init order. */
 export function decoderLmBackward(dlogits: Tensor, cache: DecoderLmCache): Params {
-  // inverts: logits = LN_f(X) W_head^T + b_head
-  const { dx: dh, dW: dWHead, db: dbHead } = linearBackward(dlogits, cache.head); // (B, T, d)
-  let { dx, dgamma: dgammaF, dbeta: dbetaF } = layerNormBackward(dh, cache.lnF); // (B, T, d)
+  const { dx: dx0, dgamma: dgammaF, dbeta: dbetaF, dW: dWHead, db: dbHead } = backward("head", decoderLmHeadBackward, dlogits, cache);
+  let dx = dx0;
   const blockGrads: Params[] = new Array(cache.blocks.length);
   for (let i = cache.blocks.length - 1; i >= 0; i--) {
+    scope(`blk${i}.`); // names the block's traced backwards
     const blk = lessonBlockBackward(dx, cache.blocks[i]); // inverts: X = block_i(X, keep)
     dx = blk.dx;
     blockGrads[i] = blk.grads;
   }
-  // inverts: X = tok[tokens] + pos[P]
-  const dtok = embeddingBackward(dx, cache.tok), dpos = embeddingBackward(dx, cache.pos);
+  scope("");
+  const { dtok, dpos } = backward("embedding", decoderLmEmbedBackward, dx, cache);
   return {
     tok: dtok, pos: dpos, ...prefixedParams(blockGrads, "blk"),
     "ln_f.gamma": dgammaF, "ln_f.beta": dbetaF, "head.W": dWHead, "head.b": dbHead as Tensor,

@@ -27,6 +27,8 @@
 //           dX  = dX1 + dX_ln1         the residual, then the attention branch through LN1
 //   model:  dcls = sum over b of dX0[b, 0], dpos = sum over b of dX0[b]   in batch order from +0
 // vitBackward returns every parameter's gradient under its name, in init order.
+// Traced (core/trace.ts): the sub-layers embedding, blk{i}.attention, blk{i}.mlp and head, forward
+// and backward.
 // vitLoss / vitLossBackward add the mean cross-entropy of the logits against integer labels.
 
 import type { Generator } from "../core/rng.ts";
@@ -40,7 +42,7 @@ import { type CrossEntropyCache, crossEntropyBackward, crossEntropyForward } fro
 import { type MultiHeadAttentionCache, multiHeadAttentionBackward, multiHeadAttentionForward } from "../nn/multiHeadAttention.ts";
 import { type Params, param, subParams } from "../core/params.ts";
 import { initFfnParams, initLayerNormParams, initMhaParams } from "../nn/encoderBlock.ts";
-import { scope, sublayer } from "../core/trace.ts";
+import { backward, scope, sublayer } from "../core/trace.ts";
 
 export interface VitConfig {
   image: number; channels: number; patch: number; d: number; heads: number;
@@ -177,26 +179,40 @@ export function vitFeedforwardForward(x1: Tensor, params: Params, dropoutP = 0, 
   return { out, cache: { ln2, mlp } };
 }
 
-/** Traced sub-layers (core/trace.ts): attention (the first half), mlp (the second). */
+/** Traced sub-layers (core/trace.ts): attention (the first half), mlp (the second), forward and backward. */
 export function vitBlockForward(x: Tensor, params: Params, numHeads: number, dropoutP = 0, rng: Generator | null = null): { out: Tensor; cache: VitBlockCache } {
   const { out: x1, cache: first } = sublayer("attention", vitAttentionForward, x, params, numHeads, dropoutP, rng); // (B, T, d)
   const { out, cache: second } = sublayer("mlp", vitFeedforwardForward, x1, params, dropoutP, rng); // (B, T, d)
   return { out, cache: { x, ln1: first.ln1, attn: first.attn, ln2: second.ln2, mlp: second.mlp, weights: first.attn.weights } };
 }
 
-/** dout (B, T, d) -> dx (B, T, d), grads under the stripped names, in init order. */
-export function vitBlockBackward(dout: Tensor, cache: VitBlockCache): { dx: Tensor; grads: Params } {
+/** The block's second half: dout (B, T, d) -> dx (B, T, d) (x1's), dgamma, dbeta (d,) (LN2's),
+ *  grads { W1, b1, W2, b2 }. */
+export function vitFeedforwardBackward(dout: Tensor, cache: VitBlockCache): { dx: Tensor; dgamma: Tensor; dbeta: Tensor; grads: Params } {
   // inverts: out = x1 + m; m = MLP(n2)
   const { dx: dn2, grads: mlp } = vitMlpBackward(dout, cache.mlp); // (B, T, d)
   // inverts: n2 = LN2(x1)
-  const { dx: dx1Ln, dgamma: dgamma2, dbeta: dbeta2 } = layerNormBackward(dn2, cache.ln2); // (B, T, d)
+  const { dx: dx1Ln, dgamma, dbeta } = layerNormBackward(dn2, cache.ln2); // (B, T, d)
   const dx1 = add(dout, dx1Ln); // x1 feeds the residual and LN2
+  return { dx: dx1, dgamma, dbeta, grads: mlp };
+}
+
+/** The block's first half: dx1 (B, T, d) -> dx (B, T, d), dgamma, dbeta (d,) (LN1's),
+ *  grads { W_q, W_k, W_v, W_o }. */
+export function vitAttentionBackward(dx1: Tensor, cache: VitBlockCache): { dx: Tensor; dgamma: Tensor; dbeta: Tensor; grads: Params } {
   // inverts: x1 = x + a; a = MHA(n1, n1)
   const { dxQ: dn1Q, dxKv: dn1Kv, grads: attn } = multiHeadAttentionBackward(dx1, cache.attn); // (B, T, d) each
   const dn1 = add(dn1Q, dn1Kv); // n1 is both the queries and the keys/values
   // inverts: n1 = LN1(x)
-  const { dx: dxLn, dgamma: dgamma1, dbeta: dbeta1 } = layerNormBackward(dn1, cache.ln1); // (B, T, d)
+  const { dx: dxLn, dgamma, dbeta } = layerNormBackward(dn1, cache.ln1); // (B, T, d)
   const dx = add(dx1, dxLn); // x feeds the residual and LN1
+  return { dx, dgamma, dbeta, grads: attn };
+}
+
+/** dout (B, T, d) -> dx (B, T, d), grads under the stripped names, in init order. */
+export function vitBlockBackward(dout: Tensor, cache: VitBlockCache): { dx: Tensor; grads: Params } {
+  const { dx: dx1, dgamma: dgamma2, dbeta: dbeta2, grads: mlp } = backward("mlp", vitFeedforwardBackward, dout, cache); // (B, T, d)
+  const { dx, dgamma: dgamma1, dbeta: dbeta1, grads: attn } = backward("attention", vitAttentionBackward, dx1, cache); // (B, T, d)
   const grads: Params = { "ln1.gamma": dgamma1, "ln1.beta": dbeta1 };
   for (const name of ["W_q", "W_k", "W_v", "W_o"]) grads[`attn.${name}`] = attn[name];
   grads["ln2.gamma"] = dgamma2;
@@ -258,20 +274,22 @@ export interface VitCache {
   tokens: number[]; // [B, N+1, d]
 }
 
-/** dlogits (B, classes) -> grads keyed by every parameter name, in init order. */
-export function vitBackward(dlogits: Tensor, cache: VitCache): Params {
+/** dlogits (B, classes) -> dx (B, N+1, d), dgamma, dbeta (d,), dW (classes, d), db (classes,) of
+ *  the head's LN and Linear; cache the model's. */
+export function vitHeadBackward(dlogits: Tensor, cache: VitCache): { dx: Tensor; dgamma: Tensor; dbeta: Tensor; dW: Tensor; db: Tensor } {
   const [B, T, d] = cache.tokens;
   // inverts: logits = LN_head(X[:, 0]) W_head^T + b
-  const { dx: dh, dW: dWHead, db: dbHead } = linearBackward(dlogits, cache.head); // (B, d)
-  const { dx: dfirst, dgamma: dgammaHead, dbeta: dbetaHead } = layerNormBackward(dh, cache.headLn); // (B, d)
-  let dx = zeros([B, T, d]); // (B, N+1, d): only the <cls> row reaches the head
+  const { dx: dh, dW, db } = linearBackward(dlogits, cache.head); // (B, d)
+  const { dx: dfirst, dgamma, dbeta } = layerNormBackward(dh, cache.headLn); // (B, d)
+  const dx = zeros([B, T, d]); // (B, N+1, d): only the <cls> row reaches the head
   for (let b = 0; b < B; b++) dx.data.set(dfirst.data.subarray(b * d, b * d + d), b * T * d);
-  const blockGrads: Params[] = new Array(cache.blocks.length);
-  for (let i = cache.blocks.length - 1; i >= 0; i--) {
-    const blk = vitBlockBackward(dx, cache.blocks[i]); // inverts: X = block_i(X)
-    dx = blk.dx;
-    blockGrads[i] = blk.grads;
-  }
+  return { dx, dgamma, dbeta, dW, db: db as Tensor };
+}
+
+/** dx (B, N+1, d) -> dW (d, C, p, p), db (d,) (the patch embedding's), dcls (d,), dpos (N+1, d);
+ *  cache the model's. */
+export function vitEmbedBackward(dx: Tensor, cache: VitCache): { dW: Tensor; db: Tensor; dcls: Tensor; dpos: Tensor } {
+  const [B, T, d] = cache.tokens;
   // inverts: X = drop(concat(cls, E) + pos)
   const dx0 = dropBackward(dx, cache.dropout); // (B, N+1, d)
   const dpos = zeros([T, d]); // (N+1, d)  pos is added to every image: in batch order from +0
@@ -282,7 +300,23 @@ export function vitBackward(dlogits: Tensor, cache: VitCache): Params {
     for (let k = 0; k < d; k++) dcls.data[k] = dcls.data[k] + dx0.data[b * T * d + k];
   const de = zeros([B, T - 1, d]); // (B, N, d)  the patch rows
   for (let b = 0; b < B; b++) de.data.set(dx0.data.subarray(b * T * d + d, (b + 1) * T * d), b * (T - 1) * d);
-  const { dW: dWPatch, db: dbPatch } = patchEmbeddingBackward(de, cache.patch); // inverts: E = patch_embed(img)
+  const { dW, db } = patchEmbeddingBackward(de, cache.patch); // inverts: E = patch_embed(img)
+  return { dW, db, dcls, dpos };
+}
+
+/** dlogits (B, classes) -> grads keyed by every parameter name, in init order. */
+export function vitBackward(dlogits: Tensor, cache: VitCache): Params {
+  const { dx: dx0, dgamma: dgammaHead, dbeta: dbetaHead, dW: dWHead, db: dbHead } = backward("head", vitHeadBackward, dlogits, cache);
+  let dx = dx0;
+  const blockGrads: Params[] = new Array(cache.blocks.length);
+  for (let i = cache.blocks.length - 1; i >= 0; i--) {
+    scope(`blk${i}.`); // names the block's traced backwards
+    const blk = vitBlockBackward(dx, cache.blocks[i]); // inverts: X = block_i(X)
+    dx = blk.dx;
+    blockGrads[i] = blk.grads;
+  }
+  scope("");
+  const { dW: dWPatch, db: dbPatch, dcls, dpos } = backward("embedding", vitEmbedBackward, dx, cache);
   const grads: Params = { "patch.W": dWPatch, "patch.b": dbPatch, cls: dcls, pos: dpos };
   blockGrads.forEach((bg, i) => { for (const [name, g] of Object.entries(bg)) grads[`blk${i}.${name}`] = g; });
   Object.assign(grads, { "head.ln.gamma": dgammaHead, "head.ln.beta": dbetaHead, "head.W": dWHead, "head.b": dbHead as Tensor });

@@ -27,7 +27,7 @@
 import type { Generator } from "../core/rng.ts";
 import type { Tensor } from "../core/ops.ts";
 import { type Params, addGrads, param, subParams } from "../core/params.ts";
-import { sublayer } from "../core/trace.ts";
+import { backward, sublayer } from "../core/trace.ts";
 import { initFfnParams, initLayerNormParams } from "./encoderBlock.ts";
 import { type FfnCache, ffnBackward, ffnForward } from "./ffn.ts";
 import { type LayerNormCache, layerNormBackward, layerNormForward } from "./layerNorm.ts";
@@ -73,25 +73,39 @@ export function lessonBlockFfn(x1: Tensor, params: Params): { out: Tensor; cache
   return { out, cache: { ln2, ffn } };
 }
 
-/** Traced sub-layers (core/trace.ts): attention (the first half), ffn (the second). */
+/** Traced sub-layers (core/trace.ts): attention (the first half), ffn (the second), forward and backward. */
 export function lessonBlockForward(x: Tensor, params: Params, numHeads: number, keep: Keep | null = null): { out: Tensor; cache: LessonBlockCache } {
   const { out: x1, cache: first } = sublayer("attention", lessonBlockAttention, x, params, numHeads, keep); // (B, T, d)
   const { out, cache: second } = sublayer("ffn", lessonBlockFfn, x1, params); // (B, T, d)
   return { out, cache: { ln1: first.ln1, attn: first.attn, ln2: second.ln2, ffn: second.ffn, weights: first.attn.weights } };
 }
 
+/** The block's second half: dout (B, T, d) -> dx (B, T, d) (x1's), dgamma, dbeta (d,) (LN2's),
+ *  grads { W1, b1, W2, b2 }. */
+export function lessonBlockFfnBackward(dout: Tensor, cache: LessonBlockCache): { dx: Tensor; dgamma: Tensor; dbeta: Tensor; grads: Params } {
+  // inverts: out = x1 + g; g = FFN(n2)
+  const { dx: dn2, grads } = ffnBackward(dout, cache.ffn); // (B, T, d)
+  // inverts: n2 = LN2(x1)
+  const { dx: dx1Ln, dgamma, dbeta } = layerNormBackward(dn2, cache.ln2); // (B, T, d)
+  const dx1 = addGrads(dout, dx1Ln); // x1 feeds the residual and LN2
+  return { dx: dx1, dgamma, dbeta, grads };
+}
+
+/** The block's first half: dx1 (B, T, d) -> dx (B, T, d), dgamma, dbeta (d,) (LN1's),
+ *  grads { W_in, b_in, W_o, b_o }. */
+export function lessonBlockAttentionBackward(dx1: Tensor, cache: LessonBlockCache): { dx: Tensor; dgamma: Tensor; dbeta: Tensor; grads: Params } {
+  // inverts: x1 = x + a; a = Attn(n1, keep)
+  const { dx: dn1, grads } = lessonAttentionBackward(dx1, cache.attn); // (B, T, d)
+  // inverts: n1 = LN1(x)
+  const { dx: dxLn, dgamma, dbeta } = layerNormBackward(dn1, cache.ln1); // (B, T, d)
+  const dx = addGrads(dx1, dxLn); // x feeds the residual and LN1
+  return { dx, dgamma, dbeta, grads };
+}
+
 /** dout (B, T, d) -> dx (B, T, d), grads under the stripped names, in NAMES order. */
 export function lessonBlockBackward(dout: Tensor, cache: LessonBlockCache): { dx: Tensor; grads: Params } {
-  // inverts: out = x1 + g; g = FFN(n2)
-  const { dx: dn2, grads: ffnGrads } = ffnBackward(dout, cache.ffn); // (B, T, d)
-  // inverts: n2 = LN2(x1)
-  const { dx: dx1Ln, dgamma: dgamma2, dbeta: dbeta2 } = layerNormBackward(dn2, cache.ln2); // (B, T, d)
-  const dx1 = addGrads(dout, dx1Ln); // x1 feeds the residual and LN2
-  // inverts: x1 = x + a; a = Attn(n1, keep)
-  const { dx: dn1, grads: attnGrads } = lessonAttentionBackward(dx1, cache.attn); // (B, T, d)
-  // inverts: n1 = LN1(x)
-  const { dx: dxLn, dgamma: dgamma1, dbeta: dbeta1 } = layerNormBackward(dn1, cache.ln1); // (B, T, d)
-  const dx = addGrads(dx1, dxLn); // x feeds the residual and LN1
+  const { dx: dx1, dgamma: dgamma2, dbeta: dbeta2, grads: ffnGrads } = backward("ffn", lessonBlockFfnBackward, dout, cache); // (B, T, d)
+  const { dx, dgamma: dgamma1, dbeta: dbeta1, grads: attnGrads } = backward("attention", lessonBlockAttentionBackward, dx1, cache); // (B, T, d)
   const grads: Params = { "ln1.gamma": dgamma1, "ln1.beta": dbeta1 };
   for (const name of ["W_in", "b_in", "W_o", "b_o"]) grads[`attn.${name}`] = attnGrads[name];
   grads["ln2.gamma"] = dgamma2;
