@@ -56,15 +56,20 @@ def _run(repo_root, node, cli, case, report):
                       "--report", report, timeout=300)
 
 
-@pytest.mark.parametrize("fault_id", sorted(FAULTS))
-def test_a_composition_fault_is_attributed_to_its_sublayer(repo_root, node, tmp_path, fault_id):
-    case, sublayer = FAULTS[fault_id]
+def _attributed(repo_root, node, tmp_path, fault_id, case):
+    """The bundle's fault applied to a copy of the port, `case` run on it: (process, attribution)."""
     [fault] = [f for f in load(None, repo_root, str) if f.id == fault_id]
     apply(fault, repo_root, tmp_path)
     proc = _run(repo_root, node, tmp_path / "port_ts" / "src" / "cli.ts", case, tmp_path / "report.json")
     assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
-    [entry] = json.loads((tmp_path / "report.json").read_text())["cases"]
-    found = entry["attribution"]
+    [entry] = [c for c in json.loads((tmp_path / "report.json").read_text())["cases"] if c["id"] == case]
+    return proc, entry["attribution"]
+
+
+@pytest.mark.parametrize("fault_id", sorted(FAULTS))
+def test_a_composition_fault_is_attributed_to_its_sublayer(repo_root, node, tmp_path, fault_id):
+    case, sublayer = FAULTS[fault_id]
+    proc, found = _attributed(repo_root, node, tmp_path, fault_id, case)
     assert found["culprit"] == sublayer, found
     rows = {r["name"]: r for r in found["sublayers"]}
     before = [r for r in found["sublayers"]][: [r["name"] for r in found["sublayers"]].index(sublayer)]
@@ -78,12 +83,7 @@ def test_a_composition_fault_is_attributed_to_its_sublayer(repo_root, node, tmp_
 @pytest.mark.parametrize("fault_id", sorted(UNITS))
 def test_a_backward_or_training_fault_is_attributed_to_its_unit(repo_root, node, tmp_path, fault_id):
     case, unit, tensor = UNITS[fault_id]
-    [fault] = [f for f in load(None, repo_root, str) if f.id == fault_id]
-    apply(fault, repo_root, tmp_path)
-    proc = _run(repo_root, node, tmp_path / "port_ts" / "src" / "cli.ts", case, tmp_path / "report.json")
-    assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
-    [entry] = json.loads((tmp_path / "report.json").read_text())["cases"]
-    found = entry["attribution"]
+    proc, found = _attributed(repo_root, node, tmp_path, fault_id, case)
     assert found["culprit"] == unit, found
     names = [r["name"] for r in found["sublayers"]]
     row = found["sublayers"][names.index(unit)]
@@ -141,13 +141,8 @@ def test_a_pretrained_encoder_fault_is_attributed_to_its_layer(repo_root, node, 
 
     # a test dependency (pyproject's test extra): missing, it is an install error, never a skip
     assert assets.model_dir() is not None, f"the model is not available: {assets.models.missing_reason()}"
-    case, unit = "pretrained.minilm.lesson", "layer0.addnorm2"
-    [fault] = [f for f in load(None, repo_root, str) if f.id == "port.bert.second_addnorm_adds_layer_input"]
-    apply(fault, repo_root, tmp_path)
-    proc = _run(repo_root, node, tmp_path / "port_ts" / "src" / "cli.ts", case, tmp_path / "report.json")
-    assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
-    [entry] = [c for c in json.loads((tmp_path / "report.json").read_text())["cases"] if c["id"] == case]
-    found = entry["attribution"]
+    case, unit = "pretrained.minilm.lesson", "layer0.addnorm2"  # the --case pattern also selects lesson_wide
+    proc, found = _attributed(repo_root, node, tmp_path, "port.bert.second_addnorm_adds_layer_input", case)
     assert found["culprit"] == unit, found
     names = [r["name"] for r in found["sublayers"]]
     assert names[:5] == ["embedding", "layer0.attention", "layer0.addnorm1", "layer0.ffn", unit], names
