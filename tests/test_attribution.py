@@ -52,8 +52,10 @@ FIRST_UNIT = {"transformer": "enc.embedding", "vit": "embedding", "lesson_block"
 
 
 def _run(repo_root, node, cli, case, report):
+    # --oracle none: what these tests look at is the attribution (the arbiter's own tests are
+    # tests/test_oracle.py and the reference-side test below); it saves starting PyTorch each time
     return run_verify(repo_root, "attention", "--case", case, "--port-cmd", f"{node} {cli} run",
-                      "--report", report, timeout=300)
+                      "--report", report, "--oracle", "none", timeout=300)
 
 
 def _attributed(repo_root, node, tmp_path, fault_id, case):
