@@ -117,13 +117,11 @@ def attribute(cases, entries, engine_list, work, timeout, tol, assets=None):
 
 
 def _unit_row(name, keys, tensors, tol):
-    """{name, own, fed, fed_beyond, beyond, worst}: own and fed the greatest max|port - reference|
-    over the unit's tensors (None where one cannot be compared: another shape, a NaN, an
-    infinity); beyond the labels of its tensors that break the rule fed (a backward's "dx",
-    "grads.W1": which gradient); worst the first of them, else the label of the greatest fed
-    difference."""
+    """{name, own, fed, beyond}: own and fed the greatest max|port - reference| over the unit's
+    tensors (None where one cannot be compared: another shape, a NaN, an infinity); beyond the
+    labels of its tensors that break the rule fed (a backward's "dx", "grads.W1": which gradient)."""
     own = fed = 0.0
-    beyond, worst, worst_fed = [], None, -1.0
+    beyond = []
     for key in keys:
         label = key[len(name) + 1:]
         ref = decode_tensor(tensors["reference"][key], f"reference {key}")
@@ -133,11 +131,8 @@ def _unit_row(name, keys, tensors, tol):
         f = found["fed"]
         fed = None if fed is None or f.max_abs is None or f.nonfinite else max(fed, f.max_abs)
         if not f.passed:
-            worst = label if not beyond else worst
             beyond.append(label)
-        elif not beyond and f.max_abs is not None and f.max_abs > worst_fed:
-            worst, worst_fed = label, f.max_abs
-    return {"name": name, "own": own, "fed": fed, "fed_beyond": bool(beyond), "beyond": beyond, "worst": worst}
+    return {"name": name, "own": own, "fed": fed, "beyond": beyond}
 
 
 def figures(traces, tol):
@@ -145,7 +140,7 @@ def figures(traces, tol):
     {run: {"units": [{"name", "tensors": [keys]}], "tensors": {key: tensor doc}}}."""
     tensors = {run: traces[run]["tensors"] for run in RUNS}
     rows = [_unit_row(u["name"], u["tensors"], tensors, tol) for u in traces["reference"]["units"]]
-    culprit = next((r for r in rows if r["fed_beyond"]), None)
+    culprit = next((r for r in rows if r["beyond"]), None)
     result = {"tolerance": tol, "sublayers": rows, "culprit": None, "amplification": None,
               "last": {"name": rows[-1]["name"], "own": rows[-1]["own"]} if rows else None}
     if culprit is not None:

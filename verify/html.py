@@ -292,7 +292,7 @@ def _attribution_svg(att):
                              f'r="3.5" fill="{colour}">{tip}</circle>')
             else:
                 parts.append(f'<rect class="point fed" data-sublayer="{_e(r["name"])}" x="{x(i) - 3:.1f}" y="{y(v) - 3:.1f}" '
-                             f'width="6" height="6" fill="{"#c41a16" if r.get("fed_beyond") else "#fff"}" '
+                             f'width="6" height="6" fill="{"#c41a16" if r.get("beyond") else "#fff"}" '
                              f'stroke="{colour}" stroke-width="1.5">{tip}</rect>')
     for i, r in enumerate(rows):
         bold = ' font-weight="600" fill="#c41a16"' if r["name"] == culprit else ""
